@@ -1,0 +1,47 @@
+# The two commands of the quick start: `make demo` and `make test`.
+# Both install what is missing, configure into build/, build and run.
+
+BUILD_DIR   ?= build/release
+ASAN_DIR    ?= build/asan
+BENCH_DIR   ?= build/bench
+CMAKE       ?= cmake
+JOBS        ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test test-release test-asan bench install clean
+
+all: build
+
+deps:
+	@./tools/bootstrap.sh
+
+build: deps
+	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
+
+demo: build
+	$(BUILD_DIR)/examples/c/axrt_demo
+
+test: test-release test-asan
+
+test-release: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+# The unit tests and the conformance suite again under ASan + UBSan.
+test-asan: deps
+	$(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DAXRT_SANITIZE=address,undefined -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
+	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
+
+bench: deps
+	$(CMAKE) -S . -B $(BENCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DAXRT_BUILD_BENCHMARKS=ON -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	$(CMAKE) --build $(BENCH_DIR) -j $(JOBS)
+	$(BENCH_DIR)/tests/bench/axrt_bench --benchmark_counters_tabular=true
+
+install: build
+	$(CMAKE) --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)
+
+clean:
+	rm -rf build

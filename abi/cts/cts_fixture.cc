@@ -1,0 +1,213 @@
+#include "abi/cts/cts_fixture.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <thread>
+
+namespace axrt_cts {
+
+std::string Describe(axrt_status_t status) {
+  if (status == nullptr) return "OK";
+  std::string text = axrt_status_code_name(axrt_status_code(status));
+  text += ": ";
+  text += axrt_status_message(status);
+  return text;
+}
+
+bool ContainsNoCase(std::string_view haystack, std::string_view needle) {
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(),
+                        needle.end(),
+                        [&](char a, char b) { return lower(a) == lower(b); });
+  return it != haystack.end() || needle.empty();
+}
+
+StatusMatch MatchStatus(axrt_status_t status,
+                        std::initializer_list<axrt_status_code_t> codes,
+                        std::string_view needle) {
+  Status owned(status);
+  StatusMatch match;
+  std::string expected;
+  for (axrt_status_code_t code : codes) {
+    if (!expected.empty()) expected += " or ";
+    expected += axrt_status_code_name(code);
+  }
+  expected += " mentioning '" + std::string(needle) + "'";
+  match.explanation = "got " + Describe(owned.get()) + "; expected " + expected;
+  axrt_status_code_t code = axrt_status_code(owned.get());
+  if (owned == nullptr) {
+    // Only a caller that allows OK gets here with a match.
+    match.matched = std::find(codes.begin(), codes.end(), code) != codes.end();
+    return match;
+  }
+  bool code_ok = std::find(codes.begin(), codes.end(), code) != codes.end();
+  match.matched =
+      code_ok && ContainsNoCase(axrt_status_message(owned.get()), needle);
+  return match;
+}
+
+std::string DeviceUnderTestId() {
+  const char* env = std::getenv("AXRT_CTS_DEVICE");
+  return env != nullptr && env[0] != '\0' ? env : "cpu:0";
+}
+
+std::string DriverUnderTest() {
+  std::string id = DeviceUnderTestId();
+  return id.substr(0, id.find(':'));
+}
+
+DeviceTest::DeviceTest() : driver_(DriverUnderTest()) {
+  axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+  options.drivers = driver_.c_str();
+  REQUIRE_OK(axrt_instance_create(&options, Out(instance_)));
+  std::string id = DeviceUnderTestId();
+  REQUIRE_OK(axrt_instance_find_device(instance_.get(), id.c_str(),
+                                       Out(device_)));
+  REQUIRE_OK(axrt_device_query_properties(device_.get(), &properties_));
+  REQUIRE_OK(axrt_stream_create(device_.get(), nullptr, Out(io_stream_)));
+}
+
+bool DeviceTest::Supports(Feature feature) const {
+  if (!UnsupportedReason(driver_, feature).empty()) return false;
+  uint32_t flag = FeatureFlag(feature);
+  if (flag != 0) return (properties_.flags & flag) != 0;
+  if (feature == Feature::kMultipleDevices) {
+    size_t count = 0;
+    Status status(axrt_instance_device_count(instance_.get(), &count));
+    return status == nullptr && count >= 2;
+  }
+  return true;
+}
+
+bool DeviceTest::RequireFeature(Feature feature) const {
+  std::string_view reason = UnsupportedReason(driver_, feature);
+  if (!reason.empty()) {
+    WARN("skipped on " << properties_.id << ": no " << FeatureName(feature)
+                       << " (" << reason << ")");
+    return false;
+  }
+  uint32_t flag = FeatureFlag(feature);
+  if (flag != 0 && (properties_.flags & flag) == 0) {
+    FAIL("device " << properties_.id << " does not advertise "
+                   << FeatureName(feature)
+                   << " but abi/cts/unsupported.cc gives no reason for driver '"
+                   << driver_ << "'");
+  }
+  if (!Supports(feature)) {
+    WARN("skipped on " << properties_.id << ": no " << FeatureName(feature)
+                       << " on this machine");
+    return false;
+  }
+  return true;
+}
+
+Stream DeviceTest::NewStream(const char* label) const {
+  axrt_debug_label_t debug_label = AXRT_DEBUG_LABEL_INIT(label);
+  axrt_stream_options_t options = AXRT_STREAM_OPTIONS_INIT;
+  if (label != nullptr) options.next = &debug_label;
+  Stream stream;
+  REQUIRE_OK(axrt_stream_create(device_.get(), &options, Out(stream)));
+  REQUIRE(stream != nullptr);
+  return stream;
+}
+
+Buffer DeviceTest::NewBuffer(uint64_t size, axrt_memory_type_t type,
+                             uint64_t alignment, const char* label) const {
+  axrt_debug_label_t debug_label = AXRT_DEBUG_LABEL_INIT(label);
+  axrt_buffer_options_t options = AXRT_BUFFER_OPTIONS_INIT;
+  options.memory_type = type;
+  options.alignment = alignment;
+  if (label != nullptr) options.next = &debug_label;
+  Buffer buffer;
+  REQUIRE_OK(axrt_buffer_allocate(device_.get(), size, &options, Out(buffer)));
+  REQUIRE(buffer != nullptr);
+  return buffer;
+}
+
+Event DeviceTest::NewEvent(axrt_event_flags_t flags, const char* label) const {
+  axrt_debug_label_t debug_label = AXRT_DEBUG_LABEL_INIT(label);
+  axrt_event_options_t options = AXRT_EVENT_OPTIONS_INIT;
+  options.flags = flags;
+  if (label != nullptr) options.next = &debug_label;
+  Event event;
+  REQUIRE_OK(axrt_event_create(device_.get(), &options, Out(event)));
+  REQUIRE(event != nullptr);
+  return event;
+}
+
+Buffer DeviceTest::NewView(axrt_buffer_t buffer, uint64_t offset,
+                           uint64_t length) const {
+  Buffer view;
+  REQUIRE_OK(axrt_buffer_create_view(buffer, offset, length, Out(view)));
+  REQUIRE(view != nullptr);
+  return view;
+}
+
+axrt_buffer_info_t DeviceTest::Info(axrt_buffer_t buffer) const {
+  axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
+  REQUIRE_OK(axrt_buffer_query_info(buffer, &info));
+  return info;
+}
+
+void DeviceTest::Write(axrt_buffer_t buffer, uint64_t offset,
+                       std::span<const uint8_t> bytes) const {
+  REQUIRE_OK(axrt_stream_copy_from_host(io_stream_.get(), bytes.data(), buffer,
+                                        offset, bytes.size()));
+  REQUIRE_OK(axrt_stream_synchronize(io_stream_.get()));
+}
+
+std::vector<uint8_t> DeviceTest::Read(axrt_buffer_t buffer, uint64_t offset,
+                                      uint64_t length) const {
+  std::vector<uint8_t> bytes(length);
+  REQUIRE_OK(axrt_stream_copy_to_host(io_stream_.get(), buffer, offset,
+                                      bytes.data(), length));
+  REQUIRE_OK(axrt_stream_synchronize(io_stream_.get()));
+  return bytes;
+}
+
+axrt_status_t Gate::HostFunc(void* user_data, axrt_status_t) {
+  auto* gate = static_cast<Gate*>(user_data);
+  gate->entered_.store(true, std::memory_order_release);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!gate->open_.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return axrt_status_create(AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                                "cts gate was never opened");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return nullptr;
+}
+
+bool WaitForFlag(const std::atomic<bool>& flag,
+                 std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!flag.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+std::vector<uint8_t> PatternBytes(size_t size, uint32_t seed) {
+  std::vector<uint8_t> bytes(size);
+  // xorshift32: cheap, and no period short enough to hide a misplaced chunk.
+  uint32_t state = seed * 2654435761u + 0x9e3779b9u;
+  if (state == 0) state = 1;
+  for (size_t i = 0; i < size; ++i) {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    bytes[i] = static_cast<uint8_t>(state >> 24);
+  }
+  return bytes;
+}
+
+bool IsPowerOfTwo(uint64_t value) {
+  return value != 0 && (value & (value - 1)) == 0;
+}
+
+}  // namespace axrt_cts

@@ -1,0 +1,60 @@
+#include "abi/cts/unsupported.h"
+
+#include <array>
+
+#include "axrt/axrt.h"
+
+namespace axrt_cts {
+namespace {
+
+struct Entry {
+  std::string_view driver;
+  Feature feature;
+  std::string_view reason;
+};
+
+// One line per gap. A driver that gains the capability loses its line here,
+// and the suite then tests it.
+constexpr std::array kUnsupported = {
+    // The CPU driver is the reference: every capability, but one device.
+    Entry{"cpu", Feature::kMultipleDevices,
+          "the CPU driver exposes a single device (cpu:0)"},
+    Entry{"cuda", Feature::kHostVisibleDeviceMemory,
+          "CUDA device memory lives in GPU memory and is not mapped into the "
+          "host address space; use host-pinned buffers or copies"},
+};
+
+}  // namespace
+
+std::string_view FeatureName(Feature feature) {
+  switch (feature) {
+    case Feature::kHostVisibleDeviceMemory:
+      return "host-visible device-local memory";
+    case Feature::kEventTiming:
+      return "event timing";
+    case Feature::kMultipleDevices:
+      return "multiple devices per driver";
+  }
+  return "unknown feature";
+}
+
+uint32_t FeatureFlag(Feature feature) {
+  switch (feature) {
+    case Feature::kHostVisibleDeviceMemory:
+      return AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY;
+    case Feature::kEventTiming:
+      return AXRT_DEVICE_FLAG_EVENT_TIMING;
+    case Feature::kMultipleDevices:
+      return 0;
+  }
+  return 0;
+}
+
+std::string_view UnsupportedReason(std::string_view driver, Feature feature) {
+  for (const Entry& entry : kUnsupported) {
+    if (entry.driver == driver && entry.feature == feature) return entry.reason;
+  }
+  return {};
+}
+
+}  // namespace axrt_cts

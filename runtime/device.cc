@@ -1,0 +1,56 @@
+#include "runtime/device.h"
+
+#include "runtime/api.h"
+#include "runtime/instance.h"
+
+using namespace axrt;
+
+extern "C" {
+
+AXRT_API void axrt_device_retain(axrt_device_t device) { retain_handle<Device>(device); }
+
+AXRT_API void axrt_device_release(axrt_device_t device) { release_handle<Device>(device); }
+
+AXRT_API axrt_status_t axrt_device_query_properties(axrt_device_t device,
+                                                    axrt_device_properties_t* out_properties) {
+  static constexpr ApiCall api("axrt_device_query_properties");
+  Device* self = nullptr;
+  AXRT_RETURN_IF_ERROR(api.resolve(device, "device", &self));
+  AXRT_RETURN_IF_ERROR(
+      check_query_struct(api, out_properties, "out_properties", "axrt_device_properties_t"));
+  write_query_struct(self->properties, out_properties);
+  return nullptr;
+}
+
+AXRT_API axrt_status_t axrt_device_synchronize(axrt_device_t device) {
+  static constexpr ApiCall api("axrt_device_synchronize");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Device* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(device, "device", &self));
+    return self->vtable->synchronize(self);
+  });
+}
+
+AXRT_API axrt_status_t axrt_device_query_pool_statistics(axrt_device_t device,
+                                                         axrt_pool_statistics_t* out_statistics) {
+  static constexpr ApiCall api("axrt_device_query_pool_statistics");
+  Device* self = nullptr;
+  AXRT_RETURN_IF_ERROR(api.resolve(device, "device", &self));
+  AXRT_RETURN_IF_ERROR(
+      check_query_struct(api, out_statistics, "out_statistics", "axrt_pool_statistics_t"));
+  axrt_pool_statistics_t statistics = AXRT_POOL_STATISTICS_INIT;
+  self->vtable->query_pool_statistics(self, &statistics);
+  write_query_struct(statistics, out_statistics);
+  return nullptr;
+}
+
+AXRT_API axrt_status_t axrt_device_trim_pool(axrt_device_t device, uint64_t keep_bytes) {
+  static constexpr ApiCall api("axrt_device_trim_pool");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Device* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(device, "device", &self));
+    return self->vtable->trim_pool(self, keep_bytes);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,61 @@
+// The core view of a device: what every driver's device provides through its
+// vtable, and the properties it reports.
+#ifndef AXRT_RUNTIME_DEVICE_H_
+#define AXRT_RUNTIME_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "axrt/device.h"
+#include "axrt/memory.h"
+#include "runtime/object.h"
+
+namespace axrt {
+
+struct Device;
+struct Event;
+struct Instance;
+struct Stream;
+
+// One allocation as a driver hands it out.
+struct MemoryBlock {
+  std::byte* host_pointer = nullptr;  // set when the memory is host-visible
+  uint64_t device_address = 0;        // what kernels are given
+  uint64_t size = 0;                  // usable bytes, at least those asked for
+  void* driver_data = nullptr;
+};
+
+struct DeviceVtable {
+  void (*destroy)(Device* device);
+  // Allocates `size` bytes aligned to `alignment` (a power of two the core
+  // has checked against the device's limits).
+  axrt_status_t (*allocate)(Device* device, uint64_t size, uint64_t alignment,
+                            axrt_memory_type_t memory_type, MemoryBlock* out_block);
+  // Returns a block from allocate(); called exactly once per block.
+  void (*deallocate)(Device* device, axrt_memory_type_t memory_type, const MemoryBlock& block);
+  void (*query_pool_statistics)(Device* device, axrt_pool_statistics_t* out_statistics);
+  axrt_status_t (*trim_pool)(Device* device, uint64_t keep_bytes);
+  // Creates a stream or event; the core fills in the common fields after.
+  axrt_status_t (*create_stream)(Device* device, Stream** out_stream);
+  axrt_status_t (*create_event)(Device* device, Event** out_event);
+  // Waits for every stream of the device.
+  axrt_status_t (*synchronize)(Device* device);
+};
+
+struct Device : Object {
+  static constexpr ObjectType kType = ObjectType::kDevice;
+
+  explicit Device(const DeviceVtable* vt) : Object(kType), vtable(vt) {}
+
+  const DeviceVtable* vtable;
+  Instance* instance = nullptr;  // the owner of this device's references
+  // Filled by the driver at creation (id, driver, name, limits ...).
+  axrt_device_properties_t properties{};
+
+  const char* id() const noexcept { return properties.id; }
+};
+
+}  // namespace axrt
+
+#endif  // AXRT_RUNTIME_DEVICE_H_

@@ -1,0 +1,148 @@
+#include "runtime/drivers/cpu/cpu_driver.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "runtime/driver.h"
+
+namespace axrt::cpu {
+
+axrt_status_t synchronize_device(CpuDevice* device);
+
+namespace {
+
+void* host_allocate(void*, uint64_t size, uint64_t alignment) {
+  void* pointer = nullptr;
+  if (posix_memalign(&pointer, alignment, size) != 0) return nullptr;
+  return pointer;
+}
+
+void host_free(void*, void* pointer, uint64_t, uint64_t) { std::free(pointer); }
+
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        size_t start = line.find_first_not_of(' ', colon + 1);
+        if (start != std::string::npos) return line.substr(start);
+      }
+    }
+  }
+  return "host CPU";
+}
+
+uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return uint64_t{1} << 34;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+CachingPool& pool_for(Device* device, axrt_memory_type_t memory_type) {
+  auto* self = static_cast<CpuDevice*>(device);
+  return memory_type == AXRT_MEMORY_TYPE_HOST_PINNED ? *self->pinned_pool : *self->device_pool;
+}
+
+axrt_status_t device_allocate(Device* device, uint64_t size, uint64_t alignment,
+                              axrt_memory_type_t memory_type, MemoryBlock* out_block) {
+  uint64_t block_size = 0;
+  void* pointer = pool_for(device, memory_type).allocate(size, alignment, &block_size);
+  if (!pointer) {
+    return make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                       "the host has no {} bytes aligned to {} to spare", size, alignment);
+  }
+  out_block->host_pointer = static_cast<std::byte*>(pointer);
+  out_block->device_address = reinterpret_cast<uintptr_t>(pointer);
+  out_block->size = block_size;
+  out_block->driver_data = reinterpret_cast<void*>(static_cast<uintptr_t>(alignment));
+  return nullptr;
+}
+
+void device_deallocate(Device* device, axrt_memory_type_t memory_type, const MemoryBlock& block) {
+  // `driver_data` carries the alignment: part of the block's key in the pool.
+  pool_for(device, memory_type).deallocate(block.host_pointer, block.size,
+                                           reinterpret_cast<uint64_t>(block.driver_data));
+}
+
+void device_query_pool_statistics(Device* device, axrt_pool_statistics_t* out) {
+  const axrt_pool_statistics_t stats = static_cast<CpuDevice*>(device)->device_pool->statistics();
+  *out = stats;
+  out->struct_size = sizeof(*out);
+  out->next = nullptr;
+}
+
+axrt_status_t device_trim_pool(Device* device, uint64_t keep_bytes) {
+  static_cast<CpuDevice*>(device)->device_pool->trim(keep_bytes);
+  return nullptr;
+}
+
+axrt_status_t device_synchronize(Device* device) {
+  return synchronize_device(static_cast<CpuDevice*>(device));
+}
+
+void device_destroy(Device* device) { delete static_cast<CpuDevice*>(device); }
+
+const DeviceVtable kCpuDeviceVtable = {
+    .destroy = device_destroy,
+    .allocate = device_allocate,
+    .deallocate = device_deallocate,
+    .query_pool_statistics = device_query_pool_statistics,
+    .trim_pool = device_trim_pool,
+    .create_stream = create_stream,
+    .create_event = create_event,
+    .synchronize = device_synchronize,
+};
+
+axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {
+  out->devices.push_back(new CpuDevice());
+  return nullptr;
+}
+
+}  // namespace
+
+CpuDevice::CpuDevice() : Device(&kCpuDeviceVtable) {
+  const uint64_t memory = physical_memory();
+  const uint32_t threads = std::max(1u, std::thread::hardware_concurrency());
+  axrt_device_properties_t& p = properties;
+  p.struct_size = sizeof(p);
+  fmt::format_to_n(p.id, sizeof(p.id) - 1, "cpu:0");
+  fmt::format_to_n(p.driver, sizeof(p.driver) - 1, "cpu");
+  fmt::format_to_n(p.name, sizeof(p.name) - 1, "{}", cpu_model_name());
+  p.type = AXRT_DEVICE_TYPE_CPU;
+  p.ordinal = 0;
+  p.flags = AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY | AXRT_DEVICE_FLAG_EVENT_TIMING |
+            AXRT_DEVICE_FLAG_STREAM_ORDERED_ALLOCATION;
+  p.compute_units = threads;
+  p.total_memory = memory;
+  p.buffer_alignment = 256;
+  p.max_buffer_alignment = uint64_t{1} << 21;
+  p.max_workgroup_size[0] = p.max_workgroup_size[1] = p.max_workgroup_size[2] = 1024;
+  p.max_workgroup_invocations = 1024;
+  p.max_workgroup_count[0] = p.max_workgroup_count[1] = p.max_workgroup_count[2] = 0x7fffffffu;
+  p.max_shared_memory_per_workgroup = 64 * 1024;
+
+  const CachingPool::Backend backend{host_allocate, host_free, nullptr};
+  device_pool = std::make_unique<CachingPool>(backend, memory / 4);
+  pinned_pool = std::make_unique<CachingPool>(backend, memory / 8);
+  workgroups = std::make_unique<WorkgroupPool>(threads);
+  destroy = [](Object* object) { device_destroy(static_cast<Device*>(object)); };
+}
+
+CpuDevice::~CpuDevice() = default;
+
+}  // namespace axrt::cpu
+
+namespace axrt {
+extern const DriverFactory kCpuDriverFactory;
+const DriverFactory kCpuDriverFactory = {
+    .name = "cpu",
+    .enumerate_devices = cpu::enumerate_devices,
+};
+}  // namespace axrt

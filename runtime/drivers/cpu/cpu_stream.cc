@@ -1,0 +1,410 @@
+// CPU streams: a queue drained by one worker thread per stream, with an
+// inline path that runs small work on the calling thread when the stream is
+// idle, so a tiny copy or an event record costs no thread hand-off.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "runtime/drivers/cpu/cpu_driver.h"
+
+namespace axrt::cpu {
+namespace {
+
+// Work up to this many bytes may run inline on the caller.
+constexpr uint64_t kInlineBytes = 64 * 1024;
+// Copies and fills from this size on are split across the workgroup pool.
+constexpr uint64_t kParallelBytes = 4 * 1024 * 1024;
+constexpr uint64_t kParallelChunk = 1024 * 1024;
+
+struct CpuOp {
+  enum class Kind : uint8_t { kCopy, kFill, kHostFunc, kRecord, kWait, kDeallocate };
+  Kind kind;
+  CopyCommand copy;
+  Ref<Buffer> buffers[2];
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t pattern = 0;
+  uint32_t pattern_size = 0;
+  axrt_host_func_t func = nullptr;
+  void* user_data = nullptr;
+  Ref<Event> event;
+  uint64_t sequence = 0;
+};
+
+}  // namespace
+
+class CpuQueue {
+ public:
+  CpuQueue(CpuDevice* device, std::string name)
+      : device_(device), device_ref_(device), name_(std::move(name)) {}
+
+  void start(std::shared_ptr<CpuQueue> self) {
+    std::thread([self = std::move(self)] { self->worker_main(); }).detach();
+  }
+
+  // Runs `op` inline when the stream is idle and the work is small, and
+  // queues it for the worker otherwise.
+  void submit(CpuOp&& op, bool may_run_inline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (may_run_inline && ops_.empty() && !busy_) {
+      busy_ = true;
+      lock.unlock();
+      execute(op);
+      op = CpuOp{};  // drop references outside the lock
+      lock.lock();
+      busy_ = false;
+      if (!ops_.empty()) {
+        work_cv_.notify_one();
+      } else {
+        idle_cv_.notify_all();
+      }
+      return;
+    }
+    ops_.push_back(std::move(op));
+    lock.unlock();
+    work_cv_.notify_one();
+  }
+
+  axrt_status_t synchronize(const Stream* stream) {
+    if (t_current_queue == this) {
+      return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                         "axrt_stream_synchronize: called from a host function of {}, which "
+                         "would wait for itself",
+                         stream ? stream->describe() : name_);
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
+    return status_from_failure(failure_);
+  }
+
+  axrt_status_t query(bool* out_idle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) return status_from_failure(failure_);
+    *out_idle = ops_.empty() && !busy_;
+    return nullptr;
+  }
+
+  void close() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      closing_ = true;
+    }
+    work_cv_.notify_one();
+  }
+
+  bool is_current_thread() const noexcept { return t_current_queue == this; }
+
+  // The failure the worker has seen so far, for the inline checks.
+  bool event_already_complete(CpuEvent* event, uint64_t sequence) {
+    FailurePtr ignored;
+    return event->is_complete(sequence, &ignored);
+  }
+
+  CpuDevice* device() const noexcept { return device_; }
+
+ private:
+  void worker_main() {
+    t_current_queue = this;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      work_cv_.wait(lock, [&] { return (!ops_.empty() && !busy_) || (closing_ && ops_.empty() && !busy_); });
+      if (ops_.empty()) break;  // closing and drained
+      CpuOp op = std::move(ops_.front());
+      ops_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      execute(op);
+      op = CpuOp{};
+      lock.lock();
+      busy_ = false;
+      if (ops_.empty()) idle_cv_.notify_all();
+    }
+    t_current_queue = nullptr;
+  }
+
+  void fail(FailurePtr failure) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) failure_ = std::move(failure);
+  }
+
+  FailurePtr current_failure() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failure_;
+  }
+
+  void execute(CpuOp& op) {
+    const FailurePtr failed = current_failure();
+    switch (op.kind) {
+      case CpuOp::Kind::kCopy:
+        if (!failed) run_copy(op.copy);
+        break;
+      case CpuOp::Kind::kFill:
+        if (!failed) run_fill(op);
+        break;
+      case CpuOp::Kind::kHostFunc: {
+        StatusPtr told(status_from_failure(failed));
+        axrt_status_t result = op.func(op.user_data, told.get());
+        if (result) {
+          if (failed) {
+            axrt_status_free(result);
+          } else {
+            fail(make_failure(result));
+          }
+        }
+        break;
+      }
+      case CpuOp::Kind::kRecord:
+        static_cast<CpuEvent*>(op.event.get())->complete(op.sequence, failed);
+        break;
+      case CpuOp::Kind::kWait:
+        if (!failed) run_wait(op);
+        break;
+      case CpuOp::Kind::kDeallocate:
+        buffer_return_memory(op.buffers[0].get());
+        break;
+    }
+  }
+
+  void run_wait(CpuOp& op) {
+    FailurePtr failure;
+    if (is_cpu_event(op.event.get())) {
+      static_cast<CpuEvent*>(op.event.get())->wait(op.sequence, UINT64_MAX, &failure);
+    } else {
+      axrt_status_t status = op.event->vtable->wait(op.event.get(), AXRT_TIMEOUT_INFINITE);
+      if (status) failure = make_failure(status);
+    }
+    if (failure) fail(std::move(failure));
+  }
+
+  static std::byte* endpoint_address(const CopyEndpoint& endpoint) {
+    return endpoint.buffer ? endpoint.buffer->host_address(endpoint.offset) : endpoint.host;
+  }
+
+  void run_copy(const CopyCommand& copy) {
+    std::byte* src = endpoint_address(copy.src);
+    std::byte* dst = endpoint_address(copy.dst);
+    const bool contiguous =
+        copy.height == 1 || (copy.src.pitch == copy.width && copy.dst.pitch == copy.width);
+    if (contiguous) {
+      const uint64_t total = copy.width * copy.height;
+      if (total >= kParallelBytes) {
+        device_->workgroups->parallel_for(
+            (total + kParallelChunk - 1) / kParallelChunk, 1, [&](uint64_t begin, uint64_t end) {
+              const uint64_t from = begin * kParallelChunk;
+              const uint64_t to = std::min(total, end * kParallelChunk);
+              std::memcpy(dst + from, src + from, to - from);
+            });
+      } else {
+        std::memcpy(dst, src, total);
+      }
+      return;
+    }
+    const uint64_t rows_per_chunk = std::max<uint64_t>(1, kParallelChunk / copy.width);
+    const uint64_t grain = copy.width * copy.height >= kParallelBytes ? rows_per_chunk : copy.height;
+    device_->workgroups->parallel_for(copy.height, grain, [&](uint64_t begin, uint64_t end) {
+      for (uint64_t row = begin; row < end; ++row) {
+        std::memcpy(dst + row * copy.dst.pitch, src + row * copy.src.pitch, copy.width);
+      }
+    });
+  }
+
+  template <typename T>
+  static void fill_typed(std::byte* base, uint64_t length, uint64_t pattern) {
+    T value;
+    std::memcpy(&value, &pattern, sizeof(T));
+    std::fill_n(reinterpret_cast<T*>(base), length / sizeof(T), value);
+  }
+
+  static void fill_range(std::byte* base, uint64_t length, uint64_t pattern, uint32_t size) {
+    switch (size) {
+      case 1: std::memset(base, static_cast<int>(pattern & 0xff), length); break;
+      case 2: fill_typed<uint16_t>(base, length, pattern); break;
+      case 4: fill_typed<uint32_t>(base, length, pattern); break;
+      default: fill_typed<uint64_t>(base, length, pattern); break;
+    }
+  }
+
+  void run_fill(const CpuOp& op) {
+    std::byte* base = op.buffers[0]->host_address(op.offset);
+    if (op.length < kParallelBytes) {
+      fill_range(base, op.length, op.pattern, op.pattern_size);
+      return;
+    }
+    // Chunks are multiples of 8 bytes, so every chunk starts on a pattern.
+    device_->workgroups->parallel_for(
+        (op.length + kParallelChunk - 1) / kParallelChunk, 1, [&](uint64_t begin, uint64_t end) {
+          const uint64_t from = begin * kParallelChunk;
+          const uint64_t to = std::min(op.length, end * kParallelChunk);
+          fill_range(base + from, to - from, op.pattern, op.pattern_size);
+        });
+  }
+
+  static thread_local const CpuQueue* t_current_queue;
+
+  CpuDevice* device_;
+  Ref<Device> device_ref_;  // the worker may outlive the stream handle
+  std::string name_;
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable idle_cv_;
+  std::deque<CpuOp> ops_;
+  bool busy_ = false;
+  bool closing_ = false;
+  FailurePtr failure_;
+};
+
+thread_local const CpuQueue* CpuQueue::t_current_queue = nullptr;
+
+namespace {
+
+struct CpuStream : Stream {
+  CpuStream();
+  std::shared_ptr<CpuQueue> queue;
+};
+
+CpuQueue& queue_of(Stream* stream) { return *static_cast<CpuStream*>(stream)->queue; }
+
+void stream_destroy(Stream* stream) {
+  auto* self = static_cast<CpuStream*>(stream);
+  self->queue->close();
+  delete self;
+}
+
+axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
+  for (const CopyEndpoint* endpoint : {&copy.src, &copy.dst}) {
+    if (endpoint->buffer && !endpoint->buffer->host_visible()) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "{} cannot reach {}: it is not host-visible", stream->describe(),
+                         endpoint->buffer->describe());
+    }
+  }
+  CpuOp op;
+  op.kind = CpuOp::Kind::kCopy;
+  op.copy = copy;
+  op.buffers[0] = Ref<Buffer>(copy.src.buffer);
+  op.buffers[1] = Ref<Buffer>(copy.dst.buffer);
+  queue_of(stream).submit(std::move(op), copy.width * copy.height <= kInlineBytes);
+  return nullptr;
+}
+
+axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint64_t length,
+                          uint64_t pattern, uint32_t pattern_size) {
+  if (!buffer->host_visible()) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{} cannot reach {}: it is not host-visible",
+                       stream->describe(), buffer->describe());
+  }
+  CpuOp op;
+  op.kind = CpuOp::Kind::kFill;
+  op.buffers[0] = Ref<Buffer>(buffer);
+  op.offset = offset;
+  op.length = length;
+  op.pattern = pattern;
+  op.pattern_size = pattern_size;
+  queue_of(stream).submit(std::move(op), length <= kInlineBytes);
+  return nullptr;
+}
+
+axrt_status_t stream_launch_host_func(Stream* stream, axrt_host_func_t func, void* user_data) {
+  CpuOp op;
+  op.kind = CpuOp::Kind::kHostFunc;
+  op.func = func;
+  op.user_data = user_data;
+  // Never inline: the function may block, and it must run on a runtime thread.
+  queue_of(stream).submit(std::move(op), false);
+  return nullptr;
+}
+
+axrt_status_t stream_record_event(Stream* stream, Event* event) {
+  auto* cpu_event = static_cast<CpuEvent*>(event);
+  CpuOp op;
+  op.kind = CpuOp::Kind::kRecord;
+  op.event = Ref<Event>(event);
+  op.sequence = cpu_event->begin_record();
+  queue_of(stream).submit(std::move(op), true);
+  return nullptr;
+}
+
+axrt_status_t stream_wait_event(Stream* stream, Event* event) {
+  CpuOp op;
+  op.kind = CpuOp::Kind::kWait;
+  op.event = Ref<Event>(event);
+  bool ready = false;
+  if (is_cpu_event(event)) {
+    auto* cpu_event = static_cast<CpuEvent*>(event);
+    op.sequence = cpu_event->latest_record();
+    ready = queue_of(stream).event_already_complete(cpu_event, op.sequence);
+  }
+  queue_of(stream).submit(std::move(op), ready);
+  return nullptr;
+}
+
+axrt_status_t stream_deallocate_buffer(Stream* stream, Buffer* buffer) {
+  CpuOp op;
+  op.kind = CpuOp::Kind::kDeallocate;
+  op.buffers[0] = Ref<Buffer>(buffer);
+  queue_of(stream).submit(std::move(op), true);
+  return nullptr;
+}
+
+axrt_status_t stream_synchronize(Stream* stream) { return queue_of(stream).synchronize(stream); }
+
+axrt_status_t stream_query(Stream* stream, bool* out_idle) {
+  return queue_of(stream).query(out_idle);
+}
+
+const StreamVtable kCpuStreamVtable = {
+    .destroy = stream_destroy,
+    .copy = stream_copy,
+    .fill = stream_fill,
+    .launch_host_func = stream_launch_host_func,
+    .record_event = stream_record_event,
+    .wait_event = stream_wait_event,
+    .deallocate_buffer = stream_deallocate_buffer,
+    .synchronize = stream_synchronize,
+    .query = stream_query,
+};
+
+CpuStream::CpuStream() : Stream(&kCpuStreamVtable) {
+  destroy = [](Object* object) { stream_destroy(static_cast<Stream*>(object)); };
+}
+
+}  // namespace
+
+axrt_status_t create_stream(Device* device, Stream** out_stream) {
+  auto* cpu_device = static_cast<CpuDevice*>(device);
+  auto stream = std::make_unique<CpuStream>();
+  stream->queue = std::make_shared<CpuQueue>(cpu_device, fmt::format("stream on {}", device->id()));
+  {
+    std::lock_guard<std::mutex> lock(cpu_device->queues_mutex);
+    auto& queues = cpu_device->queues;
+    std::erase_if(queues, [](const std::weak_ptr<CpuQueue>& q) { return q.expired(); });
+    queues.push_back(stream->queue);
+  }
+  stream->queue->start(stream->queue);
+  *out_stream = stream.release();
+  return nullptr;
+}
+
+axrt_status_t synchronize_device(CpuDevice* device) {
+  std::vector<std::shared_ptr<CpuQueue>> live;
+  {
+    std::lock_guard<std::mutex> lock(device->queues_mutex);
+    for (const auto& weak : device->queues) {
+      if (auto queue = weak.lock()) live.push_back(std::move(queue));
+    }
+  }
+  for (const auto& queue : live) {
+    if (queue->is_current_thread()) {
+      return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                         "axrt_device_synchronize: called from a host function on {}, which "
+                         "would wait for itself",
+                         device->id());
+    }
+  }
+  for (const auto& queue : live) axrt_status_free(queue->synchronize(nullptr));
+  return nullptr;
+}
+
+}  // namespace axrt::cpu

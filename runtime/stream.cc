@@ -1,0 +1,400 @@
+#include "runtime/stream.h"
+
+#include "runtime/api.h"
+#include "runtime/instance.h"
+
+namespace axrt {
+
+std::string Stream::describe() const {
+  return label.empty() ? fmt::format("stream on {}", device->id())
+                       : fmt::format("stream '{}' on {}", label, device->id());
+}
+
+}  // namespace axrt
+
+using namespace axrt;
+
+namespace {
+
+// `offset + length <= limit` without overflow.
+bool range_fits(uint64_t offset, uint64_t length, uint64_t limit) {
+  return offset <= limit && length <= limit - offset;
+}
+
+// Resolves the buffer parameter `name` for use by `stream`: a live buffer the
+// stream's device can reach, not deallocated.
+axrt_status_t resolve_stream_buffer(const ApiCall& api, const Stream* stream, axrt_buffer_t handle,
+                                    const char* name, Buffer** out) {
+  Buffer* buffer = nullptr;
+  AXRT_RETURN_IF_ERROR(api.resolve(handle, name, &buffer));
+  if (buffer->device.get() != stream->device.get() &&
+      buffer->allocation()->memory_type != AXRT_MEMORY_TYPE_HOST_PINNED) {
+    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "`{}` is {}, which {} cannot reach (only its own buffers and host-pinned "
+                     "buffers)",
+                     name, buffer->describe(), stream->describe());
+  }
+  if (buffer->device->instance != stream->device->instance) {
+    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "`{}` ({}) belongs to another instance than {}", name, buffer->describe(),
+                     stream->describe());
+  }
+  if (buffer->is_deallocated()) {
+    return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                     "`{}` ({}) was deallocated (axrt_stream_deallocate_buffer) and may not be "
+                     "used any more",
+                     name, buffer->describe());
+  }
+  *out = buffer;
+  return nullptr;
+}
+
+axrt_status_t check_range(const ApiCall& api, const Stream* stream, const Buffer* buffer,
+                          const char* name, uint64_t offset, uint64_t length) {
+  if (range_fits(offset, length, buffer->size)) return nullptr;
+  return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                   "range [offset {}, length {}) of `{}` on {} does not fit in {}", offset, length,
+                   name, stream->describe(), buffer->describe());
+}
+
+// Validates one side of a 2-D copy and resolves it into `out`.
+axrt_status_t resolve_endpoint(const ApiCall& api, const Stream* stream,
+                               const axrt_copy_2d_endpoint_t& in, const char* name, uint64_t width,
+                               uint64_t height, CopyEndpoint* out) {
+  if ((in.buffer == nullptr) == (in.host_pointer == nullptr)) {
+    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "`copy->{}` must set exactly one of `buffer` and `host_pointer`", name);
+  }
+  if (height > 1 && in.pitch < width) {
+    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "`copy->{}.pitch` {} is smaller than the row width {}", name, in.pitch, width);
+  }
+  // Bytes spanned from the first row's start to the last row's end.
+  uint64_t extent = 0;
+  if (width && height) {
+    if (height - 1 > 0 && in.pitch > (UINT64_MAX - width) / (height - 1)) {
+      return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                       "`copy->{}`: {} rows of pitch {} overflow 64 bits", name, height, in.pitch);
+    }
+    extent = (height - 1) * in.pitch + width;
+  }
+  out->pitch = in.pitch;
+  if (in.host_pointer) {
+    if (reinterpret_cast<uintptr_t>(in.host_pointer) > UINT64_MAX - in.offset - extent) {
+      return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                       "`copy->{}`: host range wraps around the address space", name);
+    }
+    out->host = static_cast<std::byte*>(in.host_pointer) + in.offset;
+    return nullptr;
+  }
+  Buffer* buffer = nullptr;
+  std::string param = fmt::format("copy->{}.buffer", name);
+  AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, stream, in.buffer, param.c_str(), &buffer));
+  if (!range_fits(in.offset, extent, buffer->size)) {
+    return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                     "`copy->{}`: {} rows of {} bytes at pitch {} from offset {} span {} bytes, "
+                     "beyond {}",
+                     name, height, width, in.pitch, in.offset, extent, buffer->describe());
+  }
+  out->buffer = buffer;
+  out->offset = buffer->offset + in.offset;
+  return nullptr;
+}
+
+bool ranges_overlap(uint64_t a, uint64_t a_length, uint64_t b, uint64_t b_length) {
+  return a < b + b_length && b < a + a_length;
+}
+
+}  // namespace
+
+extern "C" {
+
+AXRT_API axrt_status_t axrt_stream_create(axrt_device_t device, const axrt_stream_options_t* options,
+                                          axrt_stream_t* out_stream) {
+  static constexpr ApiCall api("axrt_stream_create");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Device* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(device, "device", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_stream, "out_stream"));
+    Extensions extensions;
+    if (options) {
+      AXRT_RETURN_IF_ERROR(api.check_struct_size(options, "options", "axrt_stream_options_t",
+                                                 sizeof(axrt_stream_options_t)));
+      AXRT_RETURN_IF_ERROR(
+          api.read_extensions(options->next, "options", kAcceptDebugLabel, &extensions));
+    }
+    Stream* stream = nullptr;
+    AXRT_RETURN_IF_ERROR(self->vtable->create_stream(self, &stream));
+    auto ref = Ref<Stream>::adopt(stream);
+    stream->device = Ref<Device>(self);
+    stream->label = std::move(extensions.label);
+    object_register(stream);
+    *out_stream = to_handle<axrt_stream_t>(ref.release());
+    return nullptr;
+  });
+}
+
+AXRT_API void axrt_stream_retain(axrt_stream_t stream) { retain_handle<Stream>(stream); }
+
+AXRT_API void axrt_stream_release(axrt_stream_t stream) { release_handle<Stream>(stream); }
+
+AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream, axrt_buffer_t src,
+                                               uint64_t src_offset, axrt_buffer_t dst,
+                                               uint64_t dst_offset, uint64_t length) {
+  static constexpr ApiCall api("axrt_stream_copy_buffer");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    Buffer* from = nullptr;
+    Buffer* to = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, self, src, "src", &from));
+    AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, self, dst, "dst", &to));
+    AXRT_RETURN_IF_ERROR(check_range(api, self, from, "src", src_offset, length));
+    AXRT_RETURN_IF_ERROR(check_range(api, self, to, "dst", dst_offset, length));
+    CopyCommand copy;
+    copy.src.buffer = from;
+    copy.src.offset = from->offset + src_offset;
+    copy.dst.buffer = to;
+    copy.dst.offset = to->offset + dst_offset;
+    if (from->allocation() == to->allocation() &&
+        ranges_overlap(copy.src.offset, length, copy.dst.offset, length)) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "source and destination ranges overlap within {}", to->describe());
+    }
+    if (length == 0) return nullptr;
+    copy.width = length;
+    copy.height = 1;
+    return self->vtable->copy(self, copy);
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_copy_from_host(axrt_stream_t stream, const void* src,
+                                                  axrt_buffer_t dst, uint64_t dst_offset,
+                                                  uint64_t length) {
+  static constexpr ApiCall api("axrt_stream_copy_from_host");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    Buffer* to = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(src, "src"));
+    AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, self, dst, "dst", &to));
+    AXRT_RETURN_IF_ERROR(check_range(api, self, to, "dst", dst_offset, length));
+    if (length == 0) return nullptr;
+    CopyCommand copy;
+    copy.src.host = static_cast<std::byte*>(const_cast<void*>(src));
+    copy.dst.buffer = to;
+    copy.dst.offset = to->offset + dst_offset;
+    copy.width = length;
+    copy.height = 1;
+    return self->vtable->copy(self, copy);
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_copy_to_host(axrt_stream_t stream, axrt_buffer_t src,
+                                                uint64_t src_offset, void* dst, uint64_t length) {
+  static constexpr ApiCall api("axrt_stream_copy_to_host");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    Buffer* from = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, self, src, "src", &from));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(dst, "dst"));
+    AXRT_RETURN_IF_ERROR(check_range(api, self, from, "src", src_offset, length));
+    if (length == 0) return nullptr;
+    CopyCommand copy;
+    copy.src.buffer = from;
+    copy.src.offset = from->offset + src_offset;
+    copy.dst.host = static_cast<std::byte*>(dst);
+    copy.width = length;
+    copy.height = 1;
+    return self->vtable->copy(self, copy);
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_copy_2d(axrt_stream_t stream, const axrt_copy_2d_t* copy) {
+  static constexpr ApiCall api("axrt_stream_copy_2d");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(copy, "copy"));
+    AXRT_RETURN_IF_ERROR(
+        api.check_struct_size(copy, "copy", "axrt_copy_2d_t", sizeof(axrt_copy_2d_t)));
+    axrt_copy_2d_t desc = AXRT_COPY_2D_INIT;
+    AXRT_READ_FIELD(copy, &desc, src);
+    AXRT_READ_FIELD(copy, &desc, dst);
+    AXRT_READ_FIELD(copy, &desc, width);
+    AXRT_READ_FIELD(copy, &desc, height);
+    Extensions extensions;
+    AXRT_RETURN_IF_ERROR(api.read_extensions(copy->next, "copy", 0, &extensions));
+    CopyCommand command;
+    command.width = desc.width;
+    command.height = desc.height;
+    AXRT_RETURN_IF_ERROR(
+        resolve_endpoint(api, self, desc.src, "src", desc.width, desc.height, &command.src));
+    AXRT_RETURN_IF_ERROR(
+        resolve_endpoint(api, self, desc.dst, "dst", desc.width, desc.height, &command.dst));
+    if (!command.src.buffer && !command.dst.buffer) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`copy` names host memory on both sides; at least one side must be a "
+                       "buffer");
+    }
+    if (command.src.buffer && command.dst.buffer &&
+        command.src.buffer->allocation() == command.dst.buffer->allocation() && desc.width &&
+        desc.height) {
+      const uint64_t src_extent = (desc.height - 1) * desc.src.pitch + desc.width;
+      const uint64_t dst_extent = (desc.height - 1) * desc.dst.pitch + desc.width;
+      if (ranges_overlap(command.src.offset, src_extent, command.dst.offset, dst_extent)) {
+        return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "source and destination rectangles overlap within {}",
+                         command.dst.buffer->describe());
+      }
+    }
+    if (desc.width == 0 || desc.height == 0) return nullptr;
+    return self->vtable->copy(self, command);
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_fill_buffer(axrt_stream_t stream, axrt_buffer_t buffer,
+                                               uint64_t offset, uint64_t length,
+                                               const void* pattern, size_t pattern_size) {
+  static constexpr ApiCall api("axrt_stream_fill_buffer");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    Buffer* target = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, self, buffer, "buffer", &target));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(pattern, "pattern"));
+    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`pattern_size` is {}; it must be 1, 2, 4 or 8", pattern_size);
+    }
+    if (offset % pattern_size || length % pattern_size) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`offset` {} and `length` {} must be multiples of `pattern_size` {}",
+                       offset, length, pattern_size);
+    }
+    AXRT_RETURN_IF_ERROR(check_range(api, self, target, "buffer", offset, length));
+    if (length == 0) return nullptr;
+    uint64_t value = 0;
+    std::memcpy(&value, pattern, pattern_size);
+    return self->vtable->fill(self, target, target->offset + offset, length, value,
+                              static_cast<uint32_t>(pattern_size));
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_launch_host_func(axrt_stream_t stream, axrt_host_func_t func,
+                                                    void* user_data) {
+  static constexpr ApiCall api("axrt_stream_launch_host_func");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    if (!func) return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT, "`func` is NULL");
+    return self->vtable->launch_host_func(self, func, user_data);
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_record_event(axrt_stream_t stream, axrt_event_t event) {
+  static constexpr ApiCall api("axrt_stream_record_event");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    Event* target = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.resolve(event, "event", &target));
+    if (target->device.get() != self->device.get()) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`event` ({}) belongs to another device than {}", target->describe(),
+                       self->describe());
+    }
+    AXRT_RETURN_IF_ERROR(self->vtable->record_event(self, target));
+    target->ever_recorded.store(true, std::memory_order_release);
+    return nullptr;
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_wait_event(axrt_stream_t stream, axrt_event_t event) {
+  static constexpr ApiCall api("axrt_stream_wait_event");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    Event* target = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.resolve(event, "event", &target));
+    if (target->device->instance != self->device->instance) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`event` ({}) belongs to another instance than {}", target->describe(),
+                       self->describe());
+    }
+    if (!target->ever_recorded.load(std::memory_order_acquire)) {
+      return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                       "`event` ({}) was never recorded, so {} would wait forever",
+                       target->describe(), self->describe());
+    }
+    return self->vtable->wait_event(self, target);
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_allocate_buffer(axrt_stream_t stream, uint64_t size,
+                                                   const axrt_buffer_options_t* options,
+                                                   axrt_buffer_t* out_buffer) {
+  static constexpr ApiCall api("axrt_stream_allocate_buffer");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_buffer, "out_buffer"));
+    Device* device = self->device.get();
+    BufferParams params;
+    AXRT_RETURN_IF_ERROR(read_buffer_options(api, device, size, options, &params));
+    // The pool hands out memory no queued work still uses, so the buffer is
+    // ready for this stream at once.
+    Ref<Buffer> buffer;
+    AXRT_RETURN_IF_ERROR(buffer_allocate(api, device, size, std::move(params), &buffer));
+    *out_buffer = to_handle<axrt_buffer_t>(buffer.release());
+    return nullptr;
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_deallocate_buffer(axrt_stream_t stream, axrt_buffer_t buffer) {
+  static constexpr ApiCall api("axrt_stream_deallocate_buffer");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    Buffer* target = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.resolve(buffer, "buffer", &target));
+    if (target->root) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`buffer` is a view ({}); deallocate the buffer it views", target->describe());
+    }
+    if (target->device.get() != self->device.get()) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`buffer` ({}) belongs to another device than {}", target->describe(),
+                       self->describe());
+    }
+    if (target->deallocated.exchange(true, std::memory_order_acq_rel)) {
+      return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION, "`buffer` ({}) was already deallocated",
+                       target->describe());
+    }
+    axrt_status_t status = self->vtable->deallocate_buffer(self, target);
+    if (status) target->deallocated.store(false, std::memory_order_release);
+    return status;
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_synchronize(axrt_stream_t stream) {
+  static constexpr ApiCall api("axrt_stream_synchronize");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    return self->vtable->synchronize(self);
+  });
+}
+
+AXRT_API axrt_status_t axrt_stream_query(axrt_stream_t stream, bool* out_idle) {
+  static constexpr ApiCall api("axrt_stream_query");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_idle, "out_idle"));
+    return self->vtable->query(self, out_idle);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,1225 @@
+// Calls every public function with bad arguments: NULL handles, NULL out- and
+// input pointers, bad struct sizes and extension chains, out-of-range and
+// overflowing ranges, handles of the wrong kind, released handles and events
+// that were never recorded. Each call must fail with the right code and a
+// message naming the cause, leave its out-parameters alone and never abort.
+//
+// The last test parses the public headers and fails when an AXRT_API function
+// has no case here, so a new function cannot ship without one.
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "axrt/axrt.h"
+
+#ifndef AXRT_PUBLIC_HEADER_DIR
+#error "AXRT_PUBLIC_HEADER_DIR must name include/axrt (set by tests/unit/CMakeLists.txt)"
+#endif
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// The list of walked functions
+// ---------------------------------------------------------------------------
+
+std::set<std::string>& Walked() {
+  static std::set<std::string> names;
+  return names;
+}
+
+// Taking the function's address makes a misspelt or removed name a compile
+// error rather than a silently stale entry.
+template <typename Function>
+bool RegisterWalk(const char* name, Function*) {
+  Walked().insert(name);
+  return true;
+}
+
+#define AXRT_WALK_CAT2(a, b) a##b
+#define AXRT_WALK_CAT(a, b) AXRT_WALK_CAT2(a, b)
+// Declares the bad-argument case of `function`.
+#define BAD_ARGUMENTS(function)                                          \
+  [[maybe_unused]] const bool AXRT_WALK_CAT(kWalked, __LINE__) =          \
+      RegisterWalk(#function, &function);                                \
+  TEST_CASE_METHOD(World, #function " rejects bad arguments",             \
+                   "[bad_arguments]")
+
+// ---------------------------------------------------------------------------
+// Status checks
+// ---------------------------------------------------------------------------
+
+struct StatusFree {
+  void operator()(axrt_status_t status) const { axrt_status_free(status); }
+};
+using Status = std::unique_ptr<axrt_status_s, StatusFree>;
+
+std::string Describe(axrt_status_t status) {
+  if (status == nullptr) return "OK";
+  return std::string(axrt_status_code_name(axrt_status_code(status))) + ": " +
+         axrt_status_message(status);
+}
+
+bool ContainsNoCase(std::string_view haystack, std::string_view needle) {
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  return needle.empty() ||
+         std::search(haystack.begin(), haystack.end(), needle.begin(),
+                     needle.end(), [&](char a, char b) {
+                       return lower(a) == lower(b);
+                     }) != haystack.end();
+}
+
+struct Match {
+  bool matched = false;
+  std::string explanation;
+};
+
+// Frees `status`.
+Match MatchStatus(axrt_status_t raw,
+                  std::initializer_list<axrt_status_code_t> codes,
+                  std::string_view needle) {
+  Status status(raw);
+  Match match;
+  std::string expected;
+  for (axrt_status_code_t code : codes) {
+    if (!expected.empty()) expected += " or ";
+    expected += axrt_status_code_name(code);
+  }
+  match.explanation = "got " + Describe(status.get()) + "; expected " +
+                      expected + " mentioning '" + std::string(needle) + "'";
+  if (status == nullptr) return match;
+  const axrt_status_code_t code = axrt_status_code(status.get());
+  match.matched = std::find(codes.begin(), codes.end(), code) != codes.end() &&
+                  ContainsNoCase(axrt_status_message(status.get()), needle);
+  return match;
+}
+
+#define EXPECT_ERROR_ANY(expr, needle, ...)                          \
+  do {                                                               \
+    Match walk_match_ = MatchStatus((expr), {__VA_ARGS__}, (needle)); \
+    INFO(#expr << ": " << walk_match_.explanation);                  \
+    CHECK(walk_match_.matched);                                      \
+  } while (false)
+#define EXPECT_ERROR(expr, code, needle) EXPECT_ERROR_ANY(expr, needle, code)
+#define EXPECT_INVALID(expr, needle) \
+  EXPECT_ERROR(expr, AXRT_STATUS_CODE_INVALID_ARGUMENT, needle)
+// The umbrella header allows either code for a released handle.
+#define EXPECT_RELEASED(expr, needle)                                  \
+  EXPECT_ERROR_ANY(expr, needle, AXRT_STATUS_CODE_FAILED_PRECONDITION, \
+                   AXRT_STATUS_CODE_INVALID_ARGUMENT)
+#define EXPECT_OK(expr)                                         \
+  do {                                                          \
+    Status walk_status_(expr);                                  \
+    INFO(#expr << " returned " << Describe(walk_status_.get())); \
+    REQUIRE(walk_status_ == nullptr);                           \
+  } while (false)
+
+// ---------------------------------------------------------------------------
+// Fixture
+// ---------------------------------------------------------------------------
+
+// A value no library would write; out-parameters must still hold it after a
+// failed call.
+template <typename Handle>
+Handle Sentinel() {
+  return reinterpret_cast<Handle>(static_cast<uintptr_t>(0x5E47000D));
+}
+
+constexpr axrt_extension_type_t kUnknownExtension = 23130;
+constexpr uint8_t kFill = 0xAB;
+
+// A query struct whose bytes after the header hold kFill, so that a write
+// on failure shows.
+template <typename T>
+struct Guarded {
+  alignas(T) unsigned char bytes[sizeof(T) + 32];
+  explicit Guarded(size_t struct_size = sizeof(T), const void* next = nullptr) {
+    std::memset(bytes, kFill, sizeof(bytes));
+    std::memcpy(bytes, &struct_size, sizeof(struct_size));
+    std::memcpy(bytes + sizeof(size_t), &next, sizeof(next));
+  }
+  T* get() { return reinterpret_cast<T*>(bytes); }
+  bool untouched() const {
+    return std::all_of(bytes + sizeof(size_t) + sizeof(void*),
+                       bytes + sizeof(bytes),
+                       [](unsigned char b) { return b == kFill; });
+  }
+};
+
+// Options from a newer header: `tail` bytes the library does not know.
+template <typename T>
+struct Newer {
+  T known;
+  unsigned char tail[16];
+  explicit Newer(const T& init, unsigned char tail_byte) : known(init) {
+    std::memset(tail, 0, sizeof(tail));
+    tail[7] = tail_byte;
+    known.struct_size = sizeof(Newer);
+  }
+};
+
+class World {
+ public:
+  World() {
+    EXPECT_OK(axrt_instance_create(nullptr, &instance));
+    EXPECT_OK(axrt_instance_find_device(instance, "cpu:0", &device));
+    EXPECT_OK(axrt_stream_create(device, nullptr, &stream));
+    EXPECT_OK(axrt_buffer_allocate(device, kBufferSize, nullptr, &buffer));
+    EXPECT_OK(axrt_buffer_create_view(buffer, 256, 256, &view));
+    EXPECT_OK(axrt_event_create(device, nullptr, &never_recorded));
+    EXPECT_OK(axrt_event_create(device, nullptr, &recorded));
+    EXPECT_OK(axrt_stream_record_event(stream, recorded));
+    EXPECT_OK(axrt_stream_synchronize(stream));
+    EXPECT_OK(axrt_device_query_properties(device, &properties));
+  }
+  ~World() {
+    axrt_event_release(recorded);
+    axrt_event_release(never_recorded);
+    axrt_buffer_release(view);
+    axrt_buffer_release(buffer);
+    axrt_stream_release(stream);
+    axrt_device_release(device);
+    axrt_instance_release(instance);
+  }
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  // Handles whose objects are gone.
+  axrt_instance_t StaleInstance() const {
+    axrt_instance_t stale = nullptr;
+    EXPECT_OK(axrt_instance_create(nullptr, &stale));
+    axrt_instance_release(stale);
+    return stale;
+  }
+  axrt_device_t StaleDevice() const {
+    // A device lives as long as its instance.
+    axrt_instance_t owner = nullptr;
+    axrt_device_t stale = nullptr;
+    EXPECT_OK(axrt_instance_create(nullptr, &owner));
+    EXPECT_OK(axrt_instance_get_device(owner, 0, &stale));
+    axrt_instance_release(owner);
+    axrt_device_release(stale);
+    return stale;
+  }
+  axrt_buffer_t StaleBuffer() const {
+    axrt_buffer_t stale = nullptr;
+    EXPECT_OK(axrt_buffer_allocate(device, 64, nullptr, &stale));
+    axrt_buffer_release(stale);
+    return stale;
+  }
+  axrt_stream_t StaleStream() const {
+    axrt_stream_t stale = nullptr;
+    EXPECT_OK(axrt_stream_create(device, nullptr, &stale));
+    axrt_stream_release(stale);
+    return stale;
+  }
+  axrt_event_t StaleEvent() const {
+    axrt_event_t stale = nullptr;
+    EXPECT_OK(axrt_event_create(device, nullptr, &stale));
+    axrt_event_release(stale);
+    return stale;
+  }
+
+  // Handles of one kind passed as another.
+  template <typename To, typename From>
+  static To As(From handle) {
+    return reinterpret_cast<To>(handle);
+  }
+
+  // Bad argument errors enqueue nothing: the stream is still healthy and
+  // the buffer's bytes are what they were.
+  void ExpectHealthy() const {
+    Status status(axrt_stream_synchronize(stream));
+    INFO("stream after the bad calls: " << Describe(status.get()));
+    CHECK(status == nullptr);
+  }
+
+  // The full set of errors every options-taking function must give.
+  template <typename Options, typename Call>
+  void WalkOptions(const Options& init, bool takes_label, Call call) const {
+    Options small = init;
+    small.struct_size = 0;
+    EXPECT_INVALID(call(&small), "struct_size");
+    small.struct_size = sizeof(size_t);
+    EXPECT_INVALID(call(&small), "struct_size");
+
+    axrt_extension_header_t unknown = {sizeof(axrt_extension_header_t),
+                                       nullptr, kUnknownExtension};
+    Options with_unknown = init;
+    with_unknown.next = &unknown;
+    EXPECT_ERROR(call(&with_unknown), AXRT_STATUS_CODE_UNIMPLEMENTED, "23130");
+
+    Newer<Options> nonzero_tail(init, 1);
+    EXPECT_ERROR_ANY(call(&nonzero_tail.known), "struct_size",
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     AXRT_STATUS_CODE_UNIMPLEMENTED);
+
+    axrt_debug_label_t label = AXRT_DEBUG_LABEL_INIT("walk");
+    Options with_label = init;
+    with_label.next = &label;
+    if (!takes_label) {
+      EXPECT_ERROR(call(&with_label), AXRT_STATUS_CODE_UNIMPLEMENTED,
+                   "extension");
+      return;
+    }
+    axrt_debug_label_t short_label = AXRT_DEBUG_LABEL_INIT("short");
+    short_label.struct_size = 0;
+    with_label.next = &short_label;
+    EXPECT_INVALID(call(&with_label), "struct_size");
+    axrt_debug_label_t a = AXRT_DEBUG_LABEL_INIT("a");
+    axrt_debug_label_t b = AXRT_DEBUG_LABEL_INIT("b");
+    a.next = &b;
+    b.next = &a;
+    with_label.next = &a;
+    EXPECT_INVALID(call(&with_label), "chain");
+  }
+
+  // The errors of a query struct argument called `name`.
+  template <typename T, typename Call>
+  void WalkQueryStruct(const char* name, Call call) const {
+    EXPECT_INVALID(call(static_cast<T*>(nullptr)), name);
+    for (size_t size : {size_t{0}, sizeof(size_t)}) {
+      Guarded<T> small(size);
+      EXPECT_INVALID(call(small.get()), "struct_size");
+      CHECK(small.untouched());
+    }
+    axrt_extension_header_t unknown = {sizeof(axrt_extension_header_t),
+                                       nullptr, kUnknownExtension};
+    Guarded<T> with_unknown(sizeof(T), &unknown);
+    EXPECT_ERROR(call(with_unknown.get()), AXRT_STATUS_CODE_UNIMPLEMENTED,
+                 "23130");
+    CHECK(with_unknown.untouched());
+  }
+
+  static constexpr uint64_t kBufferSize = 1024;
+  axrt_instance_t instance = nullptr;
+  axrt_device_t device = nullptr;
+  axrt_stream_t stream = nullptr;
+  axrt_buffer_t buffer = nullptr;
+  axrt_buffer_t view = nullptr;  // [256, 512) of `buffer`
+  axrt_event_t never_recorded = nullptr;
+  axrt_event_t recorded = nullptr;
+  axrt_device_properties_t properties = AXRT_DEVICE_PROPERTIES_INIT;
+};
+
+axrt_status_t NoopHostFunc(void* user_data, axrt_status_t) {
+  if (user_data != nullptr) *static_cast<int*>(user_data) += 1;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// base.h
+// ---------------------------------------------------------------------------
+
+BAD_ARGUMENTS(axrt_version) {
+  // Takes nothing; it can only disagree with the headers.
+  CHECK(axrt_version() / 1000000u == AXRT_VERSION_MAJOR);
+}
+
+BAD_ARGUMENTS(axrt_version_string) {
+  REQUIRE(axrt_version_string() != nullptr);
+  CHECK(std::string(axrt_version_string()).find('.') != std::string::npos);
+}
+
+BAD_ARGUMENTS(axrt_status_create) {
+  CHECK(axrt_status_create(AXRT_STATUS_CODE_OK, "ignored") == nullptr);
+  Status null_message(axrt_status_create(AXRT_STATUS_CODE_INTERNAL, nullptr));
+  REQUIRE(null_message != nullptr);
+  CHECK(std::string(axrt_status_message(null_message.get())).empty());
+}
+
+BAD_ARGUMENTS(axrt_status_code) {
+  CHECK(axrt_status_code(nullptr) == AXRT_STATUS_CODE_OK);
+}
+
+BAD_ARGUMENTS(axrt_status_message) {
+  REQUIRE(axrt_status_message(nullptr) != nullptr);
+  CHECK(std::string(axrt_status_message(nullptr)) == "OK");
+}
+
+BAD_ARGUMENTS(axrt_status_free) {
+  axrt_status_free(nullptr);
+  SUCCEED("freeing NULL is a no-op");
+}
+
+BAD_ARGUMENTS(axrt_status_code_name) {
+  for (axrt_status_code_t code : {18u, 4096u, 0xffffffffu}) {
+    REQUIRE(axrt_status_code_name(code) != nullptr);
+    CHECK(std::string(axrt_status_code_name(code)) == "UNRECOGNIZED");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// device.h: instance
+// ---------------------------------------------------------------------------
+
+
+// _retain and _release cannot report errors: NULL, released handles and
+// handles of another kind must be ignored without harm. Releasing the wrong
+// kind three times would destroy the object behind it if it were not
+// ignored, which ExpectAllAlive() then notices.
+template <typename Handle>
+void WalkRetainRelease(const World& world, void (*function)(Handle),
+                       Handle stale, Handle wrong_kind) {
+  function(nullptr);
+  for (int i = 0; i < 3; ++i) function(stale);
+  for (int i = 0; i < 3; ++i) function(wrong_kind);
+  EXPECT_OK([&] {
+    size_t count = 0;
+    return axrt_instance_driver_count(world.instance, &count);
+  }());
+  axrt_device_properties_t properties = AXRT_DEVICE_PROPERTIES_INIT;
+  EXPECT_OK(axrt_device_query_properties(world.device, &properties));
+  axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
+  EXPECT_OK(axrt_buffer_query_info(world.buffer, &info));
+  EXPECT_OK(axrt_buffer_query_info(world.view, &info));
+  bool flag = false;
+  EXPECT_OK(axrt_stream_query(world.stream, &flag));
+  EXPECT_OK(axrt_event_query(world.recorded, &flag));
+  CHECK(flag);
+}
+
+BAD_ARGUMENTS(axrt_instance_create) {
+  EXPECT_INVALID(axrt_instance_create(nullptr, nullptr), "out_instance");
+  axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+  EXPECT_INVALID(axrt_instance_create(&options, nullptr), "out_instance");
+
+  axrt_instance_t out = Sentinel<axrt_instance_t>();
+  options.drivers = "cpu,walk-no-such-driver";
+  EXPECT_ERROR(axrt_instance_create(&options, &out), AXRT_STATUS_CODE_NOT_FOUND,
+               "walk-no-such-driver");
+  const axrt_instance_options_t init = AXRT_INSTANCE_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/false,
+              [&](const axrt_instance_options_t* o) {
+                return axrt_instance_create(o, &out);
+              });
+  CHECK(out == Sentinel<axrt_instance_t>());
+}
+
+BAD_ARGUMENTS(axrt_instance_retain) {
+  WalkRetainRelease(*this, &axrt_instance_retain, StaleInstance(),
+                    As<axrt_instance_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_instance_release) {
+  WalkRetainRelease(*this, &axrt_instance_release, StaleInstance(),
+                    As<axrt_instance_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_instance_driver_count) {
+  size_t count = 777;
+  EXPECT_INVALID(axrt_instance_driver_count(nullptr, &count), "instance");
+  EXPECT_INVALID(axrt_instance_driver_count(instance, nullptr), "out_count");
+  EXPECT_INVALID(axrt_instance_driver_count(As<axrt_instance_t>(device), &count),
+                 "device");
+  EXPECT_RELEASED(axrt_instance_driver_count(StaleInstance(), &count),
+                  "instance");
+  CHECK(count == 777);
+}
+
+BAD_ARGUMENTS(axrt_instance_query_driver_info) {
+  Guarded<axrt_driver_info_t> info;
+  EXPECT_INVALID(axrt_instance_query_driver_info(nullptr, 0, info.get()),
+                 "instance");
+  EXPECT_INVALID(
+      axrt_instance_query_driver_info(As<axrt_instance_t>(buffer), 0, info.get()),
+      "buffer");
+  EXPECT_RELEASED(axrt_instance_query_driver_info(StaleInstance(), 0, info.get()),
+                  "instance");
+  size_t count = 0;
+  EXPECT_OK(axrt_instance_driver_count(instance, &count));
+  EXPECT_ERROR(axrt_instance_query_driver_info(instance, count, info.get()),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  EXPECT_ERROR(axrt_instance_query_driver_info(instance, SIZE_MAX, info.get()),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  CHECK(info.untouched());
+  WalkQueryStruct<axrt_driver_info_t>("out_info", [&](axrt_driver_info_t* out) {
+    return axrt_instance_query_driver_info(instance, 0, out);
+  });
+}
+
+BAD_ARGUMENTS(axrt_instance_device_count) {
+  size_t count = 777;
+  EXPECT_INVALID(axrt_instance_device_count(nullptr, &count), "instance");
+  EXPECT_INVALID(axrt_instance_device_count(instance, nullptr), "out_count");
+  EXPECT_INVALID(axrt_instance_device_count(As<axrt_instance_t>(recorded), &count),
+                 "event");
+  EXPECT_RELEASED(axrt_instance_device_count(StaleInstance(), &count),
+                  "instance");
+  CHECK(count == 777);
+}
+
+BAD_ARGUMENTS(axrt_instance_get_device) {
+  axrt_device_t out = Sentinel<axrt_device_t>();
+  EXPECT_INVALID(axrt_instance_get_device(nullptr, 0, &out), "instance");
+  EXPECT_INVALID(axrt_instance_get_device(instance, 0, nullptr), "out_device");
+  EXPECT_INVALID(axrt_instance_get_device(As<axrt_instance_t>(stream), 0, &out),
+                 "stream");
+  EXPECT_RELEASED(axrt_instance_get_device(StaleInstance(), 0, &out),
+                  "instance");
+  size_t count = 0;
+  EXPECT_OK(axrt_instance_device_count(instance, &count));
+  EXPECT_ERROR(axrt_instance_get_device(instance, count, &out),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  EXPECT_ERROR(axrt_instance_get_device(instance, SIZE_MAX, &out),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  CHECK(out == Sentinel<axrt_device_t>());
+}
+
+BAD_ARGUMENTS(axrt_instance_find_device) {
+  axrt_device_t out = Sentinel<axrt_device_t>();
+  EXPECT_INVALID(axrt_instance_find_device(nullptr, "cpu:0", &out), "instance");
+  EXPECT_INVALID(axrt_instance_find_device(instance, "cpu:0", nullptr),
+                 "out_device");
+  EXPECT_INVALID(axrt_instance_find_device(As<axrt_instance_t>(view), "cpu:0",
+                                           &out),
+                 "buffer");
+  EXPECT_RELEASED(axrt_instance_find_device(StaleInstance(), "cpu:0", &out),
+                  "instance");
+  EXPECT_ERROR(axrt_instance_find_device(instance, "walk:42", &out),
+               AXRT_STATUS_CODE_NOT_FOUND, "walk:42");
+  CHECK(out == Sentinel<axrt_device_t>());
+}
+
+// ---------------------------------------------------------------------------
+// device.h: device
+// ---------------------------------------------------------------------------
+
+BAD_ARGUMENTS(axrt_device_retain) {
+  WalkRetainRelease(*this, &axrt_device_retain, StaleDevice(),
+                    As<axrt_device_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_device_release) {
+  WalkRetainRelease(*this, &axrt_device_release, StaleDevice(),
+                    As<axrt_device_t>(stream));
+  // An instance handle is not a device handle either, even though devices
+  // share their instance's lifetime.
+  WalkRetainRelease(*this, &axrt_device_release, StaleDevice(),
+                    As<axrt_device_t>(instance));
+}
+
+BAD_ARGUMENTS(axrt_device_query_properties) {
+  Guarded<axrt_device_properties_t> out;
+  EXPECT_INVALID(axrt_device_query_properties(nullptr, out.get()), "device");
+  EXPECT_INVALID(axrt_device_query_properties(As<axrt_device_t>(stream), out.get()),
+                 "stream");
+  EXPECT_INVALID(
+      axrt_device_query_properties(As<axrt_device_t>(instance), out.get()),
+      "instance");
+  EXPECT_RELEASED(axrt_device_query_properties(StaleDevice(), out.get()),
+                  "device");
+  CHECK(out.untouched());
+  WalkQueryStruct<axrt_device_properties_t>(
+      "out_properties", [&](axrt_device_properties_t* o) {
+        return axrt_device_query_properties(device, o);
+      });
+}
+
+BAD_ARGUMENTS(axrt_device_synchronize) {
+  EXPECT_INVALID(axrt_device_synchronize(nullptr), "device");
+  EXPECT_INVALID(axrt_device_synchronize(As<axrt_device_t>(buffer)), "buffer");
+  EXPECT_RELEASED(axrt_device_synchronize(StaleDevice()), "device");
+}
+
+BAD_ARGUMENTS(axrt_device_query_pool_statistics) {
+  Guarded<axrt_pool_statistics_t> out;
+  EXPECT_INVALID(axrt_device_query_pool_statistics(nullptr, out.get()),
+                 "device");
+  EXPECT_INVALID(
+      axrt_device_query_pool_statistics(As<axrt_device_t>(recorded), out.get()),
+      "event");
+  EXPECT_RELEASED(axrt_device_query_pool_statistics(StaleDevice(), out.get()),
+                  "device");
+  CHECK(out.untouched());
+  WalkQueryStruct<axrt_pool_statistics_t>(
+      "out_statistics", [&](axrt_pool_statistics_t* o) {
+        return axrt_device_query_pool_statistics(device, o);
+      });
+}
+
+BAD_ARGUMENTS(axrt_device_trim_pool) {
+  EXPECT_INVALID(axrt_device_trim_pool(nullptr, 0), "device");
+  EXPECT_INVALID(axrt_device_trim_pool(As<axrt_device_t>(stream), 0), "stream");
+  EXPECT_RELEASED(axrt_device_trim_pool(StaleDevice(), 0), "device");
+}
+
+// ---------------------------------------------------------------------------
+// memory.h
+// ---------------------------------------------------------------------------
+
+BAD_ARGUMENTS(axrt_buffer_allocate) {
+  axrt_buffer_t out = Sentinel<axrt_buffer_t>();
+  EXPECT_INVALID(axrt_buffer_allocate(nullptr, 64, nullptr, &out), "device");
+  EXPECT_INVALID(axrt_buffer_allocate(device, 64, nullptr, nullptr),
+                 "out_buffer");
+  EXPECT_INVALID(axrt_buffer_allocate(As<axrt_device_t>(stream), 64, nullptr,
+                                      &out),
+                 "stream");
+  EXPECT_RELEASED(axrt_buffer_allocate(StaleDevice(), 64, nullptr, &out),
+                  "device");
+  EXPECT_INVALID(axrt_buffer_allocate(device, 0, nullptr, &out), "size");
+
+  axrt_buffer_options_t options = AXRT_BUFFER_OPTIONS_INIT;
+  for (uint64_t alignment :
+       {uint64_t{3}, uint64_t{768}, properties.max_buffer_alignment * 2,
+        UINT64_MAX}) {
+    INFO("alignment " << alignment);
+    options.alignment = alignment;
+    EXPECT_INVALID(axrt_buffer_allocate(device, 64, &options, &out),
+                   "alignment");
+  }
+  options = AXRT_BUFFER_OPTIONS_INIT;
+  for (axrt_memory_type_t type : {0u, 3u, 0xffffffffu}) {
+    options.memory_type = type;
+    EXPECT_INVALID(axrt_buffer_allocate(device, 64, &options, &out),
+                   "memory_type");
+  }
+  EXPECT_ERROR(axrt_buffer_allocate(device, properties.total_memory + 1,
+                                    nullptr, &out),
+               AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "bytes");
+  EXPECT_ERROR(axrt_buffer_allocate(device, UINT64_MAX, nullptr, &out),
+               AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "bytes");
+
+  const axrt_buffer_options_t init = AXRT_BUFFER_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/true, [&](const axrt_buffer_options_t* o) {
+    return axrt_buffer_allocate(device, 64, o, &out);
+  });
+  CHECK(out == Sentinel<axrt_buffer_t>());
+}
+
+BAD_ARGUMENTS(axrt_buffer_create_view) {
+  axrt_buffer_t out = Sentinel<axrt_buffer_t>();
+  EXPECT_INVALID(axrt_buffer_create_view(nullptr, 0, 1, &out), "buffer");
+  EXPECT_INVALID(axrt_buffer_create_view(buffer, 0, 1, nullptr), "out_view");
+  EXPECT_INVALID(axrt_buffer_create_view(As<axrt_buffer_t>(stream), 0, 1, &out),
+                 "stream");
+  EXPECT_RELEASED(axrt_buffer_create_view(StaleBuffer(), 0, 1, &out), "buffer");
+  struct Range {
+    uint64_t offset;
+    uint64_t length;
+  };
+  for (Range r : {Range{0, kBufferSize + 1}, Range{kBufferSize, 1},
+                  Range{UINT64_MAX, 1}, Range{1, UINT64_MAX},
+                  Range{UINT64_MAX, UINT64_MAX}, Range{16, UINT64_MAX - 8}}) {
+    INFO("offset " << r.offset << " length " << r.length);
+    EXPECT_ERROR(axrt_buffer_create_view(buffer, r.offset, r.length, &out),
+                 AXRT_STATUS_CODE_OUT_OF_RANGE, "");
+  }
+  // A view bounds views of it.
+  EXPECT_ERROR(axrt_buffer_create_view(view, 200, 100, &out),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "");
+  CHECK(out == Sentinel<axrt_buffer_t>());
+}
+
+BAD_ARGUMENTS(axrt_buffer_retain) {
+  WalkRetainRelease(*this, &axrt_buffer_retain, StaleBuffer(),
+                    As<axrt_buffer_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_buffer_release) {
+  WalkRetainRelease(*this, &axrt_buffer_release, StaleBuffer(),
+                    As<axrt_buffer_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_buffer_query_info) {
+  Guarded<axrt_buffer_info_t> out;
+  EXPECT_INVALID(axrt_buffer_query_info(nullptr, out.get()), "buffer");
+  EXPECT_INVALID(axrt_buffer_query_info(As<axrt_buffer_t>(stream), out.get()),
+                 "stream");
+  EXPECT_RELEASED(axrt_buffer_query_info(StaleBuffer(), out.get()), "buffer");
+  CHECK(out.untouched());
+  WalkQueryStruct<axrt_buffer_info_t>("out_info", [&](axrt_buffer_info_t* o) {
+    return axrt_buffer_query_info(buffer, o);
+  });
+}
+
+BAD_ARGUMENTS(axrt_buffer_get_device) {
+  axrt_device_t out = Sentinel<axrt_device_t>();
+  EXPECT_INVALID(axrt_buffer_get_device(nullptr, &out), "buffer");
+  EXPECT_INVALID(axrt_buffer_get_device(buffer, nullptr), "out_device");
+  EXPECT_INVALID(axrt_buffer_get_device(As<axrt_buffer_t>(device), &out),
+                 "device");
+  EXPECT_RELEASED(axrt_buffer_get_device(StaleBuffer(), &out), "buffer");
+  CHECK(out == Sentinel<axrt_device_t>());
+}
+
+BAD_ARGUMENTS(axrt_buffer_map) {
+  void* out = Sentinel<void*>();
+  EXPECT_INVALID(axrt_buffer_map(nullptr, &out), "buffer");
+  EXPECT_INVALID(axrt_buffer_map(buffer, nullptr), "out_host_pointer");
+  EXPECT_INVALID(axrt_buffer_map(As<axrt_buffer_t>(recorded), &out), "event");
+  EXPECT_RELEASED(axrt_buffer_map(StaleBuffer(), &out), "buffer");
+  axrt_buffer_t gone = nullptr;
+  EXPECT_OK(axrt_buffer_allocate(device, 64, nullptr, &gone));
+  EXPECT_OK(axrt_stream_deallocate_buffer(stream, gone));
+  EXPECT_ERROR(axrt_buffer_map(gone, &out),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "deallocated");
+  axrt_buffer_release(gone);
+  CHECK(out == Sentinel<void*>());
+  ExpectHealthy();
+}
+
+// ---------------------------------------------------------------------------
+// event.h
+// ---------------------------------------------------------------------------
+
+BAD_ARGUMENTS(axrt_event_create) {
+  axrt_event_t out = Sentinel<axrt_event_t>();
+  EXPECT_INVALID(axrt_event_create(nullptr, nullptr, &out), "device");
+  EXPECT_INVALID(axrt_event_create(device, nullptr, nullptr), "out_event");
+  EXPECT_INVALID(axrt_event_create(As<axrt_device_t>(buffer), nullptr, &out),
+                 "buffer");
+  EXPECT_RELEASED(axrt_event_create(StaleDevice(), nullptr, &out), "device");
+  axrt_event_options_t options = AXRT_EVENT_OPTIONS_INIT;
+  options.flags = 1u << 30;
+  EXPECT_INVALID(axrt_event_create(device, &options, &out), "flags");
+  const axrt_event_options_t init = AXRT_EVENT_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/true, [&](const axrt_event_options_t* o) {
+    return axrt_event_create(device, o, &out);
+  });
+  CHECK(out == Sentinel<axrt_event_t>());
+}
+
+BAD_ARGUMENTS(axrt_event_retain) {
+  WalkRetainRelease(*this, &axrt_event_retain, StaleEvent(),
+                    As<axrt_event_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_event_release) {
+  WalkRetainRelease(*this, &axrt_event_release, StaleEvent(),
+                    As<axrt_event_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_event_query) {
+  // A library that wrote on failure would most likely write false.
+  bool complete = true;
+  EXPECT_INVALID(axrt_event_query(nullptr, &complete), "event");
+  EXPECT_INVALID(axrt_event_query(recorded, nullptr), "out_complete");
+  EXPECT_INVALID(axrt_event_query(As<axrt_event_t>(stream), &complete),
+                 "stream");
+  EXPECT_RELEASED(axrt_event_query(StaleEvent(), &complete), "event");
+  EXPECT_ERROR(axrt_event_query(never_recorded, &complete),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+  CHECK(complete);
+}
+
+BAD_ARGUMENTS(axrt_event_wait) {
+  EXPECT_INVALID(axrt_event_wait(nullptr, 0), "event");
+  EXPECT_INVALID(axrt_event_wait(As<axrt_event_t>(buffer), 0), "buffer");
+  EXPECT_RELEASED(axrt_event_wait(StaleEvent(), 0), "event");
+  EXPECT_ERROR(axrt_event_wait(never_recorded, 0),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+  EXPECT_ERROR(axrt_event_wait(never_recorded, AXRT_TIMEOUT_INFINITE),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+}
+
+BAD_ARGUMENTS(axrt_event_elapsed_time) {
+  int64_t out = 4242;
+  EXPECT_INVALID(axrt_event_elapsed_time(nullptr, recorded, &out), "start");
+  EXPECT_INVALID(axrt_event_elapsed_time(recorded, nullptr, &out), "end");
+  EXPECT_INVALID(axrt_event_elapsed_time(recorded, recorded, nullptr),
+                 "out_nanoseconds");
+  EXPECT_INVALID(
+      axrt_event_elapsed_time(As<axrt_event_t>(stream), recorded, &out),
+      "stream");
+  EXPECT_INVALID(
+      axrt_event_elapsed_time(recorded, As<axrt_event_t>(buffer), &out),
+      "buffer");
+  EXPECT_RELEASED(axrt_event_elapsed_time(StaleEvent(), recorded, &out),
+                  "start");
+  EXPECT_RELEASED(axrt_event_elapsed_time(recorded, StaleEvent(), &out), "end");
+  EXPECT_ERROR(axrt_event_elapsed_time(never_recorded, recorded, &out),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+  EXPECT_ERROR(axrt_event_elapsed_time(recorded, never_recorded, &out),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+
+  axrt_event_options_t options = AXRT_EVENT_OPTIONS_INIT;
+  options.flags = AXRT_EVENT_FLAG_DISABLE_TIMING;
+  axrt_event_t untimed = nullptr;
+  EXPECT_OK(axrt_event_create(device, &options, &untimed));
+  EXPECT_OK(axrt_stream_record_event(stream, untimed));
+  EXPECT_OK(axrt_stream_synchronize(stream));
+  EXPECT_ERROR_ANY(axrt_event_elapsed_time(untimed, recorded, &out), "timing",
+                   AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                   AXRT_STATUS_CODE_INVALID_ARGUMENT);
+  axrt_event_release(untimed);
+  CHECK(out == 4242);
+}
+
+// ---------------------------------------------------------------------------
+// stream.h
+// ---------------------------------------------------------------------------
+
+BAD_ARGUMENTS(axrt_stream_create) {
+  axrt_stream_t out = Sentinel<axrt_stream_t>();
+  EXPECT_INVALID(axrt_stream_create(nullptr, nullptr, &out), "device");
+  EXPECT_INVALID(axrt_stream_create(device, nullptr, nullptr), "out_stream");
+  EXPECT_INVALID(axrt_stream_create(As<axrt_device_t>(stream), nullptr, &out),
+                 "stream");
+  EXPECT_RELEASED(axrt_stream_create(StaleDevice(), nullptr, &out), "device");
+  const axrt_stream_options_t init = AXRT_STREAM_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/true, [&](const axrt_stream_options_t* o) {
+    return axrt_stream_create(device, o, &out);
+  });
+  CHECK(out == Sentinel<axrt_stream_t>());
+}
+
+BAD_ARGUMENTS(axrt_stream_retain) {
+  WalkRetainRelease(*this, &axrt_stream_retain, StaleStream(),
+                    As<axrt_stream_t>(buffer));
+}
+
+BAD_ARGUMENTS(axrt_stream_release) {
+  WalkRetainRelease(*this, &axrt_stream_release, StaleStream(),
+                    As<axrt_stream_t>(buffer));
+}
+
+BAD_ARGUMENTS(axrt_stream_copy_buffer) {
+  axrt_buffer_t other = nullptr;
+  EXPECT_OK(axrt_buffer_allocate(device, kBufferSize, nullptr, &other));
+  EXPECT_INVALID(axrt_stream_copy_buffer(nullptr, buffer, 0, other, 0, 16),
+                 "stream");
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, nullptr, 0, other, 0, 16),
+                 "src");
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, buffer, 0, nullptr, 0, 16),
+                 "dst");
+  EXPECT_INVALID(axrt_stream_copy_buffer(As<axrt_stream_t>(buffer), buffer, 0,
+                                         other, 0, 16),
+                 "buffer");
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, As<axrt_buffer_t>(stream), 0,
+                                         other, 0, 16),
+                 "stream");
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, buffer, 0,
+                                         As<axrt_buffer_t>(recorded), 0, 16),
+                 "event");
+  EXPECT_RELEASED(
+      axrt_stream_copy_buffer(StaleStream(), buffer, 0, other, 0, 16),
+      "stream");
+  EXPECT_RELEASED(axrt_stream_copy_buffer(stream, StaleBuffer(), 0, other, 0, 16),
+                  "src");
+  EXPECT_RELEASED(axrt_stream_copy_buffer(stream, buffer, 0, StaleBuffer(), 0, 16),
+                  "dst");
+  struct Range {
+    uint64_t offset;
+    uint64_t length;
+  };
+  // Only one side out of range: the message names that side.
+  for (Range r : {Range{1, kBufferSize}, Range{kBufferSize, 1},
+                  Range{UINT64_MAX, 2}, Range{UINT64_MAX - 4, 8}}) {
+    INFO("offset " << r.offset << " length " << r.length);
+    EXPECT_ERROR(
+        axrt_stream_copy_buffer(stream, buffer, r.offset, other, 0, r.length),
+        AXRT_STATUS_CODE_OUT_OF_RANGE, "src");
+    EXPECT_ERROR(
+        axrt_stream_copy_buffer(stream, buffer, 0, other, r.offset, r.length),
+        AXRT_STATUS_CODE_OUT_OF_RANGE, "dst");
+  }
+  // Lengths no buffer holds.
+  for (uint64_t length : {kBufferSize + 1, UINT64_MAX}) {
+    EXPECT_ERROR(axrt_stream_copy_buffer(stream, buffer, 2, other, 2, length),
+                 AXRT_STATUS_CODE_OUT_OF_RANGE, "length");
+  }
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, buffer, 0, buffer, 8, 16),
+                 "overlap");
+  // `view` is [256, 512) of `buffer`.
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, buffer, 260, view, 0, 16),
+                 "overlap");
+  EXPECT_OK(axrt_stream_deallocate_buffer(stream, other));
+  EXPECT_ERROR(axrt_stream_copy_buffer(stream, buffer, 0, other, 0, 16),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "dst");
+  EXPECT_ERROR(axrt_stream_copy_buffer(stream, other, 0, buffer, 0, 16),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "src");
+  axrt_buffer_release(other);
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_copy_from_host) {
+  std::vector<uint8_t> host(2 * kBufferSize);
+  EXPECT_INVALID(axrt_stream_copy_from_host(nullptr, host.data(), buffer, 0, 16),
+                 "stream");
+  EXPECT_INVALID(axrt_stream_copy_from_host(stream, nullptr, buffer, 0, 16),
+                 "src");
+  EXPECT_INVALID(axrt_stream_copy_from_host(stream, host.data(), nullptr, 0, 16),
+                 "dst");
+  EXPECT_INVALID(axrt_stream_copy_from_host(As<axrt_stream_t>(recorded),
+                                            host.data(), buffer, 0, 16),
+                 "event");
+  EXPECT_INVALID(axrt_stream_copy_from_host(stream, host.data(),
+                                            As<axrt_buffer_t>(stream), 0, 16),
+                 "stream");
+  EXPECT_RELEASED(
+      axrt_stream_copy_from_host(StaleStream(), host.data(), buffer, 0, 16),
+      "stream");
+  EXPECT_RELEASED(
+      axrt_stream_copy_from_host(stream, host.data(), StaleBuffer(), 0, 16),
+      "dst");
+  EXPECT_ERROR(axrt_stream_copy_from_host(stream, host.data(), buffer, 1,
+                                          kBufferSize),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "dst");
+  EXPECT_ERROR(axrt_stream_copy_from_host(stream, host.data(), buffer,
+                                          UINT64_MAX, 2),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "dst");
+  EXPECT_ERROR(axrt_stream_copy_from_host(stream, host.data(), view, 0, 257),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "dst");
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_copy_to_host) {
+  std::vector<uint8_t> host(2 * kBufferSize, 0x77);
+  EXPECT_INVALID(axrt_stream_copy_to_host(nullptr, buffer, 0, host.data(), 16),
+                 "stream");
+  EXPECT_INVALID(axrt_stream_copy_to_host(stream, nullptr, 0, host.data(), 16),
+                 "src");
+  EXPECT_INVALID(axrt_stream_copy_to_host(stream, buffer, 0, nullptr, 16),
+                 "dst");
+  EXPECT_INVALID(axrt_stream_copy_to_host(As<axrt_stream_t>(buffer), buffer, 0,
+                                          host.data(), 16),
+                 "buffer");
+  EXPECT_INVALID(axrt_stream_copy_to_host(stream, As<axrt_buffer_t>(device), 0,
+                                          host.data(), 16),
+                 "device");
+  EXPECT_RELEASED(
+      axrt_stream_copy_to_host(StaleStream(), buffer, 0, host.data(), 16),
+      "stream");
+  EXPECT_RELEASED(
+      axrt_stream_copy_to_host(stream, StaleBuffer(), 0, host.data(), 16),
+      "src");
+  EXPECT_ERROR(axrt_stream_copy_to_host(stream, buffer, 0, host.data(),
+                                        kBufferSize + 1),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "src");
+  EXPECT_ERROR(axrt_stream_copy_to_host(stream, buffer, 8, host.data(),
+                                        UINT64_MAX - 4),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "src");
+  ExpectHealthy();
+  CHECK(std::all_of(host.begin(), host.end(),
+                    [](uint8_t b) { return b == 0x77; }));
+}
+
+BAD_ARGUMENTS(axrt_stream_copy_2d) {
+  std::vector<uint8_t> host(4 * kBufferSize);
+  axrt_copy_2d_t good = AXRT_COPY_2D_INIT;
+  good.src = {buffer, nullptr, 0, 128};
+  good.dst = {nullptr, host.data(), 0, 128};
+  good.width = 64;
+  good.height = 4;
+
+  EXPECT_INVALID(axrt_stream_copy_2d(nullptr, &good), "stream");
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, nullptr), "copy");
+  EXPECT_INVALID(axrt_stream_copy_2d(As<axrt_stream_t>(view), &good), "buffer");
+  EXPECT_RELEASED(axrt_stream_copy_2d(StaleStream(), &good), "stream");
+
+  axrt_copy_2d_t c = good;
+  c.src.buffer = As<axrt_buffer_t>(stream);
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "stream");
+  c = good;
+  c.src.buffer = StaleBuffer();
+  EXPECT_RELEASED(axrt_stream_copy_2d(stream, &c), "src");
+
+  c = good;
+  c.src = {nullptr, host.data(), 0, 128};
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "buffer");
+  c = good;
+  c.dst.buffer = buffer;
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "dst");
+  c = good;
+  c.src.buffer = nullptr;
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "src");
+  c = good;
+  c.src.pitch = 63;
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "pitch");
+  c = good;
+  c.dst.pitch = 1;
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "pitch");
+  c = good;
+  c.height = 9;  // rows up to 8 * 128 + 64 > 1024
+  EXPECT_ERROR(axrt_stream_copy_2d(stream, &c), AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "src");
+  c = good;
+  c.src.offset = kBufferSize;
+  EXPECT_ERROR(axrt_stream_copy_2d(stream, &c), AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "src");
+  c = good;
+  c.src.pitch = UINT64_MAX / 2;
+  c.height = 3;
+  EXPECT_ERROR(axrt_stream_copy_2d(stream, &c), AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "src");
+  c = good;
+  c.src.offset = UINT64_MAX - 8;
+  EXPECT_ERROR(axrt_stream_copy_2d(stream, &c), AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "src");
+
+  // The struct conventions; a copy_2d takes no extensions at all.
+  c = good;
+  c.struct_size = 0;
+  EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "struct_size");
+  axrt_extension_header_t unknown = {sizeof(axrt_extension_header_t), nullptr,
+                                     kUnknownExtension};
+  c = good;
+  c.next = &unknown;
+  EXPECT_ERROR(axrt_stream_copy_2d(stream, &c), AXRT_STATUS_CODE_UNIMPLEMENTED,
+               "23130");
+  axrt_debug_label_t label = AXRT_DEBUG_LABEL_INIT("walk");
+  c.next = &label;
+  EXPECT_ERROR(axrt_stream_copy_2d(stream, &c), AXRT_STATUS_CODE_UNIMPLEMENTED,
+               "extension");
+  Newer<axrt_copy_2d_t> newer(good, 1);
+  EXPECT_ERROR_ANY(axrt_stream_copy_2d(stream, &newer.known), "struct_size",
+                   AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                   AXRT_STATUS_CODE_UNIMPLEMENTED);
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_fill_buffer) {
+  const uint64_t pattern = 0x0102030405060708ull;
+  EXPECT_INVALID(axrt_stream_fill_buffer(nullptr, buffer, 0, 16, &pattern, 4),
+                 "stream");
+  EXPECT_INVALID(axrt_stream_fill_buffer(stream, nullptr, 0, 16, &pattern, 4),
+                 "buffer");
+  EXPECT_INVALID(axrt_stream_fill_buffer(stream, buffer, 0, 16, nullptr, 4),
+                 "pattern");
+  EXPECT_INVALID(axrt_stream_fill_buffer(As<axrt_stream_t>(device), buffer, 0,
+                                         16, &pattern, 4),
+                 "device");
+  EXPECT_INVALID(axrt_stream_fill_buffer(stream, As<axrt_buffer_t>(stream), 0,
+                                         16, &pattern, 4),
+                 "stream");
+  EXPECT_RELEASED(
+      axrt_stream_fill_buffer(StaleStream(), buffer, 0, 16, &pattern, 4),
+      "stream");
+  EXPECT_RELEASED(
+      axrt_stream_fill_buffer(stream, StaleBuffer(), 0, 16, &pattern, 4),
+      "buffer");
+  for (size_t size : {size_t{0}, size_t{3}, size_t{16}}) {
+    EXPECT_INVALID(axrt_stream_fill_buffer(stream, buffer, 0, 16, &pattern, size),
+                   "pattern_size");
+  }
+  EXPECT_INVALID(axrt_stream_fill_buffer(stream, buffer, 2, 16, &pattern, 4),
+                 "offset");
+  EXPECT_INVALID(axrt_stream_fill_buffer(stream, buffer, 0, 18, &pattern, 4),
+                 "length");
+  EXPECT_ERROR(axrt_stream_fill_buffer(stream, buffer, 0, kBufferSize + 8,
+                                       &pattern, 8),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "buffer");
+  EXPECT_ERROR(axrt_stream_fill_buffer(stream, buffer, UINT64_MAX - 7, 16,
+                                       &pattern, 8),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "buffer");
+  EXPECT_ERROR(axrt_stream_fill_buffer(stream, view, 0, 264, &pattern, 8),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "buffer");
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_launch_host_func) {
+  int calls = 0;
+  EXPECT_INVALID(axrt_stream_launch_host_func(nullptr, &NoopHostFunc, &calls),
+                 "stream");
+  EXPECT_INVALID(axrt_stream_launch_host_func(stream, nullptr, &calls), "func");
+  EXPECT_INVALID(axrt_stream_launch_host_func(As<axrt_stream_t>(recorded),
+                                              &NoopHostFunc, &calls),
+                 "event");
+  EXPECT_RELEASED(
+      axrt_stream_launch_host_func(StaleStream(), &NoopHostFunc, &calls),
+      "stream");
+  ExpectHealthy();
+  CHECK(calls == 0);
+}
+
+BAD_ARGUMENTS(axrt_stream_record_event) {
+  EXPECT_INVALID(axrt_stream_record_event(nullptr, recorded), "stream");
+  EXPECT_INVALID(axrt_stream_record_event(stream, nullptr), "event");
+  EXPECT_INVALID(axrt_stream_record_event(As<axrt_stream_t>(recorded), recorded),
+                 "event");
+  EXPECT_INVALID(axrt_stream_record_event(stream, As<axrt_event_t>(buffer)),
+                 "buffer");
+  EXPECT_RELEASED(axrt_stream_record_event(StaleStream(), recorded), "stream");
+  EXPECT_RELEASED(axrt_stream_record_event(stream, StaleEvent()), "event");
+  // The failed records did not record anything.
+  bool complete = false;
+  EXPECT_ERROR(axrt_event_query(never_recorded, &complete),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_wait_event) {
+  EXPECT_INVALID(axrt_stream_wait_event(nullptr, recorded), "stream");
+  EXPECT_INVALID(axrt_stream_wait_event(stream, nullptr), "event");
+  EXPECT_INVALID(axrt_stream_wait_event(As<axrt_stream_t>(buffer), recorded),
+                 "buffer");
+  EXPECT_INVALID(axrt_stream_wait_event(stream, As<axrt_event_t>(stream)),
+                 "stream");
+  EXPECT_RELEASED(axrt_stream_wait_event(StaleStream(), recorded), "stream");
+  EXPECT_RELEASED(axrt_stream_wait_event(stream, StaleEvent()), "event");
+  EXPECT_ERROR(axrt_stream_wait_event(stream, never_recorded),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_allocate_buffer) {
+  axrt_buffer_t out = Sentinel<axrt_buffer_t>();
+  EXPECT_INVALID(axrt_stream_allocate_buffer(nullptr, 64, nullptr, &out),
+                 "stream");
+  EXPECT_INVALID(axrt_stream_allocate_buffer(stream, 64, nullptr, nullptr),
+                 "out_buffer");
+  EXPECT_INVALID(axrt_stream_allocate_buffer(As<axrt_stream_t>(device), 64,
+                                             nullptr, &out),
+                 "device");
+  EXPECT_RELEASED(axrt_stream_allocate_buffer(StaleStream(), 64, nullptr, &out),
+                  "stream");
+  EXPECT_INVALID(axrt_stream_allocate_buffer(stream, 0, nullptr, &out), "size");
+  axrt_buffer_options_t options = AXRT_BUFFER_OPTIONS_INIT;
+  options.alignment = 12;
+  EXPECT_INVALID(axrt_stream_allocate_buffer(stream, 64, &options, &out),
+                 "alignment");
+  options = AXRT_BUFFER_OPTIONS_INIT;
+  options.memory_type = 9;
+  EXPECT_INVALID(axrt_stream_allocate_buffer(stream, 64, &options, &out),
+                 "memory_type");
+  EXPECT_ERROR(axrt_stream_allocate_buffer(stream, properties.total_memory + 1,
+                                           nullptr, &out),
+               AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "bytes");
+  const axrt_buffer_options_t init = AXRT_BUFFER_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/true, [&](const axrt_buffer_options_t* o) {
+    return axrt_stream_allocate_buffer(stream, 64, o, &out);
+  });
+  CHECK(out == Sentinel<axrt_buffer_t>());
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_deallocate_buffer) {
+  EXPECT_INVALID(axrt_stream_deallocate_buffer(nullptr, buffer), "stream");
+  EXPECT_INVALID(axrt_stream_deallocate_buffer(stream, nullptr), "buffer");
+  EXPECT_INVALID(axrt_stream_deallocate_buffer(As<axrt_stream_t>(buffer), buffer),
+                 "buffer");
+  EXPECT_INVALID(
+      axrt_stream_deallocate_buffer(stream, As<axrt_buffer_t>(recorded)),
+      "event");
+  EXPECT_RELEASED(axrt_stream_deallocate_buffer(StaleStream(), buffer),
+                  "stream");
+  EXPECT_RELEASED(axrt_stream_deallocate_buffer(stream, StaleBuffer()),
+                  "buffer");
+  EXPECT_INVALID(axrt_stream_deallocate_buffer(stream, view), "view");
+  axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
+  EXPECT_OK(axrt_buffer_query_info(buffer, &info));
+  CHECK(!info.deallocated);
+
+  axrt_buffer_t twice = nullptr;
+  EXPECT_OK(axrt_stream_allocate_buffer(stream, 64, nullptr, &twice));
+  EXPECT_OK(axrt_stream_deallocate_buffer(stream, twice));
+  EXPECT_ERROR(axrt_stream_deallocate_buffer(stream, twice),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "deallocated");
+  axrt_buffer_release(twice);
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_stream_synchronize) {
+  EXPECT_INVALID(axrt_stream_synchronize(nullptr), "stream");
+  EXPECT_INVALID(axrt_stream_synchronize(As<axrt_stream_t>(instance)),
+                 "instance");
+  EXPECT_INVALID(axrt_stream_synchronize(As<axrt_stream_t>(never_recorded)),
+                 "event");
+  EXPECT_RELEASED(axrt_stream_synchronize(StaleStream()), "stream");
+}
+
+BAD_ARGUMENTS(axrt_stream_query) {
+  bool idle = false;
+  EXPECT_INVALID(axrt_stream_query(nullptr, &idle), "stream");
+  EXPECT_INVALID(axrt_stream_query(stream, nullptr), "out_idle");
+  EXPECT_INVALID(axrt_stream_query(As<axrt_stream_t>(buffer), &idle), "buffer");
+  EXPECT_RELEASED(axrt_stream_query(StaleStream(), &idle), "stream");
+  CHECK(!idle);
+}
+
+// ---------------------------------------------------------------------------
+// Every public function has a case above
+// ---------------------------------------------------------------------------
+
+// Removes comments and preprocessor lines, which mention AXRT_API without
+// declaring anything.
+std::string DeclarationsOnly(const std::string& source) {
+  std::string code;
+  for (size_t i = 0; i < source.size();) {
+    if (source.compare(i, 2, "/*") == 0) {
+      size_t end = source.find("*/", i + 2);
+      i = end == std::string::npos ? source.size() : end + 2;
+      code += ' ';
+    } else if (source.compare(i, 2, "//") == 0) {
+      i = source.find('\n', i);
+      if (i == std::string::npos) i = source.size();
+    } else {
+      code += source[i++];
+    }
+  }
+  std::istringstream lines(code);
+  std::string line;
+  std::string result;
+  bool continued = false;
+  while (std::getline(lines, line)) {
+    size_t first = line.find_first_not_of(" \t");
+    bool directive =
+        continued || (first != std::string::npos && line[first] == '#');
+    continued = directive && !line.empty() && line.back() == '\\';
+    if (!directive) result += line + '\n';
+  }
+  return result;
+}
+
+std::set<std::string> DeclaredFunctions() {
+  std::set<std::string> names;
+  const std::regex declaration(R"(AXRT_API\s+[^;{}()]*?\b(axrt_[A-Za-z0-9_]+)\s*\()");
+  for (const auto& entry :
+       std::filesystem::directory_iterator(AXRT_PUBLIC_HEADER_DIR)) {
+    if (entry.path().extension() != ".h") continue;
+    std::ifstream file(entry.path());
+    std::stringstream text;
+    text << file.rdbuf();
+    std::string code = DeclarationsOnly(text.str());
+    for (std::sregex_iterator it(code.begin(), code.end(), declaration), end;
+         it != end; ++it) {
+      names.insert((*it)[1].str());
+    }
+  }
+  return names;
+}
+
+TEST_CASE("every AXRT_API function has a bad-argument case",
+          "[bad_arguments][coverage]") {
+  const std::set<std::string> declared = DeclaredFunctions();
+  // A parser that finds nothing would pass vacuously.
+  REQUIRE(declared.size() >= 40);
+  REQUIRE(declared.count("axrt_stream_copy_2d") == 1);
+  REQUIRE(declared.count("axrt_version") == 1);
+
+  std::vector<std::string> missing;
+  for (const std::string& name : declared) {
+    if (Walked().count(name) == 0) missing.push_back(name);
+  }
+  std::vector<std::string> unknown;
+  for (const std::string& name : Walked()) {
+    if (declared.count(name) == 0) unknown.push_back(name);
+  }
+  std::string missing_list;
+  for (const std::string& name : missing) missing_list += " " + name;
+  std::string unknown_list;
+  for (const std::string& name : unknown) unknown_list += " " + name;
+  INFO("declared in " << AXRT_PUBLIC_HEADER_DIR << " without a case:"
+                      << missing_list);
+  INFO("walked but not found by the header scan:" << unknown_list);
+  CHECK(missing.empty());
+  CHECK(unknown.empty());
+}
+
+}  // namespace
