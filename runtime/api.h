@@ -68,7 +68,9 @@ class ApiCall {
                      expected);
       case HandleTable::Lookup::kReleased:
         return error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
-                     "`{}` is a released handle (its {} was already destroyed)", name, expected);
+                     "`{}` is a released handle: the object it named was destroyed (expected a "
+                     "live {} handle)",
+                     name, expected);
       case HandleTable::Lookup::kNotAHandle:
         return error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                      "`{}` ({:#x}) is not a handle of this library (expected a {} handle)", name,

@@ -32,8 +32,10 @@ file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
 set(config_args)
+set(build_type Release)
 if(NOT "${CONFIG}" STREQUAL "")
   set(config_args --config ${CONFIG})
+  set(build_type ${CONFIG})
 endif()
 step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} ${config_args})
 
@@ -46,7 +48,7 @@ step("configure consumer" ${CMAKE_COMMAND}
   -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/consumer-build
   -G ${GENERATOR}
   -DCMAKE_C_COMPILER=${C_COMPILER}
-  -DCMAKE_BUILD_TYPE=Release
+  -DCMAKE_BUILD_TYPE=${build_type}
   -DCMAKE_PREFIX_PATH=${prefix}
   ${flag_args})
 # The consumer must have found the package just installed, not another one.

@@ -17,6 +17,26 @@ constexpr uint64_t kInlineBytes = 64 * 1024;
 // Copies and fills from this size on are split across the workgroup pool.
 constexpr uint64_t kParallelBytes = 4 * 1024 * 1024;
 constexpr uint64_t kParallelChunk = 1024 * 1024;
+// A worker that ran out of work, and a thread synchronizing with a busy
+// stream, poll this long before sleeping: waking a sleeping thread costs tens
+// of microseconds, far more than most stream work.
+constexpr auto kSpinTime = std::chrono::microseconds(20);
+
+// Polls `ready` until it holds or kSpinTime passes.
+template <typename Ready>
+bool spin_until(Ready&& ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
+  for (uint32_t i = 1;; ++i) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+  }
+}
 
 struct CpuOp {
   enum class Kind : uint8_t { kCopy, kFill, kHostFunc, kRecord, kWait, kDeallocate };
@@ -50,6 +70,7 @@ class CpuQueue {
     std::unique_lock<std::mutex> lock(mutex_);
     if (may_run_inline && ops_.empty() && !busy_) {
       busy_ = true;
+      set_idle(false);
       lock.unlock();
       execute(op);
       op = CpuOp{};  // drop references outside the lock
@@ -58,11 +79,14 @@ class CpuQueue {
       if (!ops_.empty()) {
         work_cv_.notify_one();
       } else {
+        set_idle(true);
         idle_cv_.notify_all();
       }
       return;
     }
     ops_.push_back(std::move(op));
+    set_idle(false);
+    has_work_.store(true, std::memory_order_release);
     lock.unlock();
     work_cv_.notify_one();
   }
@@ -74,6 +98,7 @@ class CpuQueue {
                          "would wait for itself",
                          stream ? stream->describe() : name_);
     }
+    spin_until([&] { return idle_.load(std::memory_order_acquire); });
     std::unique_lock<std::mutex> lock(mutex_);
     idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
     return status_from_failure(failure_);
@@ -109,20 +134,33 @@ class CpuQueue {
     t_current_queue = this;
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
+      if (ops_.empty() && !closing_) {
+        lock.unlock();
+        spin_until([&] { return has_work_.load(std::memory_order_acquire); });
+        lock.lock();
+      }
       work_cv_.wait(lock, [&] { return (!ops_.empty() && !busy_) || (closing_ && ops_.empty() && !busy_); });
       if (ops_.empty()) break;  // closing and drained
       CpuOp op = std::move(ops_.front());
       ops_.pop_front();
+      if (ops_.empty()) has_work_.store(false, std::memory_order_relaxed);
       busy_ = true;
       lock.unlock();
       execute(op);
       op = CpuOp{};
       lock.lock();
       busy_ = false;
-      if (ops_.empty()) idle_cv_.notify_all();
+      if (ops_.empty()) {
+        set_idle(true);
+        idle_cv_.notify_all();
+      }
     }
     t_current_queue = nullptr;
   }
+
+  // Mirrors `ops_.empty() && !busy_` for lock-free polling; written under
+  // mutex_.
+  void set_idle(bool idle) { idle_.store(idle, std::memory_order_release); }
 
   void fail(FailurePtr failure) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -252,6 +290,8 @@ class CpuQueue {
   std::deque<CpuOp> ops_;
   bool busy_ = false;
   bool closing_ = false;
+  std::atomic<bool> idle_{true};
+  std::atomic<bool> has_work_{false};
   FailurePtr failure_;
 };
 
