@@ -3,12 +3,13 @@
 
 BUILD_DIR   ?= build/release
 ASAN_DIR    ?= build/asan
+TSAN_DIR    ?= build/tsan
 BENCH_DIR   ?= build/bench
 CMAKE       ?= cmake
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-asan bench install clean
+.PHONY: all deps build demo test test-release test-asan test-tsan bench install clean
 
 all: build
 
@@ -22,7 +23,7 @@ build: deps
 demo: build
 	$(BUILD_DIR)/examples/c/axrt_demo
 
-test: test-release test-asan
+test: test-release test-asan test-tsan
 
 test-release: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
@@ -33,6 +34,14 @@ test-asan: deps
 	  -DAXRT_SANITIZE=address,undefined -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
+
+# The same again under ThreadSanitizer: streams, events and the workgroup
+# pool are concurrent code, and a race must fail the run.
+test-tsan: deps
+	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
 
 bench: deps
 	$(CMAKE) -S . -B $(BENCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -1,5 +1,6 @@
 #include "runtime/handle_table.h"
 
+#include <algorithm>
 #include <new>
 
 namespace axrt {
@@ -36,7 +37,8 @@ uint64_t HandleTable::insert(Object* object) {
       std::atomic<Slot*>& chunk = chunks_[index >> kChunkBits];
       if (!chunk.load(std::memory_order_relaxed)) chunk.store(new Slot[kChunkSize], std::memory_order_release);
     }
-    free_.reserve(free_.size() + 1);  // remove() must not allocate
+    // remove() must not allocate: keep room for every slot in the free list.
+    if (free_.capacity() < index) free_.reserve(std::max<size_t>(index, 2 * free_.capacity()));
     next_index_.store(index + 1, std::memory_order_release);
   }
   Slot* s = slot(index);
