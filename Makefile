@@ -5,11 +5,15 @@ BUILD_DIR   ?= build/release
 ASAN_DIR    ?= build/asan
 TSAN_DIR    ?= build/tsan
 BENCH_DIR   ?= build/bench
+FUZZ_DIR    ?= build/fuzz
+# How long `make fuzz` runs the fuzzer, and the short run `make test` does.
+FUZZ_SECONDS       ?= 600
+FUZZ_SMOKE_SECONDS ?= 30
 CMAKE       ?= cmake
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-asan test-tsan bench install clean
+.PHONY: all deps build demo test test-release test-asan test-tsan fuzz fuzz-smoke fuzz-build bench install clean
 
 all: build
 
@@ -23,7 +27,7 @@ build: deps
 demo: build
 	$(BUILD_DIR)/examples/c/axrt_demo
 
-test: test-release test-asan test-tsan
+test: test-release test-asan test-tsan fuzz-smoke
 
 test-release: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
@@ -32,7 +36,7 @@ test-release: build
 test-asan: deps
 	$(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	  -DAXRT_SANITIZE=address,undefined -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
-	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
+	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
 
 # The same again under ThreadSanitizer: streams, events and the workgroup
@@ -40,8 +44,22 @@ test-asan: deps
 test-tsan: deps
 	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
-	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS)
+	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
+
+# The .axe reader under libFuzzer (clang, ASan + UBSan) in a tree of its own;
+# fuzz/run.sh seeds the corpus, runs, and on a finding names the reproducer.
+fuzz-build: deps
+	$(CMAKE) -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXRT_BUILD_FUZZERS=ON \
+	  -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS) --target axe_reader_fuzzer axe_fuzz_seeds
+
+fuzz: fuzz-build
+	./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+fuzz-smoke: fuzz-build
+	./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS)
 
 bench: deps
 	$(CMAKE) -S . -B $(BENCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -47,3 +47,8 @@ endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/axrt.pc.in ${PROJECT_BINARY_DIR}/axrt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/axrt.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The `axrt` command-line tool.
+if(TARGET axrt_cli)
+  install(TARGETS axrt_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()

@@ -42,6 +42,14 @@ class Storage {
 };
 
 // A verified, read-only view of an .axe file. Thread-safe after opening.
+//
+// Opening refuses a file with a status whose message starts with
+// "executable '<name>': " and names the field, the index and the numbers:
+// INVALID_ARGUMENT for a broken rule, DATA_LOSS for a checksum mismatch,
+// UNIMPLEMENTED for what a newer writer may use (another major format,
+// unknown flags, features, segment kinds or enum values), PERMISSION_DENIED
+// for host code when ReadOptions::allow_host_code is false; open_file adds
+// NOT_FOUND and PERMISSION_DENIED from the file system.
 class AxeFile {
  public:
   // Maps `path` read-only. `name` in messages is the path.

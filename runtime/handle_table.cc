@@ -100,6 +100,7 @@ const char* object_type_name(ObjectType type) noexcept {
     case ObjectType::kBuffer: return "buffer";
     case ObjectType::kStream: return "stream";
     case ObjectType::kEvent: return "event";
+    case ObjectType::kAxeBuilder: return "axe builder";
   }
   return "object";
 }

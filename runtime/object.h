@@ -15,6 +15,7 @@ enum class ObjectType : uint32_t {
   kBuffer = 3,
   kStream = 4,
   kEvent = 5,
+  kAxeBuilder = 6,
 };
 
 const char* object_type_name(ObjectType type) noexcept;

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 debian_packages=(
-  cmake ninja-build g++ clang pkg-config binutils make
+  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config binutils make
   libfmt-dev catch2 libbenchmark-dev
   libflatbuffers-dev flatbuffers-compiler libdlpack-dev
 )

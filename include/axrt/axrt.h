@@ -50,6 +50,7 @@
 #include "axrt/base.h"
 #include "axrt/device.h"
 #include "axrt/event.h"
+#include "axrt/format.h"
 #include "axrt/memory.h"
 #include "axrt/stream.h"
 

@@ -1144,6 +1144,574 @@ BAD_ARGUMENTS(axrt_stream_query) {
 }
 
 // ---------------------------------------------------------------------------
+// format.h
+// ---------------------------------------------------------------------------
+
+// A builder with one kernel-library code object, a kernel "k" taking one
+// buffer, a constant "c" of 4 bytes and a function "f" with one output and a
+// 64-byte arena, so every index 0 is valid and every index 1 is not.
+struct AxeBuilder {
+  AxeBuilder() {
+    EXPECT_OK(axrt_axe_builder_create(nullptr, &b));
+    axrt_axe_code_object_desc_t code = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+    code.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
+    code.target = "x86_64";
+    code.library_name = "walk";
+    uint32_t index = 0;
+    EXPECT_OK(axrt_axe_builder_add_code_object(b, &code, &index));
+    axrt_axe_kernel_param_t param = AXRT_AXE_KERNEL_PARAM_INIT;
+    param.name = "p";
+    axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+    kernel.name = "k";
+    kernel.params = &param;
+    kernel.param_count = 1;
+    EXPECT_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
+    const uint8_t bytes[4] = {1, 2, 3, 4};
+    const uint64_t shape[] = {4};
+    axrt_axe_constant_desc_t constant = AXRT_AXE_CONSTANT_DESC_INIT;
+    constant.name = "c";
+    constant.dtype = AXRT_AXE_DTYPE_UINT8;
+    constant.rank = 1;
+    constant.shape = shape;
+    constant.data = bytes;
+    constant.size = 4;
+    EXPECT_OK(axrt_axe_builder_add_constant(b, &constant, &index));
+    const axrt_axe_dim_t dims[] = {{4, -1}};
+    axrt_axe_tensor_sig_t out = AXRT_AXE_TENSOR_SIG_INIT;
+    out.name = "out";
+    out.dtype = AXRT_AXE_DTYPE_UINT8;
+    out.rank = 1;
+    out.dims = dims;
+    axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+    function.name = "f";
+    function.outputs = &out;
+    function.output_count = 1;
+    function.arena_size = 64;
+    EXPECT_OK(axrt_axe_builder_add_function(b, &function, &index));
+  }
+  ~AxeBuilder() { axrt_axe_builder_release(b); }
+  AxeBuilder(const AxeBuilder&) = delete;
+  AxeBuilder& operator=(const AxeBuilder&) = delete;
+
+  static axrt_axe_builder_t Stale() {
+    axrt_axe_builder_t stale = nullptr;
+    EXPECT_OK(axrt_axe_builder_create(nullptr, &stale));
+    axrt_axe_builder_release(stale);
+    return stale;
+  }
+
+  axrt_axe_builder_t b = nullptr;
+};
+
+// The builder handle errors every builder function gives.
+template <typename Call>
+void WalkBuilderHandle(const World& world, Call call) {
+  EXPECT_INVALID(call(nullptr), "builder");
+  EXPECT_INVALID(call(World::As<axrt_axe_builder_t>(world.stream)), "stream");
+  EXPECT_RELEASED(call(AxeBuilder::Stale()), "builder");
+}
+
+const axrt_axe_expr_op_t kOne[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1}};
+
+BAD_ARGUMENTS(axrt_axe_builder_create) {
+  EXPECT_INVALID(axrt_axe_builder_create(nullptr, nullptr), "out_builder");
+  axrt_axe_builder_t out = Sentinel<axrt_axe_builder_t>();
+  const axrt_axe_builder_options_t init = AXRT_AXE_BUILDER_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/false,
+              [&](const axrt_axe_builder_options_t* o) { return axrt_axe_builder_create(o, &out); });
+  CHECK(out == Sentinel<axrt_axe_builder_t>());
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_retain) {
+  WalkRetainRelease(*this, &axrt_axe_builder_retain, AxeBuilder::Stale(),
+                    As<axrt_axe_builder_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_release) {
+  WalkRetainRelease(*this, &axrt_axe_builder_release, AxeBuilder::Stale(),
+                    As<axrt_axe_builder_t>(stream));
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_required_feature) {
+  AxeBuilder builder;
+  WalkBuilderHandle(*this, [](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_required_feature(b, "f");
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_required_feature(builder.b, nullptr), "feature");
+  EXPECT_INVALID(axrt_axe_builder_add_required_feature(builder.b, ""), "feature");
+  EXPECT_OK(axrt_axe_builder_add_required_feature(builder.b, "f"));
+  EXPECT_ERROR(axrt_axe_builder_add_required_feature(builder.b, "f"),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "'f'");
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_metadata) {
+  AxeBuilder builder;
+  WalkBuilderHandle(*this, [](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_metadata(b, "k", "v");
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_metadata(builder.b, nullptr, "v"), "key");
+  EXPECT_INVALID(axrt_axe_builder_add_metadata(builder.b, "k", nullptr), "value");
+  EXPECT_INVALID(axrt_axe_builder_add_metadata(builder.b, "", "v"), "key");
+  EXPECT_OK(axrt_axe_builder_add_metadata(builder.b, "k", "v"));
+  EXPECT_ERROR(axrt_axe_builder_add_metadata(builder.b, "k", "w"),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "'k'");
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_code_object) {
+  AxeBuilder builder;
+  const uint8_t bytes[4] = {0x7f, 'E', 'L', 'F'};
+  axrt_axe_code_object_desc_t init = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  init.kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN;
+  init.target = "sm_90";
+  init.data = bytes;
+  init.size = sizeof(bytes);
+  uint32_t index = 77;
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_code_object(b, &init, &index);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, nullptr, &index), "desc");
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &init, nullptr), "out_index");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_code_object_desc_t* d) {
+    return axrt_axe_builder_add_code_object(builder.b, d, &index);
+  });
+  axrt_axe_code_object_desc_t desc = init;
+  desc.kind = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "desc->kind");
+  desc.kind = 6;
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "desc->kind");
+  desc = init;
+  desc.target = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "desc->target");
+  desc = init;
+  desc.data = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "desc->data");
+  desc.size = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "no bytes");
+  desc = init;
+  desc.library_name = "lib";
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "library");
+  desc = init;
+  desc.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "no bytes");
+  desc.data = nullptr;
+  desc.size = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_code_object(builder.b, &desc, &index), "library name");
+  CHECK(index == 77);
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_kernel) {
+  AxeBuilder builder;
+  axrt_axe_kernel_param_t params[2] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT};
+  params[0].name = "a";
+  params[1].name = "b";
+  axrt_axe_kernel_desc_t init = AXRT_AXE_KERNEL_DESC_INIT;
+  init.name = "walk";
+  init.params = params;
+  init.param_count = 2;
+  uint32_t index = 77;
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_kernel(b, &init, &index);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, nullptr, &index), "desc");
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &init, nullptr), "out_index");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_kernel_desc_t* d) {
+    return axrt_axe_builder_add_kernel(builder.b, d, &index);
+  });
+  axrt_axe_kernel_desc_t desc = init;
+  desc.name = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "desc->name");
+  desc = init;
+  desc.name = "k";
+  EXPECT_ERROR(axrt_axe_builder_add_kernel(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "'k'");
+  desc = init;
+  desc.code_object = 1;
+  EXPECT_ERROR(axrt_axe_builder_add_kernel(builder.b, &desc, &index), AXRT_STATUS_CODE_NOT_FOUND,
+               "code object 1");
+  desc = init;
+  desc.params = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "desc->params");
+  desc = init;
+  desc.workgroup_size[1] = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "workgroup size");
+  desc = init;
+  desc.cluster_dims[0] = 2;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "cluster dims");
+  desc = init;
+  params[1].kind = 9;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "desc->params[1].kind");
+  params[1].kind = AXRT_AXE_PARAM_KIND_SCALAR;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "scalar type");
+  params[1].scalar_type = 200;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index),
+                 "desc->params[1].scalar_type");
+  params[1] = AXRT_AXE_KERNEL_PARAM_INIT;
+  params[1].name = "b";
+  params[1].access = 4;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "desc->params[1].access");
+  params[1].access = AXRT_AXE_ACCESS_READ;
+  params[1].struct_size = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "struct_size");
+  params[1].struct_size = sizeof(axrt_axe_kernel_param_t);
+  axrt_extension_header_t unknown = {sizeof(axrt_extension_header_t), nullptr, kUnknownExtension};
+  params[1].next = &unknown;
+  EXPECT_ERROR(axrt_axe_builder_add_kernel(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "23130");
+  params[1].next = nullptr;
+  axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
+  layout.element_type = AXRT_AXE_DTYPE_INT8;
+  layout.struct_size = 0;
+  params[1].layout = &layout;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "struct_size");
+  layout.struct_size = sizeof(layout);
+  layout.scale.layout = 3;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index),
+                 "desc->params[1].layout->scale.layout");
+  layout.scale.layout = AXRT_AXE_SCALE_LAYOUT_GRID;
+  layout.packing.order = 2;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index),
+                 "desc->params[1].layout->packing.order");
+  layout.packing.order = 0;
+  layout.zero_point.kind = 3;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index),
+                 "desc->params[1].layout->zero_point.kind");
+  layout.zero_point.kind = 0;
+  layout.rank = 2;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel(builder.b, &desc, &index), "block_shape");
+  CHECK(index == 77);
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_constant) {
+  AxeBuilder builder;
+  const uint8_t bytes[8] = {};
+  const uint64_t shape[] = {2, 4};
+  axrt_axe_constant_desc_t init = AXRT_AXE_CONSTANT_DESC_INIT;
+  init.name = "walk";
+  init.dtype = AXRT_AXE_DTYPE_UINT8;
+  init.rank = 2;
+  init.shape = shape;
+  init.data = bytes;
+  init.size = sizeof(bytes);
+  uint32_t index = 77;
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_constant(b, &init, &index);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, nullptr, &index), "desc");
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &init, nullptr), "out_index");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_constant_desc_t* d) {
+    return axrt_axe_builder_add_constant(builder.b, d, &index);
+  });
+  axrt_axe_constant_desc_t desc = init;
+  desc.name = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "desc->name");
+  desc = init;
+  desc.name = "c";
+  EXPECT_ERROR(axrt_axe_builder_add_constant(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "'c'");
+  desc = init;
+  desc.dtype = 24;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "desc->dtype");
+  desc.dtype = AXRT_AXE_DTYPE_INVALID;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "dtype");
+  desc = init;
+  desc.shape = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "desc->shape");
+  desc = init;
+  desc.data = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "desc->data");
+  desc = init;
+  desc.size = 7;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "needs 8 bytes");
+  desc = init;
+  desc.alignment = 8192;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "alignment 8192");
+  desc = init;
+  axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
+  layout.element_type = AXRT_AXE_DTYPE_UINT8;
+  const uint64_t block[] = {1, 0};
+  layout.rank = 2;
+  layout.block_shape = block;
+  desc.layout = &layout;
+  axrt_extension_header_t unknown = {sizeof(axrt_extension_header_t), nullptr, kUnknownExtension};
+  layout.next = &unknown;
+  EXPECT_ERROR(axrt_axe_builder_add_constant(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "23130");
+  layout.next = nullptr;
+  layout.block_shape = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index),
+                 "desc->layout->block_shape");
+  layout.block_shape = block;
+  layout.rank = 1;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "rank is 2");
+  layout.rank = 2;
+  layout.scale.constant = 1;
+  layout.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  EXPECT_ERROR(axrt_axe_builder_add_constant(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_NOT_FOUND, "constant 1");
+  layout.scale.constant = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index), "holds UINT8");
+  layout.scale.constant = -2;
+  EXPECT_INVALID(axrt_axe_builder_add_constant(builder.b, &desc, &index),
+                 "desc->layout->scale.constant");
+  CHECK(index == 77);
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_prepacked_copy) {
+  AxeBuilder builder;
+  const uint8_t bytes[4] = {};
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "tiled", bytes, 4);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_prepacked_copy(builder.b, 0, nullptr, "t", bytes, 4),
+                 "target");
+  EXPECT_INVALID(axrt_axe_builder_add_prepacked_copy(builder.b, 0, "sm_90", nullptr, bytes, 4),
+                 "layout_id");
+  EXPECT_INVALID(axrt_axe_builder_add_prepacked_copy(builder.b, 0, "sm_90", "t", nullptr, 4),
+                 "data");
+  EXPECT_INVALID(axrt_axe_builder_add_prepacked_copy(builder.b, 0, "sm_90", "t", bytes, 0),
+                 "size");
+  EXPECT_INVALID(axrt_axe_builder_add_prepacked_copy(builder.b, 0, "", "t", bytes, 4), "target");
+  EXPECT_ERROR(axrt_axe_builder_add_prepacked_copy(builder.b, 1, "sm_90", "t", bytes, 4),
+               AXRT_STATUS_CODE_NOT_FOUND, "constant 1");
+  EXPECT_OK(axrt_axe_builder_add_prepacked_copy(builder.b, 0, "sm_90", "t", bytes, 4));
+  EXPECT_ERROR(axrt_axe_builder_add_prepacked_copy(builder.b, 0, "sm_90", "t", bytes, 4),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "'t'");
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_function) {
+  AxeBuilder builder;
+  axrt_axe_symbol_t symbol = AXRT_AXE_SYMBOL_INIT;
+  symbol.name = "n";
+  symbol.upper_bound = 8;
+  const axrt_axe_dim_t dims[] = {{0, 0}};
+  axrt_axe_tensor_sig_t sig = AXRT_AXE_TENSOR_SIG_INIT;
+  sig.name = "x";
+  sig.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  sig.rank = 1;
+  sig.dims = dims;
+  axrt_axe_function_desc_t init = AXRT_AXE_FUNCTION_DESC_INIT;
+  init.name = "walk";
+  init.symbols = &symbol;
+  init.symbol_count = 1;
+  init.inputs = &sig;
+  init.input_count = 1;
+  uint32_t index = 77;
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_function(b, &init, &index);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, nullptr, &index), "desc");
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &init, nullptr), "out_index");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_function_desc_t* d) {
+    return axrt_axe_builder_add_function(builder.b, d, &index);
+  });
+  axrt_axe_function_desc_t desc = init;
+  desc.name = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index), "desc->name");
+  desc.name = "f";
+  EXPECT_ERROR(axrt_axe_builder_add_function(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "'f'");
+  desc = init;
+  desc.symbols = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index), "desc->symbols");
+  desc = init;
+  desc.outputs = nullptr;
+  desc.output_count = 2;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index), "desc->outputs");
+  desc = init;
+  symbol.upper_bound = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index), "upper bound 0");
+  symbol.upper_bound = 8;
+  symbol.struct_size = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index), "struct_size");
+  symbol.struct_size = sizeof(symbol);
+  sig.dtype = 99;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index), "desc->inputs[0].dtype");
+  sig.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  sig.dims = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index), "desc->inputs[0].dims");
+  const axrt_axe_dim_t bad_dims[] = {{0, 1}};
+  sig.dims = bad_dims;
+  EXPECT_ERROR(axrt_axe_builder_add_function(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "symbol 1");
+  sig.dims = dims;
+  desc.outputs = &sig;
+  desc.output_count = 1;
+  EXPECT_ERROR(axrt_axe_builder_add_function(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "'x'");
+  CHECK(index == 77);
+}
+
+// A valid binding of the builder's function "f".
+axrt_axe_binding_t ArenaBinding() {
+  axrt_axe_binding_t binding = AXRT_AXE_BINDING_INIT;
+  binding.kind = AXRT_AXE_BINDING_KIND_ARENA;
+  binding.size = 64;
+  return binding;
+}
+
+// Errors of a binding passed by pointer as `name`.
+template <typename Call>
+void WalkBinding(const char* name, axrt_axe_binding_t* binding, Call call) {
+  const axrt_axe_binding_t good = *binding;
+  binding->struct_size = 0;
+  EXPECT_INVALID(call(), "struct_size");
+  *binding = good;
+  axrt_extension_header_t unknown = {sizeof(axrt_extension_header_t), nullptr, kUnknownExtension};
+  binding->next = &unknown;
+  EXPECT_ERROR(call(), AXRT_STATUS_CODE_UNIMPLEMENTED, "23130");
+  *binding = good;
+  binding->kind = 6;
+  EXPECT_INVALID(call(), std::string(name) + ".kind");
+  binding->kind = AXRT_AXE_BINDING_KIND_INVALID;
+  EXPECT_INVALID(call(), std::string(name) + ".kind");
+  *binding = good;
+  binding->offset = 1;
+  EXPECT_ERROR(call(), AXRT_STATUS_CODE_OUT_OF_RANGE, "64-byte arena");
+  *binding = good;
+  binding->kind = AXRT_AXE_BINDING_KIND_OUTPUT;
+  binding->size = 0;
+  binding->index = 1;
+  EXPECT_ERROR(call(), AXRT_STATUS_CODE_OUT_OF_RANGE, "output index 1");
+  *binding = good;
+  binding->value = {kOne, 1};
+  EXPECT_INVALID(call(), "only SCALAR");
+  *binding = good;
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_dispatch) {
+  AxeBuilder builder;
+  axrt_axe_binding_t binding = ArenaBinding();
+  axrt_axe_dispatch_desc_t init = AXRT_AXE_DISPATCH_DESC_INIT;
+  init.workgroup_count_x = {kOne, 1};
+  init.bindings = &binding;
+  init.binding_count = 1;
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_dispatch(b, 0, &init);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_dispatch(builder.b, 0, nullptr), "desc");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_dispatch_desc_t* d) {
+    return axrt_axe_builder_add_dispatch(builder.b, 0, d);
+  });
+  EXPECT_ERROR(axrt_axe_builder_add_dispatch(builder.b, 1, &init), AXRT_STATUS_CODE_NOT_FOUND,
+               "function 1");
+  axrt_axe_dispatch_desc_t desc = init;
+  desc.kernel = 1;
+  EXPECT_ERROR(axrt_axe_builder_add_dispatch(builder.b, 0, &desc), AXRT_STATUS_CODE_NOT_FOUND,
+               "kernel 1");
+  desc = init;
+  desc.workgroup_count_x = {nullptr, 0};
+  EXPECT_INVALID(axrt_axe_builder_add_dispatch(builder.b, 0, &desc), "workgroup_count_x");
+  desc.workgroup_count_x = {nullptr, 1};
+  EXPECT_INVALID(axrt_axe_builder_add_dispatch(builder.b, 0, &desc),
+                 "desc->workgroup_count_x.ops");
+  desc = init;
+  desc.binding_count = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_dispatch(builder.b, 0, &desc), "0 binding(s)");
+  desc = init;
+  desc.bindings = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_dispatch(builder.b, 0, &desc), "desc->bindings");
+  WalkBinding("desc->bindings[0]", &binding,
+              [&] { return axrt_axe_builder_add_dispatch(builder.b, 0, &init); });
+  EXPECT_OK(axrt_axe_builder_add_dispatch(builder.b, 0, &init));
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_copy) {
+  AxeBuilder builder;
+  axrt_axe_binding_t src = AXRT_AXE_BINDING_INIT;
+  src.kind = AXRT_AXE_BINDING_KIND_CONSTANT;
+  axrt_axe_binding_t dst = ArenaBinding();
+  axrt_axe_copy_desc_t init = AXRT_AXE_COPY_DESC_INIT;
+  init.src = &src;
+  init.dst = &dst;
+  init.length = {kOne, 1};
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_copy(b, 0, &init);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_copy(builder.b, 0, nullptr), "desc");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_copy_desc_t* d) {
+    return axrt_axe_builder_add_copy(builder.b, 0, d);
+  });
+  EXPECT_ERROR(axrt_axe_builder_add_copy(builder.b, 1, &init), AXRT_STATUS_CODE_NOT_FOUND,
+               "function 1");
+  axrt_axe_copy_desc_t desc = init;
+  desc.src = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_copy(builder.b, 0, &desc), "desc->src");
+  desc = init;
+  desc.dst = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_copy(builder.b, 0, &desc), "desc->dst");
+  desc = init;
+  desc.length = {nullptr, 0};
+  EXPECT_INVALID(axrt_axe_builder_add_copy(builder.b, 0, &desc), "length");
+  desc = init;
+  desc.dst = &src;
+  EXPECT_INVALID(axrt_axe_builder_add_copy(builder.b, 0, &desc), "destination");
+  WalkBinding("desc->dst", &dst, [&] { return axrt_axe_builder_add_copy(builder.b, 0, &init); });
+  EXPECT_OK(axrt_axe_builder_add_copy(builder.b, 0, &init));
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_add_fill) {
+  AxeBuilder builder;
+  axrt_axe_binding_t target = ArenaBinding();
+  axrt_axe_fill_desc_t init = AXRT_AXE_FILL_DESC_INIT;
+  init.target = &target;
+  init.length = {kOne, 1};
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_fill(b, 0, &init);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_fill(builder.b, 0, nullptr), "desc");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_fill_desc_t* d) {
+    return axrt_axe_builder_add_fill(builder.b, 0, d);
+  });
+  EXPECT_ERROR(axrt_axe_builder_add_fill(builder.b, 1, &init), AXRT_STATUS_CODE_NOT_FOUND,
+               "function 1");
+  axrt_axe_fill_desc_t desc = init;
+  desc.target = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_fill(builder.b, 0, &desc), "desc->target");
+  desc = init;
+  desc.pattern_size = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_fill(builder.b, 0, &desc), "pattern size 0");
+  desc.pattern_size = 1000;
+  EXPECT_INVALID(axrt_axe_builder_add_fill(builder.b, 0, &desc), "pattern_size");
+  desc = init;
+  desc.pattern = 0x1FF;
+  EXPECT_INVALID(axrt_axe_builder_add_fill(builder.b, 0, &desc), "does not fit");
+  WalkBinding("desc->target", &target, [&] { return axrt_axe_builder_add_fill(builder.b, 0, &init); });
+  EXPECT_OK(axrt_axe_builder_add_fill(builder.b, 0, &init));
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_write_file) {
+  AxeBuilder builder;
+  WalkBuilderHandle(*this, [](axrt_axe_builder_t b) {
+    return axrt_axe_builder_write_file(b, "walk.axe");
+  });
+  EXPECT_INVALID(axrt_axe_builder_write_file(builder.b, nullptr), "path");
+  EXPECT_INVALID(axrt_axe_builder_write_file(builder.b, ""), "path");
+  EXPECT_ERROR(axrt_axe_builder_write_file(builder.b, "/nonexistent-axrt-walk/dir/x.axe"),
+               AXRT_STATUS_CODE_UNAVAILABLE, "x.axe");
+}
+
+BAD_ARGUMENTS(axrt_axe_builder_write_memory) {
+  AxeBuilder builder;
+  void* data = Sentinel<void*>();
+  size_t size = 7;
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_write_memory(b, &data, &size);
+  });
+  EXPECT_INVALID(axrt_axe_builder_write_memory(builder.b, nullptr, &size), "out_data");
+  EXPECT_INVALID(axrt_axe_builder_write_memory(builder.b, &data, nullptr), "out_size");
+  CHECK(data == Sentinel<void*>());
+  CHECK(size == 7);
+  EXPECT_OK(axrt_axe_builder_write_memory(builder.b, &data, &size));
+  CHECK(size > 64);
+  axrt_axe_memory_free(data);
+}
+
+BAD_ARGUMENTS(axrt_axe_memory_free) {
+  axrt_axe_memory_free(nullptr);
+  SUCCEED("freeing NULL is a no-op");
+}
+
+// ---------------------------------------------------------------------------
 // Every public function has a case above
 // ---------------------------------------------------------------------------
 

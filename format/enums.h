@@ -1,0 +1,49 @@
+// Whether a schema enum value is one this reader knows, and its name for
+// messages. A file from a newer minor may carry values added after this
+// reader was built; the verifier refuses those by number instead of guessing.
+#ifndef AXRT_FORMAT_ENUMS_H_
+#define AXRT_FORMAT_ENUMS_H_
+
+#include <cstddef>
+#include <string>
+
+#include "format/axe_generated.h"
+
+namespace axrt::axe {
+
+namespace enums_detail {
+template <typename E, size_t N>
+bool in_values(E value, const E (&values)[N]) noexcept {
+  for (E known : values) {
+    if (known == value) return true;
+  }
+  return false;
+}
+}  // namespace enums_detail
+
+#define AXRT_AXE_ENUM_HELPERS(E)                                                                  \
+  inline bool known(E value) noexcept { return enums_detail::in_values(value, EnumValues##E()); } \
+  inline std::string enum_name(E value) {                                                         \
+    const char* name = known(value) ? EnumName##E(value) : nullptr;                               \
+    if (name != nullptr && *name != '\0') return name;                                            \
+    return std::to_string(static_cast<unsigned>(value));                                          \
+  }
+
+AXRT_AXE_ENUM_HELPERS(DType)
+AXRT_AXE_ENUM_HELPERS(CodeObjectKind)
+AXRT_AXE_ENUM_HELPERS(ParamKind)
+AXRT_AXE_ENUM_HELPERS(Access)
+AXRT_AXE_ENUM_HELPERS(ZeroPointKind)
+AXRT_AXE_ENUM_HELPERS(ElementOrder)
+AXRT_AXE_ENUM_HELPERS(SignEncoding)
+AXRT_AXE_ENUM_HELPERS(PaddingRule)
+AXRT_AXE_ENUM_HELPERS(ScaleLayout)
+AXRT_AXE_ENUM_HELPERS(ExprOpcode)
+AXRT_AXE_ENUM_HELPERS(BindingKind)
+AXRT_AXE_ENUM_HELPERS(Command)
+
+#undef AXRT_AXE_ENUM_HELPERS
+
+}  // namespace axrt::axe
+
+#endif  // AXRT_FORMAT_ENUMS_H_

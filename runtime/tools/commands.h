@@ -1,0 +1,35 @@
+// The subcommands of the `axrt` tool. Each takes the arguments after its
+// name and returns the process exit status: 0 success, 1 failure (a file
+// refused, a device error), 2 a usage error (usage printed to stderr).
+#ifndef AXRT_RUNTIME_TOOLS_COMMANDS_H_
+#define AXRT_RUNTIME_TOOLS_COMMANDS_H_
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "format/reader.h"
+
+namespace axrt::tools {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+int run_inspect(std::span<const std::string_view> args);
+int run_verify(std::span<const std::string_view> args);
+int run_devices(std::span<const std::string_view> args);
+
+// Opens `path` with `options`; on refusal prints "PATH: refused: REASON"
+// to stderr and returns false.
+bool open_or_report(std::string_view path, const axe::ReadOptions& options,
+                    std::unique_ptr<axe::AxeFile>* out);
+
+// Prints `message` and the usage text to stderr; returns kExitUsage.
+int usage_error(std::string_view message);
+// The usage text printed by `axrt --help`.
+extern const char kUsage[];
+
+}  // namespace axrt::tools
+
+#endif  // AXRT_RUNTIME_TOOLS_COMMANDS_H_

@@ -1,0 +1,180 @@
+// `axrt devices [--json]`: the drivers of a default instance, with why a
+// driver has no devices, and every device's properties. Uses only the
+// public C API, as an application would.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "axrt/axrt.h"
+#include "runtime/tools/commands.h"
+#include "runtime/tools/json_writer.h"
+
+namespace axrt::tools {
+
+namespace {
+
+struct InstanceDeleter {
+  void operator()(axrt_instance_t instance) const noexcept { axrt_instance_release(instance); }
+};
+struct DeviceDeleter {
+  void operator()(axrt_device_t device) const noexcept { axrt_device_release(device); }
+};
+using InstancePtr = std::unique_ptr<std::remove_pointer_t<axrt_instance_t>, InstanceDeleter>;
+using DevicePtr = std::unique_ptr<std::remove_pointer_t<axrt_device_t>, DeviceDeleter>;
+
+// Prints a failed call's status to stderr and frees it; true if it failed.
+bool failed(axrt_status_t status, std::string_view call) {
+  if (!status) return false;
+  fmt::print(stderr, "axrt devices: {} failed: {}: {}\n", call,
+             axrt_status_code_name(axrt_status_code(status)), axrt_status_message(status));
+  axrt_status_free(status);
+  return true;
+}
+
+std::string type_name(axrt_device_type_t type) {
+  switch (type) {
+    case AXRT_DEVICE_TYPE_CPU: return "cpu";
+    case AXRT_DEVICE_TYPE_CUDA: return "cuda";
+    default: return "unknown";
+  }
+}
+
+std::string flag_names(axrt_device_flags_t flags) {
+  std::string names;
+  const auto add = [&](axrt_device_flags_t bit, std::string_view name) {
+    if (!(flags & bit)) return;
+    if (!names.empty()) names += ", ";
+    names += name;
+  };
+  add(AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY, "host-visible memory");
+  add(AXRT_DEVICE_FLAG_EVENT_TIMING, "event timing");
+  add(AXRT_DEVICE_FLAG_STREAM_ORDERED_ALLOCATION, "stream-ordered allocation");
+  return names.empty() ? "none" : names;
+}
+
+template <typename... Args>
+void append(std::string* out, fmt::format_string<Args...> format, Args&&... args) {
+  fmt::format_to(std::back_inserter(*out), format, std::forward<Args>(args)...);
+}
+
+}  // namespace
+
+int run_devices(std::span<const std::string_view> args) {
+  bool json = false;
+  for (std::string_view arg : args) {
+    if (arg == "--json") {
+      json = true;
+    } else {
+      return usage_error(fmt::format("devices: unexpected argument '{}'", arg));
+    }
+  }
+
+  axrt_instance_t raw_instance = nullptr;
+  if (failed(axrt_instance_create(nullptr, &raw_instance), "axrt_instance_create")) return kExitFailure;
+  InstancePtr instance(raw_instance);
+
+  std::vector<axrt_driver_info_t> drivers;
+  size_t driver_count = 0;
+  if (failed(axrt_instance_driver_count(instance.get(), &driver_count), "axrt_instance_driver_count")) {
+    return kExitFailure;
+  }
+  for (size_t i = 0; i < driver_count; ++i) {
+    axrt_driver_info_t info = AXRT_DRIVER_INFO_INIT;
+    if (failed(axrt_instance_query_driver_info(instance.get(), i, &info), "axrt_instance_query_driver_info")) {
+      return kExitFailure;
+    }
+    drivers.push_back(info);
+  }
+
+  std::vector<axrt_device_properties_t> devices;
+  size_t device_count = 0;
+  if (failed(axrt_instance_device_count(instance.get(), &device_count), "axrt_instance_device_count")) {
+    return kExitFailure;
+  }
+  for (size_t i = 0; i < device_count; ++i) {
+    axrt_device_t raw_device = nullptr;
+    if (failed(axrt_instance_get_device(instance.get(), i, &raw_device), "axrt_instance_get_device")) {
+      return kExitFailure;
+    }
+    DevicePtr device(raw_device);
+    axrt_device_properties_t p = AXRT_DEVICE_PROPERTIES_INIT;
+    if (failed(axrt_device_query_properties(device.get(), &p), "axrt_device_query_properties")) {
+      return kExitFailure;
+    }
+    devices.push_back(p);
+  }
+
+  std::string out;
+  if (json) {
+    JsonWriter w(&out);
+    w.begin_object();
+    w.member("version", axrt_version_string());
+    w.key("drivers");
+    w.begin_array();
+    for (const axrt_driver_info_t& d : drivers) {
+      w.begin_object();
+      w.member("name", d.name);
+      w.member("device_count", d.device_count);
+      w.member("available", d.device_count > 0);
+      w.member("availability", d.availability);
+      w.end_object();
+    }
+    w.end_array();
+    w.key("devices");
+    w.begin_array();
+    for (const axrt_device_properties_t& p : devices) {
+      w.begin_object();
+      w.member("id", p.id);
+      w.member("driver", p.driver);
+      w.member("name", p.name);
+      w.member("type", type_name(p.type));
+      w.member("ordinal", p.ordinal);
+      w.member("compute_units", p.compute_units);
+      if (p.type == AXRT_DEVICE_TYPE_CUDA) {
+        w.member("compute_capability",
+                 fmt::format("{}.{}", p.compute_capability_major, p.compute_capability_minor));
+      }
+      w.member("total_memory", p.total_memory);
+      w.member("buffer_alignment", p.buffer_alignment);
+      w.member("max_workgroup_invocations", p.max_workgroup_invocations);
+      w.member("max_shared_memory_per_workgroup", p.max_shared_memory_per_workgroup);
+      w.member("host_visible_memory", (p.flags & AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY) != 0);
+      w.member("event_timing", (p.flags & AXRT_DEVICE_FLAG_EVENT_TIMING) != 0);
+      w.member("stream_ordered_allocation", (p.flags & AXRT_DEVICE_FLAG_STREAM_ORDERED_ALLOCATION) != 0);
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+  } else {
+    append(&out, "axrt {}\n", axrt_version_string());
+    append(&out, "drivers ({}):\n", drivers.size());
+    for (const axrt_driver_info_t& d : drivers) {
+      if (d.device_count > 0) {
+        append(&out, "  {:<6} available, {} device(s)\n", d.name, d.device_count);
+      } else {
+        append(&out, "  {:<6} unavailable: {}\n", d.name, d.availability);
+      }
+    }
+    append(&out, "devices ({}):\n", devices.size());
+    for (const axrt_device_properties_t& p : devices) {
+      append(&out, "  {:<8} {}\n", p.id, p.name);
+      append(&out, "           {} compute units, {} MiB, buffers aligned to {} bytes, "
+             "workgroups up to {} invocations\n",
+             p.compute_units, p.total_memory >> 20, p.buffer_alignment, p.max_workgroup_invocations);
+      if (p.type == AXRT_DEVICE_TYPE_CUDA) {
+        append(&out, "           compute capability {}.{}\n", p.compute_capability_major,
+               p.compute_capability_minor);
+      }
+      append(&out, "           {}\n", flag_names(p.flags));
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace axrt::tools

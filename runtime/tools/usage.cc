@@ -1,0 +1,33 @@
+// The usage text of the `axrt` tool and its usage errors.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "runtime/tools/commands.h"
+
+namespace axrt::tools {
+
+const char kUsage[] =
+    "usage: axrt <command> [arguments]\n"
+    "\n"
+    "commands:\n"
+    "  inspect FILE [--json]       summarize an .axe executable (JSON with --json)\n"
+    "  verify FILE [--checksums] [--no-host-code]\n"
+    "                              verify an .axe executable: exit 0 if valid, 1 if\n"
+    "                              refused (the reason on stderr); --checksums also\n"
+    "                              checks every segment's CRC-32C, --no-host-code\n"
+    "                              refuses files carrying native host code\n"
+    "  devices [--json]            list the drivers and devices of this machine\n"
+    "\n"
+    "options:\n"
+    "  -h, --help                  print this text\n"
+    "  --version                   print the library version\n"
+    "\n"
+    "exit status: 0 success, 1 failure, 2 usage error\n";
+
+int usage_error(std::string_view message) {
+  fmt::print(stderr, "axrt: {}\n\n{}", message, kUsage);
+  return kExitUsage;
+}
+
+}  // namespace axrt::tools

@@ -1,0 +1,996 @@
+// The .axe builder through its C API: every field round-trips through the
+// verifying reader, output is deterministic, and errors name their cause.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "axrt/axrt.h"
+#include "format/reader.h"
+
+namespace {
+
+namespace axe = axrt::axe;
+
+struct StatusFree {
+  void operator()(axrt_status_t status) const { axrt_status_free(status); }
+};
+using Status = std::unique_ptr<axrt_status_s, StatusFree>;
+
+std::string Describe(axrt_status_t status) {
+  if (!status) return "OK";
+  return std::string(axrt_status_code_name(axrt_status_code(status))) + ": " +
+         axrt_status_message(status);
+}
+
+#define REQUIRE_OK(expr)                                  \
+  do {                                                    \
+    Status ok_status_(expr);                              \
+    INFO(#expr << " -> " << Describe(ok_status_.get()));  \
+    REQUIRE(ok_status_ == nullptr);                       \
+  } while (false)
+
+// Checks the code and that the message mentions `needle`; frees the status.
+#define CHECK_ERROR(expr, code, needle)                                         \
+  do {                                                                          \
+    Status error_status_(expr);                                                 \
+    INFO(#expr << " -> " << Describe(error_status_.get()));                     \
+    REQUIRE(error_status_ != nullptr);                                          \
+    CHECK(axrt_status_code(error_status_.get()) == (code));                     \
+    CHECK(std::string(axrt_status_message(error_status_.get())).find(needle) != \
+          std::string::npos);                                                   \
+  } while (false)
+
+class Builder {
+ public:
+  Builder() {
+    axrt_axe_builder_options_t options = AXRT_AXE_BUILDER_OPTIONS_INIT;
+    options.producer_name = "axe_builder_test";
+    options.producer_version = "3.1.4";
+    REQUIRE_OK(axrt_axe_builder_create(&options, &b));
+  }
+  ~Builder() { axrt_axe_builder_release(b); }
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+
+  std::vector<uint8_t> bytes() const {
+    void* data = nullptr;
+    size_t size = 0;
+    REQUIRE_OK(axrt_axe_builder_write_memory(b, &data, &size));
+    std::vector<uint8_t> out(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
+    axrt_axe_memory_free(data);
+    return out;
+  }
+
+  axrt_axe_builder_t b = nullptr;
+};
+
+std::unique_ptr<axe::AxeFile> Open(const std::vector<uint8_t>& bytes,
+                                   std::vector<std::string> features = {}) {
+  axe::ReadOptions options;
+  options.verify_checksums = true;
+  options.extra_features = std::move(features);
+  std::unique_ptr<axe::AxeFile> file;
+  REQUIRE_OK(axe::AxeFile::open_bytes(bytes, "test", options, &file));
+  return file;
+}
+
+std::vector<uint8_t> Filler(size_t size, uint8_t seed) {
+  std::vector<uint8_t> bytes(size);
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 7);
+  return bytes;
+}
+
+std::vector<uint8_t> Cubin() {
+  std::vector<uint8_t> elf(128, 0);
+  const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0x33, 7};
+  std::memcpy(elf.data(), ident, sizeof(ident));
+  elf[16] = 2;    // ET_EXEC
+  elf[18] = 190;  // EM_CUDA
+  elf[20] = 1;
+  elf[48] = 90;
+  elf[50] = 90;
+  elf[52] = 64;
+  return elf;
+}
+
+uint32_t AddLibrary(axrt_axe_builder_t b) {
+  axrt_axe_code_object_desc_t desc = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  desc.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
+  desc.target = "x86_64";
+  desc.library_name = "axrt.cpu";
+  desc.library_min_version = 3;
+  uint32_t index = 99;
+  REQUIRE_OK(axrt_axe_builder_add_code_object(b, &desc, &index));
+  return index;
+}
+
+uint32_t AddConstant(axrt_axe_builder_t b, const char* name, axrt_axe_dtype_t dtype,
+                     std::vector<uint64_t> shape, const std::vector<uint8_t>& data,
+                     const axrt_axe_quant_layout_t* layout = nullptr, uint64_t alignment = 0,
+                     const int64_t* strides = nullptr) {
+  axrt_axe_constant_desc_t desc = AXRT_AXE_CONSTANT_DESC_INIT;
+  desc.name = name;
+  desc.dtype = dtype;
+  desc.rank = shape.size();
+  desc.shape = shape.data();
+  desc.strides = strides;
+  desc.alignment = alignment;
+  desc.data = data.data();
+  desc.size = data.size();
+  desc.layout = layout;
+  uint32_t index = 99;
+  REQUIRE_OK(axrt_axe_builder_add_constant(b, &desc, &index));
+  return index;
+}
+
+std::vector<uint64_t> Shape(const flatbuffers::Vector<uint64_t>* v) {
+  return v ? std::vector<uint64_t>(v->begin(), v->end()) : std::vector<uint64_t>();
+}
+
+// Everything the format holds, once. Returns the bytes.
+struct Everything {
+  // Constant payloads, to compare with the segments.
+  std::vector<uint8_t> scale = Filler(32, 1);
+  std::vector<uint8_t> zeros = Filler(8, 2);
+  std::vector<uint8_t> global = Filler(4, 3);
+  std::vector<uint8_t> weight = Filler(1024, 4);
+  std::vector<uint8_t> strided = Filler(128, 5);
+  std::vector<uint8_t> packed = Filler(1000, 6);
+  std::vector<uint8_t> cubin = Cubin();
+  uint64_t block[2] = {128, 1};
+  uint64_t second_block[2] = {0, 0};
+  axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
+
+  void Fill(axrt_axe_builder_t b) {
+    REQUIRE_OK(axrt_axe_builder_add_required_feature(b, "test.feature.a"));
+    REQUIRE_OK(axrt_axe_builder_add_metadata(b, "model", "everything"));
+    REQUIRE_OK(axrt_axe_builder_add_metadata(b, "empty", ""));
+
+    axrt_axe_code_object_desc_t code = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+    code.kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN;
+    code.target = "sm_90";
+    code.data = cubin.data();
+    code.size = cubin.size();
+    uint32_t cubin_index = 99;
+    REQUIRE_OK(axrt_axe_builder_add_code_object(b, &code, &cubin_index));
+    CHECK(cubin_index == 0);
+    CHECK(AddLibrary(b) == 1);
+
+    // Grid of a [256, 8] weight in blocks of 128x1: [2, 8]. The scales are
+    // stored transposed ([8, 2]); zero points packed along axis 1 into one
+    // 32-bit word per row; a per-tensor second level.
+    CHECK(AddConstant(b, "scale", AXRT_AXE_DTYPE_FLOAT16, {8, 2}, scale) == 0);
+    CHECK(AddConstant(b, "zeros", AXRT_AXE_DTYPE_INT32, {2, 1}, zeros) == 1);
+    CHECK(AddConstant(b, "global", AXRT_AXE_DTYPE_FLOAT32, {1, 1}, global) == 2);
+    layout.layout_id = "test.int4.g128";
+    layout.element_type = AXRT_AXE_DTYPE_INT4;
+    layout.dequantized_type = AXRT_AXE_DTYPE_BFLOAT16;
+    layout.rank = 2;
+    layout.block_shape = block;
+    layout.scale = {0, AXRT_AXE_DTYPE_FLOAT16, AXRT_AXE_SCALE_LAYOUT_GRID_TRANSPOSED};
+    layout.zero_point.kind = AXRT_AXE_ZERO_POINT_KIND_INTEGER;
+    layout.zero_point.constant = 1;
+    layout.zero_point.dtype = AXRT_AXE_DTYPE_UINT4;
+    layout.zero_point.packing = {4, 32, 1, AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL,
+                                 AXRT_AXE_SIGN_ENCODING_TWOS_COMPLEMENT,
+                                 AXRT_AXE_PADDING_RULE_EXACT};
+    layout.zero_point.stored_bias = 1;
+    layout.second_level_scale = {2, AXRT_AXE_DTYPE_FLOAT32, AXRT_AXE_SCALE_LAYOUT_GRID};
+    layout.second_level_rank = 2;
+    layout.second_level_block_shape = second_block;
+    layout.packing = {4, 32, 0, AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL,
+                      AXRT_AXE_SIGN_ENCODING_OFFSET_BINARY, AXRT_AXE_PADDING_RULE_EXACT};
+    CHECK(AddConstant(b, "weight", AXRT_AXE_DTYPE_INT4, {256, 8}, weight, &layout, 512) == 3);
+    const int64_t strides[] = {1, 4};
+    CHECK(AddConstant(b, "strided", AXRT_AXE_DTYPE_FLOAT32, {4, 8}, strided, nullptr, 256,
+                      strides) == 4);
+    REQUIRE_OK(axrt_axe_builder_add_prepacked_copy(b, 3, "sm_90", "test.int4.g128.tiled",
+                                                   packed.data(), packed.size()));
+
+    axrt_axe_kernel_param_t params[3] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT,
+                                         AXRT_AXE_KERNEL_PARAM_INIT};
+    params[0].name = "w";
+    params[0].layout = &layout;
+    params[1].name = "out";
+    params[1].access = AXRT_AXE_ACCESS_READ_WRITE;
+    params[2].name = "alpha";
+    params[2].kind = AXRT_AXE_PARAM_KIND_SCALAR;
+    params[2].scalar_type = AXRT_AXE_DTYPE_INT64;
+    params[2].access = AXRT_AXE_ACCESS_NONE;
+    axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+    kernel.name = "gemv";
+    kernel.code_object = 0;
+    kernel.entry_symbol = "gemv_sm90";
+    kernel.params = params;
+    kernel.param_count = 3;
+    kernel.workgroup_size[0] = 128;
+    kernel.workgroup_size[1] = 2;
+    kernel.workgroup_size[2] = 1;
+    kernel.dynamic_shared_memory = 8192;
+    kernel.cluster_dims[0] = 2;
+    kernel.cluster_dims[1] = 1;
+    kernel.cluster_dims[2] = 1;
+    uint32_t kernel_index = 99;
+    REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &kernel_index));
+    CHECK(kernel_index == 0);
+
+    axrt_axe_symbol_t symbols[2] = {AXRT_AXE_SYMBOL_INIT, AXRT_AXE_SYMBOL_INIT};
+    symbols[0].name = "batch";
+    symbols[0].upper_bound = 16;
+    symbols[1].name = "seq";
+    symbols[1].upper_bound = 2048;
+    const axrt_axe_dim_t in_dims[] = {{0, 0}, {0, 1}, {8, -1}};
+    const axrt_axe_dim_t out_dims[] = {{0, 0}, {8, -1}};
+    axrt_axe_tensor_sig_t inputs[2] = {AXRT_AXE_TENSOR_SIG_INIT, AXRT_AXE_TENSOR_SIG_INIT};
+    inputs[0].name = "x";
+    inputs[0].dtype = AXRT_AXE_DTYPE_BFLOAT16;
+    inputs[0].rank = 3;
+    inputs[0].dims = in_dims;
+    inputs[1].name = "scalar_in";
+    inputs[1].dtype = AXRT_AXE_DTYPE_INT32;
+    inputs[1].rank = 0;
+    axrt_axe_tensor_sig_t output = AXRT_AXE_TENSOR_SIG_INIT;
+    output.name = "y";
+    output.dtype = AXRT_AXE_DTYPE_FLOAT32;
+    output.rank = 2;
+    output.dims = out_dims;
+    axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+    function.name = "forward";
+    function.symbols = symbols;
+    function.symbol_count = 2;
+    function.inputs = inputs;
+    function.input_count = 2;
+    function.outputs = &output;
+    function.output_count = 1;
+    function.arena_size = 8192;
+    uint32_t fn = 99;
+    REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &fn));
+    CHECK(fn == 0);
+
+    const axrt_axe_expr_op_t x_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0},
+                                        {AXRT_AXE_EXPR_OPCODE_SYMBOL, 1},
+                                        {AXRT_AXE_EXPR_OPCODE_MUL, 0},
+                                        {AXRT_AXE_EXPR_OPCODE_CONST, 64},
+                                        {AXRT_AXE_EXPR_OPCODE_DIV_CEIL, 0}};
+    const axrt_axe_expr_op_t y_ops[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 2}};
+    const axrt_axe_expr_op_t z_ops[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 3}};
+    const axrt_axe_expr_op_t alpha_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 1},
+                                            {AXRT_AXE_EXPR_OPCODE_CONST, 7},
+                                            {AXRT_AXE_EXPR_OPCODE_MOD, 0}};
+    axrt_axe_binding_t bindings[3] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
+                                      AXRT_AXE_BINDING_INIT};
+    bindings[0].kind = AXRT_AXE_BINDING_KIND_CONSTANT;
+    bindings[0].index = 3;
+    bindings[1].kind = AXRT_AXE_BINDING_KIND_ARENA;
+    bindings[1].offset = 4096;
+    bindings[1].size = 2048;
+    bindings[2].kind = AXRT_AXE_BINDING_KIND_SCALAR;
+    bindings[2].value = {alpha_ops, 3};
+    axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
+    dispatch.kernel = 0;
+    dispatch.workgroup_count_x = {x_ops, 5};
+    dispatch.workgroup_count_y = {y_ops, 1};
+    dispatch.workgroup_count_z = {z_ops, 1};
+    dispatch.bindings = bindings;
+    dispatch.binding_count = 3;
+    REQUIRE_OK(axrt_axe_builder_add_dispatch(b, 0, &dispatch));
+
+    axrt_axe_binding_t arena = AXRT_AXE_BINDING_INIT;
+    arena.kind = AXRT_AXE_BINDING_KIND_ARENA;
+    arena.offset = 4096;
+    arena.size = 2048;
+    axrt_axe_binding_t out = AXRT_AXE_BINDING_INIT;
+    out.kind = AXRT_AXE_BINDING_KIND_OUTPUT;
+    out.index = 0;
+    const axrt_axe_expr_op_t src_offset[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 16}};
+    const axrt_axe_expr_op_t dst_offset[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 0}};
+    const axrt_axe_expr_op_t length[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0},
+                                         {AXRT_AXE_EXPR_OPCODE_CONST, 32},
+                                         {AXRT_AXE_EXPR_OPCODE_MUL, 0}};
+    axrt_axe_copy_desc_t copy = AXRT_AXE_COPY_DESC_INIT;
+    copy.src = &arena;
+    copy.src_offset = {src_offset, 1};
+    copy.dst = &out;
+    copy.dst_offset = {dst_offset, 1};
+    copy.length = {length, 3};
+    REQUIRE_OK(axrt_axe_builder_add_copy(b, 0, &copy));
+
+    const axrt_axe_expr_op_t four[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 4}};
+    axrt_axe_fill_desc_t fill = AXRT_AXE_FILL_DESC_INIT;
+    fill.target = &out;
+    fill.length = {four, 1};
+    fill.pattern = 0xBEEF;
+    fill.pattern_size = 2;
+    REQUIRE_OK(axrt_axe_builder_add_fill(b, 0, &fill));
+  }
+};
+
+void CheckExpr(const axe::Expr* expr, std::vector<std::pair<axe::ExprOpcode, int64_t>> ops) {
+  if (ops.empty()) {
+    CHECK((expr == nullptr || expr->ops() == nullptr || expr->ops()->size() == 0));
+    return;
+  }
+  REQUIRE(expr != nullptr);
+  REQUIRE(expr->ops() != nullptr);
+  REQUIRE(expr->ops()->size() == ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    CHECK(expr->ops()->Get(static_cast<uint32_t>(i))->opcode() == ops[i].first);
+    CHECK(expr->ops()->Get(static_cast<uint32_t>(i))->operand() == ops[i].second);
+  }
+}
+
+void CheckLayout(const axe::QuantLayout* layout) {
+  REQUIRE(layout != nullptr);
+  CHECK(layout->layout_id()->str() == "test.int4.g128");
+  CHECK(layout->element_type() == axe::DType::INT4);
+  CHECK(layout->dequantized_type() == axe::DType::BFLOAT16);
+  CHECK(Shape(layout->block_shape()) == std::vector<uint64_t>{128, 1});
+  REQUIRE(layout->scale());
+  CHECK(layout->scale()->constant() == 0);
+  CHECK(layout->scale()->dtype() == axe::DType::FLOAT16);
+  CHECK(layout->scale()->layout() == axe::ScaleLayout::GRID_TRANSPOSED);
+  REQUIRE(layout->zero_point());
+  CHECK(layout->zero_point()->kind() == axe::ZeroPointKind::INTEGER);
+  CHECK(layout->zero_point()->constant() == 1);
+  CHECK(layout->zero_point()->dtype() == axe::DType::UINT4);
+  CHECK(layout->zero_point()->stored_bias() == 1);
+  REQUIRE(layout->zero_point()->packing());
+  CHECK(layout->zero_point()->packing()->bits() == 4);
+  CHECK(layout->zero_point()->packing()->container_bits() == 32);
+  CHECK(layout->zero_point()->packing()->axis() == 1);
+  CHECK(layout->zero_point()->packing()->order() == axe::ElementOrder::SEQUENTIAL);
+  CHECK(layout->zero_point()->packing()->sign() == axe::SignEncoding::TWOS_COMPLEMENT);
+  CHECK(layout->zero_point()->packing()->padding() == axe::PaddingRule::EXACT);
+  REQUIRE(layout->second_level_scale());
+  CHECK(layout->second_level_scale()->constant() == 2);
+  CHECK(layout->second_level_scale()->dtype() == axe::DType::FLOAT32);
+  CHECK(layout->second_level_scale()->layout() == axe::ScaleLayout::GRID);
+  CHECK(Shape(layout->second_level_block_shape()) == std::vector<uint64_t>{0, 0});
+  REQUIRE(layout->packing());
+  CHECK(layout->packing()->bits() == 4);
+  CHECK(layout->packing()->container_bits() == 32);
+  CHECK(layout->packing()->axis() == 0);
+  CHECK(layout->packing()->order() == axe::ElementOrder::SEQUENTIAL);
+  CHECK(layout->packing()->sign() == axe::SignEncoding::OFFSET_BINARY);
+  CHECK(layout->packing()->padding() == axe::PaddingRule::EXACT);
+}
+
+std::vector<uint8_t> BuildEverything() {
+  Builder builder;
+  Everything everything;
+  everything.Fill(builder.b);
+  return builder.bytes();
+}
+
+TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
+  Builder builder;
+  Everything in;
+  in.Fill(builder.b);
+  const std::vector<uint8_t> bytes = builder.bytes();
+  auto file = Open(bytes, {"test.feature.a"});
+  const axe::Executable& exe = file->metadata();
+
+  CHECK(file->header().format_major == 1);
+  CHECK(file->header().format_minor == 0);
+  REQUIRE(exe.producer());
+  CHECK(exe.producer()->name()->str() == "axe_builder_test");
+  CHECK(exe.producer()->version()->str() == "3.1.4");
+  REQUIRE(exe.required_features());
+  REQUIRE(exe.required_features()->size() == 1);
+  CHECK(exe.required_features()->Get(0)->str() == "test.feature.a");
+  REQUIRE(exe.metadata());
+  REQUIRE(exe.metadata()->size() == 2);
+  CHECK(exe.metadata()->Get(0)->key()->str() == "model");
+  CHECK(exe.metadata()->Get(0)->value()->str() == "everything");
+  CHECK(exe.metadata()->Get(1)->key()->str() == "empty");
+  // Empty strings are left out of the FlatBuffer.
+  CHECK(flatbuffers::GetString(exe.metadata()->Get(1)->value()).empty());
+
+  // Segments: the cubin, the constants, the pre-packed copies.
+  REQUIRE(file->segments().size() == 3);
+  CHECK(file->segments()[0].kind == static_cast<uint32_t>(axe::SegmentKind::kCode));
+  CHECK(file->segments()[1].kind == static_cast<uint32_t>(axe::SegmentKind::kConstant));
+  CHECK(file->segments()[2].kind == static_cast<uint32_t>(axe::SegmentKind::kPrepacked));
+  for (const axe::SegmentEntry& segment : file->segments()) CHECK(segment.offset % 4096 == 0);
+
+  REQUIRE(exe.code_objects());
+  REQUIRE(exe.code_objects()->size() == 2);
+  const axe::CodeObject* cubin = exe.code_objects()->Get(0);
+  CHECK(cubin->kind() == axe::CodeObjectKind::CUDA_CUBIN);
+  CHECK(cubin->target()->str() == "sm_90");
+  CHECK(cubin->segment() == 0);
+  const auto cubin_bytes = file->segment_bytes(0);
+  CHECK(std::vector<uint8_t>(cubin_bytes.begin(), cubin_bytes.end()) == in.cubin);
+  const axe::CodeObject* library = exe.code_objects()->Get(1);
+  CHECK(library->kind() == axe::CodeObjectKind::KERNEL_LIBRARY);
+  CHECK(library->target()->str() == "x86_64");
+  CHECK(library->segment() == -1);
+  CHECK(library->library_name()->str() == "axrt.cpu");
+  CHECK(library->library_min_version() == 3);
+
+  REQUIRE(exe.constants());
+  REQUIRE(exe.constants()->size() == 5);
+  const std::vector<uint8_t>* payloads[] = {&in.scale, &in.zeros, &in.global, &in.weight,
+                                            &in.strided};
+  for (uint32_t i = 0; i < 5; ++i) {
+    const axe::Constant* constant = exe.constants()->Get(i);
+    INFO("constant " << constant->name()->str());
+    REQUIRE(constant->data());
+    CHECK(constant->data()->segment() == 1);
+    CHECK(constant->data()->offset() % constant->alignment() == 0);
+    const auto data = file->range_bytes(*constant->data());
+    CHECK(std::vector<uint8_t>(data.begin(), data.end()) == *payloads[i]);
+  }
+  CHECK(exe.constants()->Get(0)->name()->str() == "scale");
+  CHECK(exe.constants()->Get(0)->dtype() == axe::DType::FLOAT16);
+  CHECK(Shape(exe.constants()->Get(0)->shape()) == std::vector<uint64_t>{8, 2});
+  CHECK(exe.constants()->Get(0)->alignment() == 64);
+  CHECK(exe.constants()->Get(0)->quantization() == nullptr);
+  const axe::Constant* weight = exe.constants()->Get(3);
+  CHECK(weight->name()->str() == "weight");
+  CHECK(weight->dtype() == axe::DType::INT4);
+  CHECK(Shape(weight->shape()) == std::vector<uint64_t>{256, 8});
+  CHECK(weight->alignment() == 512);
+  CHECK((weight->strides() == nullptr || weight->strides()->size() == 0));
+  CheckLayout(weight->quantization());
+  REQUIRE(weight->prepacked());
+  REQUIRE(weight->prepacked()->size() == 1);
+  const axe::PrepackedCopy* copy = weight->prepacked()->Get(0);
+  CHECK(copy->target()->str() == "sm_90");
+  CHECK(copy->layout_id()->str() == "test.int4.g128.tiled");
+  CHECK(copy->data()->segment() == 2);
+  CHECK(copy->data()->offset() % 512 == 0);
+  const auto packed = file->range_bytes(*copy->data());
+  CHECK(std::vector<uint8_t>(packed.begin(), packed.end()) == in.packed);
+  const axe::Constant* strided = exe.constants()->Get(4);
+  CHECK(strided->alignment() == 256);
+  REQUIRE(strided->strides());
+  CHECK(std::vector<int64_t>(strided->strides()->begin(), strided->strides()->end()) ==
+        std::vector<int64_t>{1, 4});
+
+  REQUIRE(exe.kernels());
+  REQUIRE(exe.kernels()->size() == 1);
+  const axe::Kernel* kernel = exe.kernels()->Get(0);
+  CHECK(kernel->name()->str() == "gemv");
+  CHECK(kernel->code_object() == 0);
+  CHECK(kernel->entry_symbol()->str() == "gemv_sm90");
+  CHECK(kernel->workgroup_size()->x() == 128);
+  CHECK(kernel->workgroup_size()->y() == 2);
+  CHECK(kernel->workgroup_size()->z() == 1);
+  CHECK(kernel->dynamic_shared_memory() == 8192);
+  CHECK(kernel->cluster_dims()->x() == 2);
+  CHECK(kernel->cluster_dims()->y() == 1);
+  CHECK(kernel->cluster_dims()->z() == 1);
+  REQUIRE(kernel->params()->size() == 3);
+  CHECK(kernel->params()->Get(0)->name()->str() == "w");
+  CHECK(kernel->params()->Get(0)->kind() == axe::ParamKind::BUFFER);
+  CHECK(kernel->params()->Get(0)->access() == axe::Access::READ);
+  CheckLayout(kernel->params()->Get(0)->layout());
+  CHECK(kernel->params()->Get(1)->name()->str() == "out");
+  CHECK(kernel->params()->Get(1)->access() == axe::Access::READ_WRITE);
+  CHECK(kernel->params()->Get(1)->layout() == nullptr);
+  CHECK(kernel->params()->Get(2)->name()->str() == "alpha");
+  CHECK(kernel->params()->Get(2)->kind() == axe::ParamKind::SCALAR);
+  CHECK(kernel->params()->Get(2)->scalar_type() == axe::DType::INT64);
+  CHECK(kernel->params()->Get(2)->access() == axe::Access::NONE);
+
+  REQUIRE(exe.functions());
+  REQUIRE(exe.functions()->size() == 1);
+  const axe::Function* function = exe.functions()->Get(0);
+  CHECK(function->name()->str() == "forward");
+  CHECK(function->arena_size() == 8192);
+  REQUIRE(function->symbols()->size() == 2);
+  CHECK(function->symbols()->Get(0)->name()->str() == "batch");
+  CHECK(function->symbols()->Get(0)->upper_bound() == 16);
+  CHECK(function->symbols()->Get(1)->name()->str() == "seq");
+  CHECK(function->symbols()->Get(1)->upper_bound() == 2048);
+  REQUIRE(function->inputs()->size() == 2);
+  const axe::TensorSig* x = function->inputs()->Get(0);
+  CHECK(x->name()->str() == "x");
+  CHECK(x->dtype() == axe::DType::BFLOAT16);
+  REQUIRE(x->shape()->size() == 3);
+  CHECK(x->shape()->Get(0)->symbol() == 0);
+  CHECK(x->shape()->Get(1)->symbol() == 1);
+  CHECK(x->shape()->Get(2)->symbol() == -1);
+  CHECK(x->shape()->Get(2)->value() == 8);
+  CHECK(function->inputs()->Get(1)->name()->str() == "scalar_in");
+  CHECK(function->inputs()->Get(1)->dtype() == axe::DType::INT32);
+  CHECK((function->inputs()->Get(1)->shape() == nullptr ||
+         function->inputs()->Get(1)->shape()->size() == 0));
+  REQUIRE(function->outputs()->size() == 1);
+  CHECK(function->outputs()->Get(0)->name()->str() == "y");
+  CHECK(function->outputs()->Get(0)->dtype() == axe::DType::FLOAT32);
+  CHECK(function->outputs()->Get(0)->shape()->Get(0)->symbol() == 0);
+  CHECK(function->outputs()->Get(0)->shape()->Get(1)->value() == 8);
+
+  using Op = axe::ExprOpcode;
+  REQUIRE(function->commands()->size() == 3);
+  REQUIRE(function->commands_type()->Get(0) == axe::Command::DispatchCommand);
+  const auto* dispatch = function->commands()->GetAs<axe::DispatchCommand>(0);
+  CHECK(dispatch->kernel() == 0);
+  CheckExpr(dispatch->workgroup_count_x(),
+            {{Op::SYMBOL, 0}, {Op::SYMBOL, 1}, {Op::MUL, 0}, {Op::CONST, 64}, {Op::DIV_CEIL, 0}});
+  CheckExpr(dispatch->workgroup_count_y(), {{Op::CONST, 2}});
+  CheckExpr(dispatch->workgroup_count_z(), {{Op::CONST, 3}});
+  REQUIRE(dispatch->bindings()->size() == 3);
+  CHECK(dispatch->bindings()->Get(0)->kind() == axe::BindingKind::CONSTANT);
+  CHECK(dispatch->bindings()->Get(0)->index() == 3);
+  CHECK(dispatch->bindings()->Get(1)->kind() == axe::BindingKind::ARENA);
+  CHECK(dispatch->bindings()->Get(1)->offset() == 4096);
+  CHECK(dispatch->bindings()->Get(1)->size() == 2048);
+  CHECK(dispatch->bindings()->Get(2)->kind() == axe::BindingKind::SCALAR);
+  CheckExpr(dispatch->bindings()->Get(2)->value(), {{Op::SYMBOL, 1}, {Op::CONST, 7}, {Op::MOD, 0}});
+
+  REQUIRE(function->commands_type()->Get(1) == axe::Command::CopyCommand);
+  const auto* copy_command = function->commands()->GetAs<axe::CopyCommand>(1);
+  CHECK(copy_command->src()->kind() == axe::BindingKind::ARENA);
+  CHECK(copy_command->src()->offset() == 4096);
+  CHECK(copy_command->src()->size() == 2048);
+  CheckExpr(copy_command->src_offset(), {{Op::CONST, 16}});
+  CHECK(copy_command->dst()->kind() == axe::BindingKind::OUTPUT);
+  CHECK(copy_command->dst()->index() == 0);
+  CheckExpr(copy_command->dst_offset(), {{Op::CONST, 0}});
+  CheckExpr(copy_command->length(), {{Op::SYMBOL, 0}, {Op::CONST, 32}, {Op::MUL, 0}});
+
+  REQUIRE(function->commands_type()->Get(2) == axe::Command::FillCommand);
+  const auto* fill = function->commands()->GetAs<axe::FillCommand>(2);
+  CHECK(fill->target()->kind() == axe::BindingKind::OUTPUT);
+  CHECK(fill->target()->index() == 0);
+  CheckExpr(fill->offset(), {});
+  CheckExpr(fill->length(), {{Op::CONST, 4}});
+  CHECK(fill->pattern() == 0xBEEF);
+  CHECK(fill->pattern_size() == 2);
+}
+
+TEST_CASE("output is deterministic and the same in memory and on disk", "[axe_builder]") {
+  const std::vector<uint8_t> first = BuildEverything();
+  const std::vector<uint8_t> second = BuildEverything();
+  CHECK(first == second);
+
+  Builder builder;
+  Everything everything;
+  everything.Fill(builder.b);
+  const std::vector<uint8_t> memory = builder.bytes();
+  CHECK(memory == first);
+  // Writing twice without changes gives the same bytes again.
+  CHECK(builder.bytes() == memory);
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("axe_builder_test." + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "everything.axe").string();
+  REQUIRE_OK(axrt_axe_builder_write_file(builder.b, path.c_str()));
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
+  CHECK(disk == memory);
+  // Only the file itself is left: no temporary beside it.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir),
+                      std::filesystem::directory_iterator()) == 1);
+
+  // Overwriting an existing file replaces it whole.
+  REQUIRE_OK(axrt_axe_builder_add_metadata(builder.b, "more", "bytes"));
+  REQUIRE_OK(axrt_axe_builder_write_file(builder.b, path.c_str()));
+  std::ifstream again(path, std::ios::binary);
+  const std::vector<uint8_t> rewritten((std::istreambuf_iterator<char>(again)), {});
+  CHECK(rewritten == builder.bytes());
+  CHECK(rewritten != memory);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an empty builder writes a valid file", "[axe_builder]") {
+  axrt_axe_builder_t b = nullptr;
+  REQUIRE_OK(axrt_axe_builder_create(nullptr, &b));
+  void* data = nullptr;
+  size_t size = 0;
+  REQUIRE_OK(axrt_axe_builder_write_memory(b, &data, &size));
+  std::vector<uint8_t> bytes(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
+  axrt_axe_memory_free(data);
+  axrt_axe_builder_release(b);
+  auto file = Open(bytes);
+  CHECK(file->segments().empty());
+}
+
+TEST_CASE("constants honour their alignment in a shared segment", "[axe_builder]") {
+  Builder builder;
+  const uint64_t alignments[] = {1, 64, 4096, 8, 256, 2048, 16};
+  for (size_t i = 0; i < std::size(alignments); ++i) {
+    const std::string name = "c" + std::to_string(i);
+    AddConstant(builder.b, name.c_str(), AXRT_AXE_DTYPE_UINT8, {3 + i}, Filler(3 + i, 9),
+                nullptr, alignments[i]);
+  }
+  auto file = Open(builder.bytes());
+  const auto* constants = file->metadata().constants();
+  REQUIRE(constants->size() == std::size(alignments));
+  uint64_t end = 0;
+  for (uint32_t i = 0; i < constants->size(); ++i) {
+    const axe::Constant* c = constants->Get(i);
+    CHECK(c->alignment() == alignments[i]);
+    CHECK(c->data()->offset() % alignments[i] == 0);
+    CHECK((file->segments()[c->data()->segment()].offset + c->data()->offset()) % alignments[i] ==
+          0);
+    CHECK(c->data()->offset() >= end);
+    end = c->data()->offset() + c->data()->size();
+  }
+}
+
+TEST_CASE("arrays are read with their elements' struct_size", "[axe_builder]") {
+  // An array from a newer header: each element carries 16 more (zero) bytes.
+  struct NewerParam {
+    axrt_axe_kernel_param_t known;
+    unsigned char tail[16];
+  };
+  NewerParam params[2];
+  std::memset(params, 0, sizeof(params));
+  for (NewerParam& p : params) {
+    p.known = AXRT_AXE_KERNEL_PARAM_INIT;
+    p.known.struct_size = sizeof(NewerParam);
+  }
+  params[0].known.name = "a";
+  params[1].known.name = "b";
+  params[1].known.kind = AXRT_AXE_PARAM_KIND_SCALAR;
+  params[1].known.scalar_type = AXRT_AXE_DTYPE_FLOAT32;
+  params[1].known.access = AXRT_AXE_ACCESS_NONE;
+  Builder builder;
+  const uint32_t library = AddLibrary(builder.b);
+  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+  kernel.name = "k";
+  kernel.code_object = library;
+  kernel.params = &params[0].known;
+  kernel.param_count = 2;
+  uint32_t index = 0;
+  REQUIRE_OK(axrt_axe_builder_add_kernel(builder.b, &kernel, &index));
+  auto file = Open(builder.bytes());
+  const axe::Kernel* k = file->metadata().kernels()->Get(0);
+  REQUIRE(k->params()->size() == 2);
+  CHECK(k->params()->Get(0)->name()->str() == "a");
+  CHECK(k->params()->Get(1)->name()->str() == "b");
+  CHECK(k->params()->Get(1)->scalar_type() == axe::DType::FLOAT32);
+  CHECK(k->entry_symbol()->str() == "k");
+
+  // A non-zero tail is refused, naming the element.
+  params[1].tail[3] = 1;
+  kernel.name = "k2";
+  CHECK_ERROR(axrt_axe_builder_add_kernel(builder.b, &kernel, &index),
+              AXRT_STATUS_CODE_UNIMPLEMENTED, "desc->params[1]");
+  // Elements must share one struct_size.
+  params[1].tail[3] = 0;
+  params[1].known.struct_size = sizeof(axrt_axe_kernel_param_t);
+  CHECK_ERROR(axrt_axe_builder_add_kernel(builder.b, &kernel, &index),
+              AXRT_STATUS_CODE_INVALID_ARGUMENT, "shares one struct_size");
+}
+
+TEST_CASE("duplicates are refused", "[axe_builder]") {
+  Builder builder;
+  axrt_axe_builder_t b = builder.b;
+  REQUIRE_OK(axrt_axe_builder_add_required_feature(b, "f"));
+  CHECK_ERROR(axrt_axe_builder_add_required_feature(b, "f"), AXRT_STATUS_CODE_ALREADY_EXISTS,
+              "'f'");
+  REQUIRE_OK(axrt_axe_builder_add_metadata(b, "k", "1"));
+  CHECK_ERROR(axrt_axe_builder_add_metadata(b, "k", "2"), AXRT_STATUS_CODE_ALREADY_EXISTS,
+              "'k'");
+
+  const uint32_t library = AddLibrary(b);
+  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+  kernel.name = "twice";
+  kernel.code_object = library;
+  uint32_t index = 0;
+  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
+  CHECK_ERROR(axrt_axe_builder_add_kernel(b, &kernel, &index), AXRT_STATUS_CODE_ALREADY_EXISTS,
+              "kernel 'twice'");
+
+  AddConstant(b, "w", AXRT_AXE_DTYPE_UINT8, {4}, Filler(4, 0));
+  const std::vector<uint8_t> four = Filler(4, 1);
+  axrt_axe_constant_desc_t constant = AXRT_AXE_CONSTANT_DESC_INIT;
+  constant.name = "w";
+  constant.dtype = AXRT_AXE_DTYPE_UINT8;
+  const uint64_t shape[] = {4};
+  constant.rank = 1;
+  constant.shape = shape;
+  constant.data = four.data();
+  constant.size = four.size();
+  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index),
+              AXRT_STATUS_CODE_ALREADY_EXISTS, "constant 'w'");
+
+  REQUIRE_OK(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "tiled", four.data(), 4));
+  CHECK_ERROR(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "tiled", four.data(), 4),
+              AXRT_STATUS_CODE_ALREADY_EXISTS, "'tiled'");
+  REQUIRE_OK(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_80", "tiled", four.data(), 4));
+
+  axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+  function.name = "main";
+  REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &index));
+  CHECK_ERROR(axrt_axe_builder_add_function(b, &function, &index),
+              AXRT_STATUS_CODE_ALREADY_EXISTS, "function 'main'");
+
+  axrt_axe_symbol_t symbols[2] = {AXRT_AXE_SYMBOL_INIT, AXRT_AXE_SYMBOL_INIT};
+  symbols[0].name = "n";
+  symbols[1].name = "n";
+  function.name = "other";
+  function.symbols = symbols;
+  function.symbol_count = 2;
+  CHECK_ERROR(axrt_axe_builder_add_function(b, &function, &index),
+              AXRT_STATUS_CODE_ALREADY_EXISTS, "symbol 'n'");
+  // Nothing failed half-way: the file still verifies.
+  Open(builder.bytes(), {"f"});
+}
+
+TEST_CASE("indices must name objects added before", "[axe_builder]") {
+  Builder builder;
+  axrt_axe_builder_t b = builder.b;
+  uint32_t index = 77;
+  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+  kernel.name = "k";
+  kernel.code_object = 0;
+  CHECK_ERROR(axrt_axe_builder_add_kernel(b, &kernel, &index), AXRT_STATUS_CODE_NOT_FOUND,
+              "code object 0");
+  CHECK(index == 77);
+
+  const uint32_t library = AddLibrary(b);
+  axrt_axe_kernel_param_t params[2] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT};
+  params[0].name = "in";
+  params[1].name = "n";
+  params[1].kind = AXRT_AXE_PARAM_KIND_SCALAR;
+  params[1].scalar_type = AXRT_AXE_DTYPE_UINT32;
+  params[1].access = AXRT_AXE_ACCESS_NONE;
+  kernel.code_object = library;
+  kernel.params = params;
+  kernel.param_count = 2;
+  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
+
+  CHECK_ERROR(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "x", "abc", 3),
+              AXRT_STATUS_CODE_NOT_FOUND, "constant 0");
+
+  // A layout naming a scale constant not yet added.
+  const uint64_t block[] = {0};
+  axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
+  layout.layout_id = "int8";
+  layout.element_type = AXRT_AXE_DTYPE_INT8;
+  layout.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
+  layout.rank = 1;
+  layout.block_shape = block;
+  layout.scale.constant = 5;
+  layout.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  const std::vector<uint8_t> w = Filler(16, 3);
+  axrt_axe_constant_desc_t constant = AXRT_AXE_CONSTANT_DESC_INIT;
+  constant.name = "w";
+  constant.dtype = AXRT_AXE_DTYPE_INT8;
+  const uint64_t shape[] = {16};
+  constant.rank = 1;
+  constant.shape = shape;
+  constant.data = w.data();
+  constant.size = w.size();
+  constant.layout = &layout;
+  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index), AXRT_STATUS_CODE_NOT_FOUND,
+              "names constant 5");
+  // The wrong byte count for the shape.
+  constant.layout = nullptr;
+  constant.size = 15;
+  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index),
+              AXRT_STATUS_CODE_INVALID_ARGUMENT, "needs 16 bytes, but 15");
+  constant.size = 16;
+  constant.alignment = 48;
+  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index),
+              AXRT_STATUS_CODE_INVALID_ARGUMENT, "alignment 48");
+  constant.alignment = 0;
+  REQUIRE_OK(axrt_axe_builder_add_constant(b, &constant, &index));
+
+  const axrt_axe_dim_t dims[] = {{0, 3}};
+  axrt_axe_tensor_sig_t sig = AXRT_AXE_TENSOR_SIG_INIT;
+  sig.name = "x";
+  sig.dtype = AXRT_AXE_DTYPE_INT8;
+  sig.rank = 1;
+  sig.dims = dims;
+  axrt_axe_symbol_t symbol = AXRT_AXE_SYMBOL_INIT;
+  symbol.name = "n";
+  symbol.upper_bound = 16;
+  axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+  function.name = "f";
+  function.symbols = &symbol;
+  function.symbol_count = 1;
+  function.inputs = &sig;
+  function.input_count = 1;
+  function.arena_size = 64;
+  CHECK_ERROR(axrt_axe_builder_add_function(b, &function, &index), AXRT_STATUS_CODE_OUT_OF_RANGE,
+              "symbol 3");
+  const axrt_axe_dim_t good_dims[] = {{0, 0}};
+  sig.dims = good_dims;
+  uint32_t fn = 0;
+  REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &fn));
+
+  const axrt_axe_expr_op_t one[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1}};
+  axrt_axe_binding_t bindings[2] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT};
+  bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
+  bindings[0].index = 1;
+  bindings[1].kind = AXRT_AXE_BINDING_KIND_SCALAR;
+  bindings[1].value = {one, 1};
+  axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
+  dispatch.kernel = 1;
+  dispatch.workgroup_count_x = {one, 1};
+  dispatch.bindings = bindings;
+  dispatch.binding_count = 2;
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
+              "kernel 1");
+  dispatch.kernel = 0;
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn + 1, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
+              "function 1");
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
+              "input index 1");
+  bindings[0].index = 0;
+  bindings[0].kind = AXRT_AXE_BINDING_KIND_CONSTANT;
+  bindings[0].index = 4;
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
+              "constant 4");
+  bindings[0].kind = AXRT_AXE_BINDING_KIND_ARENA;
+  bindings[0].index = 0;
+  bindings[0].offset = 32;
+  bindings[0].size = 33;
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
+              "64-byte arena");
+  bindings[0].offset = 0;
+  bindings[0].size = 0;
+  bindings[0].kind = AXRT_AXE_BINDING_KIND_SCALAR;
+  bindings[0].value = {one, 1};
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "BUFFER parameter");
+  bindings[0] = AXRT_AXE_BINDING_INIT;
+  bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
+  dispatch.binding_count = 1;
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "1 binding(s) for 2 kernel parameter(s)");
+  dispatch.binding_count = 2;
+
+  // Malformed expressions.
+  const axrt_axe_expr_op_t underflow[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1},
+                                          {AXRT_AXE_EXPR_OPCODE_ADD, 0}};
+  dispatch.workgroup_count_x = {underflow, 2};
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "needs two values");
+  const axrt_axe_expr_op_t leftover[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1},
+                                         {AXRT_AXE_EXPR_OPCODE_CONST, 2}};
+  dispatch.workgroup_count_x = {leftover, 2};
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "leaves 2 values");
+  const axrt_axe_expr_op_t bad_symbol[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 1}};
+  dispatch.workgroup_count_x = {bad_symbol, 1};
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
+              "reads symbol 1");
+  const axrt_axe_expr_op_t bad_opcode[] = {{99, 0}};
+  dispatch.workgroup_count_x = {bad_opcode, 1};
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "desc->workgroup_count_x.ops[0].opcode");
+  dispatch.workgroup_count_x = {nullptr, 0};
+  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "workgroup_count_x: the expression is required");
+
+  // Fill patterns.
+  axrt_axe_binding_t target = AXRT_AXE_BINDING_INIT;
+  target.kind = AXRT_AXE_BINDING_KIND_ARENA;
+  target.size = 64;
+  axrt_axe_fill_desc_t fill = AXRT_AXE_FILL_DESC_INIT;
+  fill.target = &target;
+  fill.length = {one, 1};
+  fill.pattern_size = 3;
+  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "pattern size 3");
+  fill.pattern_size = 1;
+  fill.pattern = 0x100;
+  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "does not fit");
+  target = AXRT_AXE_BINDING_INIT;
+  target.kind = AXRT_AXE_BINDING_KIND_CONSTANT;
+  fill.pattern = 0;
+  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "not CONSTANT");
+  target.kind = AXRT_AXE_BINDING_KIND_INPUT;
+  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+              "not INPUT");
+  Open(builder.bytes());
+}
+
+TEST_CASE("a file the reader refuses is never written", "[axe_builder]") {
+  Builder builder;
+  axrt_axe_builder_t b = builder.b;
+  // Per-channel int8 on [4, 16] wants 4 scales; give 3.
+  AddConstant(b, "scale", AXRT_AXE_DTYPE_FLOAT32, {3, 1}, Filler(12, 0));
+  const uint64_t block[] = {1, 0};
+  axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
+  layout.layout_id = "int8.per_channel";
+  layout.element_type = AXRT_AXE_DTYPE_INT8;
+  layout.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
+  layout.rank = 2;
+  layout.block_shape = block;
+  layout.scale.constant = 0;
+  layout.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  AddConstant(b, "w", AXRT_AXE_DTYPE_INT8, {4, 16}, Filler(64, 1), &layout);
+
+  void* data = reinterpret_cast<void*>(0x1);
+  size_t size = 7;
+  Status status(axrt_axe_builder_write_memory(b, &data, &size));
+  INFO(Describe(status.get()));
+  REQUIRE(status != nullptr);
+  const std::string message = axrt_status_message(status.get());
+  CHECK(message.find("axrt_axe_builder_write_memory") != std::string::npos);
+  CHECK(message.find("reader refuses") != std::string::npos);
+  CHECK(message.find("'scale'") != std::string::npos);
+  CHECK(data == reinterpret_cast<void*>(0x1));
+  CHECK(size == 7);
+
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("axe_builder_refused." + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "refused.axe").string();
+  Status file_status(axrt_axe_builder_write_file(b, path.c_str()));
+  REQUIRE(file_status != nullptr);
+  CHECK(std::string(axrt_status_message(file_status.get())).find("'scale'") != std::string::npos);
+  CHECK(std::filesystem::is_empty(dir));
+
+  // A directory that does not exist: nothing is created.
+  const std::string missing = (dir / "no" / "such" / "dir.axe").string();
+  Builder good;
+  CHECK_ERROR(axrt_axe_builder_write_file(good.b, missing.c_str()), AXRT_STATUS_CODE_UNAVAILABLE,
+              "temporary file");
+  CHECK(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a declared kernel layout must match the bound constant's", "[axe_builder]") {
+  Builder builder;
+  axrt_axe_builder_t b = builder.b;
+  AddConstant(b, "scale", AXRT_AXE_DTYPE_FLOAT32, {4, 1}, Filler(16, 0));
+  const uint64_t block[] = {1, 0};
+  axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
+  layout.layout_id = "int8.per_channel";
+  layout.element_type = AXRT_AXE_DTYPE_INT8;
+  layout.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
+  layout.rank = 2;
+  layout.block_shape = block;
+  layout.scale.constant = 0;
+  layout.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  AddConstant(b, "w", AXRT_AXE_DTYPE_INT8, {4, 16}, Filler(64, 1), &layout);
+
+  axrt_axe_quant_layout_t expected = layout;
+  expected.dequantized_type = AXRT_AXE_DTYPE_BFLOAT16;
+  axrt_axe_kernel_param_t param = AXRT_AXE_KERNEL_PARAM_INIT;
+  param.name = "w";
+  param.layout = &expected;
+  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+  kernel.name = "k";
+  kernel.code_object = AddLibrary(b);
+  kernel.params = &param;
+  kernel.param_count = 1;
+  uint32_t index = 0;
+  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
+  axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+  function.name = "f";
+  uint32_t fn = 0;
+  REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &fn));
+  const axrt_axe_expr_op_t one[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1}};
+  axrt_axe_binding_t binding = AXRT_AXE_BINDING_INIT;
+  binding.kind = AXRT_AXE_BINDING_KIND_CONSTANT;
+  binding.index = 1;
+  axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
+  dispatch.kernel = index;
+  dispatch.workgroup_count_x = {one, 1};
+  dispatch.bindings = &binding;
+  dispatch.binding_count = 1;
+  REQUIRE_OK(axrt_axe_builder_add_dispatch(b, fn, &dispatch));
+  void* data = nullptr;
+  size_t size = 0;
+  Status status(axrt_axe_builder_write_memory(b, &data, &size));
+  INFO(Describe(status.get()));
+  REQUIRE(status != nullptr);
+  CHECK(std::string(axrt_status_message(status.get())).find("dequantized_type") !=
+        std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,332 @@
+// The committed golden files (tests/golden/README.md) must load, with full
+// verification and segment checksums, and say what they said when written.
+// A change that breaks one of these is a new major format version.
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "format/reader.h"
+
+#ifndef AXRT_GOLDEN_DIR
+#error "AXRT_GOLDEN_DIR must name tests/golden (set by tests/unit/CMakeLists.txt)"
+#endif
+
+namespace {
+
+namespace axe = axrt::axe;
+
+struct StatusFree {
+  void operator()(axrt_status_t status) const { axrt_status_free(status); }
+};
+using Status = std::unique_ptr<axrt_status_s, StatusFree>;
+
+std::unique_ptr<axe::AxeFile> Open(const std::string& version, const std::string& name) {
+  const std::string path = std::string(AXRT_GOLDEN_DIR) + "/" + version + "/" + name;
+  axe::ReadOptions options;
+  options.verify_checksums = true;
+  std::unique_ptr<axe::AxeFile> file;
+  Status status(axe::AxeFile::open_file(path, options, &file));
+  INFO(path << ": " << (status ? axrt_status_message(status.get()) : "OK"));
+  REQUIRE(status == nullptr);
+  return file;
+}
+
+std::vector<uint64_t> Shape(const flatbuffers::Vector<uint64_t>* v) {
+  return v ? std::vector<uint64_t>(v->begin(), v->end()) : std::vector<uint64_t>();
+}
+
+const axe::Constant* Find(const axe::Executable& exe, const std::string& name) {
+  for (const axe::Constant* c : *exe.constants()) {
+    if (c->name()->str() == name) return c;
+  }
+  FAIL("no constant " << name);
+  return nullptr;
+}
+
+// The weight's layout, and that the matvec kernel declares the same one.
+const axe::QuantLayout& WeightLayout(const axe::Executable& exe, const std::string& weight,
+                                     const std::string& layout_id) {
+  const axe::Constant* w = Find(exe, weight);
+  REQUIRE(w->quantization() != nullptr);
+  CHECK(w->quantization()->layout_id()->str() == layout_id);
+  REQUIRE(exe.kernels()->size() == 1);
+  const axe::KernelParam* param = exe.kernels()->Get(0)->params()->Get(1);
+  CHECK(param->name()->str() == "w");
+  REQUIRE(param->layout() != nullptr);
+  CHECK(param->layout()->layout_id()->str() == layout_id);
+  REQUIRE(exe.functions()->size() == 1);
+  CHECK(exe.functions()->Get(0)->commands()->size() == 1);
+  return *w->quantization();
+}
+
+std::string ScaleName(const axe::Executable& exe, const axe::ScaleRef* scale) {
+  REQUIRE(scale != nullptr);
+  REQUIRE(scale->constant() >= 0);
+  return exe.constants()->Get(static_cast<uint32_t>(scale->constant()))->name()->str();
+}
+
+TEST_CASE("every golden file of format 1.0 is listed here", "[golden]") {
+  const std::vector<std::string> expected = {
+      "code_objects.axe",          "functions.axe",         "prepacked.axe",
+      "quant_awq_int4_g128.axe",   "quant_fp8_e4m3_block128.axe",
+      "quant_fp8_e4m3_per_tensor.axe", "quant_gptq_v1.axe",  "quant_gptq_v2.axe",
+      "quant_int8_per_channel.axe", "quant_mxfp4.axe",        "quant_nvfp4.axe"};
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(AXRT_GOLDEN_DIR) + "/v1.0")) {
+    if (entry.path().extension() == ".axe") found.push_back(entry.path().filename().string());
+  }
+  std::sort(found.begin(), found.end());
+  CHECK(found == expected);
+  for (const std::string& name : found) {
+    auto file = Open("v1.0", name);
+    CHECK(file->header().format_major == 1);
+    CHECK(file->header().format_minor == 0);
+    CHECK(file->metadata().producer()->name()->str() == "axrt_make_golden");
+  }
+}
+
+TEST_CASE("golden v1.0 code_objects.axe", "[golden]") {
+  auto file = Open("v1.0", "code_objects.axe");
+  const axe::Executable& exe = file->metadata();
+  REQUIRE(exe.code_objects()->size() == 5);
+  const axe::CodeObjectKind kinds[] = {
+      axe::CodeObjectKind::CUDA_CUBIN, axe::CodeObjectKind::CUDA_FATBIN,
+      axe::CodeObjectKind::CUDA_PTX, axe::CodeObjectKind::HOST_SHARED_OBJECT,
+      axe::CodeObjectKind::KERNEL_LIBRARY};
+  const char* targets[] = {"sm_90", "sm_80,sm_90", "compute_90", "x86_64", "x86_64"};
+  for (uint32_t i = 0; i < 5; ++i) {
+    const axe::CodeObject* object = exe.code_objects()->Get(i);
+    CHECK(object->kind() == kinds[i]);
+    CHECK(object->target()->str() == targets[i]);
+  }
+  CHECK(file->segments().size() == 4);
+  const auto cubin = file->segment_bytes(0);
+  CHECK(cubin[0] == 0x7f);
+  CHECK(cubin[18] == 190);
+  const auto fatbin = file->segment_bytes(1);
+  CHECK(axe::load_u32(fatbin.data()) == 0xBA55ED50u);
+  const auto ptx = file->segment_bytes(2);
+  CHECK(std::string(ptx.begin(), ptx.end()).find(".target sm_90") != std::string::npos);
+  const auto host = file->segment_bytes(3);
+  CHECK(host[16] == 3);  // ET_DYN
+  CHECK(exe.code_objects()->Get(4)->library_name()->str() == "axrt.cpu");
+  CHECK(exe.code_objects()->Get(4)->library_min_version() == 1);
+  REQUIRE(exe.kernels()->size() == 5);
+  CHECK(exe.kernels()->Get(0)->name()->str() == "k_cubin");
+  CHECK(exe.kernels()->Get(0)->cluster_dims()->x() == 2);
+  CHECK(exe.kernels()->Get(0)->dynamic_shared_memory() == 4096);
+  CHECK(exe.kernels()->Get(3)->entry_symbol()->str() == "axrt_golden_axpy");
+  CHECK(exe.kernels()->Get(4)->code_object() == 4);
+
+  // The native code is refused for untrusted files.
+  axe::ReadOptions untrusted;
+  untrusted.allow_host_code = false;
+  std::unique_ptr<axe::AxeFile> refused;
+  Status status(axe::AxeFile::open_file(std::string(AXRT_GOLDEN_DIR) + "/v1.0/code_objects.axe",
+                                        untrusted, &refused));
+  CHECK(status != nullptr);
+}
+
+TEST_CASE("golden v1.0 quant_int8_per_channel.axe", "[golden]") {
+  auto file = Open("v1.0", "quant_int8_per_channel.axe");
+  const axe::Executable& exe = file->metadata();
+  const axe::QuantLayout& layout = WeightLayout(exe, "fc.weight", "int8.per_channel");
+  CHECK(layout.element_type() == axe::DType::INT8);
+  CHECK(Shape(layout.block_shape()) == std::vector<uint64_t>{1, 0});
+  CHECK(ScaleName(exe, layout.scale()) == "fc.weight.scale");
+  CHECK(layout.zero_point() == nullptr);
+  CHECK(layout.packing() == nullptr);
+  CHECK(Shape(Find(exe, "fc.weight.scale")->shape()) == std::vector<uint64_t>{4, 1});
+}
+
+TEST_CASE("golden v1.0 quant_awq_int4_g128.axe", "[golden]") {
+  auto file = Open("v1.0", "quant_awq_int4_g128.axe");
+  const axe::Executable& exe = file->metadata();
+  const axe::QuantLayout& layout = WeightLayout(exe, "awq.qweight", "awq.int4.g128");
+  CHECK(layout.element_type() == axe::DType::UINT4);
+  CHECK(layout.dequantized_type() == axe::DType::FLOAT16);
+  CHECK(Shape(layout.block_shape()) == std::vector<uint64_t>{128, 1});
+  CHECK(ScaleName(exe, layout.scale()) == "awq.scales");
+  REQUIRE(layout.zero_point());
+  CHECK(layout.zero_point()->kind() == axe::ZeroPointKind::FLOAT);
+  CHECK(layout.zero_point()->dtype() == axe::DType::FLOAT16);
+  REQUIRE(layout.packing());
+  CHECK(layout.packing()->bits() == 4);
+  CHECK(layout.packing()->container_bits() == 32);
+  CHECK(layout.packing()->axis() == 1);
+  CHECK(layout.packing()->order() == axe::ElementOrder::AWQ);
+  CHECK(Find(exe, "awq.qweight")->alignment() == 128);
+  CHECK(Find(exe, "awq.qweight")->data()->size() == 1024);
+}
+
+void CheckGptq(const std::string& name, int32_t stored_bias, const std::string& layout_id) {
+  auto file = Open("v1.0", name);
+  const axe::Executable& exe = file->metadata();
+  const axe::QuantLayout& layout = WeightLayout(exe, "gptq.qweight", layout_id);
+  CHECK(layout.element_type() == axe::DType::UINT4);
+  CHECK(Shape(layout.block_shape()) == std::vector<uint64_t>{128, 1});
+  REQUIRE(layout.packing());
+  CHECK(layout.packing()->axis() == 0);
+  CHECK(layout.packing()->container_bits() == 32);
+  CHECK(layout.packing()->order() == axe::ElementOrder::SEQUENTIAL);
+  REQUIRE(layout.zero_point());
+  CHECK(layout.zero_point()->kind() == axe::ZeroPointKind::INTEGER);
+  CHECK(layout.zero_point()->stored_bias() == stored_bias);
+  REQUIRE(layout.zero_point()->packing());
+  CHECK(layout.zero_point()->packing()->bits() == 4);
+  CHECK(layout.zero_point()->packing()->container_bits() == 32);
+  CHECK(layout.zero_point()->packing()->axis() == 1);
+  const axe::Constant* qzeros = Find(exe, "gptq.qzeros");
+  CHECK(qzeros->dtype() == axe::DType::INT32);
+  CHECK(Shape(qzeros->shape()) == std::vector<uint64_t>{2, 1});
+}
+
+TEST_CASE("golden v1.0 quant_gptq_v1.axe and quant_gptq_v2.axe", "[golden]") {
+  CheckGptq("quant_gptq_v1.axe", 1, "gptq.v1.int4.g128");
+  CheckGptq("quant_gptq_v2.axe", 0, "gptq.v2.int4.g128");
+}
+
+TEST_CASE("golden v1.0 fp8 e4m3 files", "[golden]") {
+  {
+    auto file = Open("v1.0", "quant_fp8_e4m3_per_tensor.axe");
+    const axe::Executable& exe = file->metadata();
+    const axe::QuantLayout& layout = WeightLayout(exe, "fp8.weight", "fp8.e4m3.per_tensor");
+    CHECK(layout.element_type() == axe::DType::FLOAT8_E4M3FN);
+    CHECK(Shape(layout.block_shape()) == std::vector<uint64_t>{0, 0});
+    CHECK(Shape(Find(exe, "fp8.scale")->shape()) == std::vector<uint64_t>{1, 1});
+  }
+  {
+    auto file = Open("v1.0", "quant_fp8_e4m3_block128.axe");
+    const axe::Executable& exe = file->metadata();
+    const axe::QuantLayout& layout = WeightLayout(exe, "fp8.weight", "fp8.e4m3.block128x128");
+    CHECK(Shape(layout.block_shape()) == std::vector<uint64_t>{128, 128});
+    CHECK(Shape(Find(exe, "fp8.weight")->shape()) == std::vector<uint64_t>{128, 256});
+    CHECK(Shape(Find(exe, "fp8.block_scale")->shape()) == std::vector<uint64_t>{1, 2});
+    CHECK(layout.scale()->dtype() == axe::DType::FLOAT32);
+  }
+}
+
+TEST_CASE("golden v1.0 quant_mxfp4.axe and quant_nvfp4.axe", "[golden]") {
+  {
+    auto file = Open("v1.0", "quant_mxfp4.axe");
+    const axe::Executable& exe = file->metadata();
+    const axe::QuantLayout& layout = WeightLayout(exe, "mxfp4.weight", "mxfp4");
+    CHECK(layout.element_type() == axe::DType::FLOAT4_E2M1);
+    CHECK(Shape(layout.block_shape()) == std::vector<uint64_t>{1, 32});
+    CHECK(layout.scale()->dtype() == axe::DType::FLOAT8_E8M0FNU);
+    CHECK(layout.second_level_scale() == nullptr);
+  }
+  {
+    auto file = Open("v1.0", "quant_nvfp4.axe");
+    const axe::Executable& exe = file->metadata();
+    const axe::QuantLayout& layout = WeightLayout(exe, "nvfp4.weight", "nvfp4");
+    CHECK(layout.element_type() == axe::DType::FLOAT4_E2M1);
+    CHECK(Shape(layout.block_shape()) == std::vector<uint64_t>{1, 16});
+    CHECK(layout.scale()->dtype() == axe::DType::FLOAT8_E4M3FN);
+    CHECK(ScaleName(exe, layout.second_level_scale()) == "nvfp4.global_scale");
+    CHECK(layout.second_level_scale()->dtype() == axe::DType::FLOAT32);
+    CHECK(Shape(layout.second_level_block_shape()) == std::vector<uint64_t>{0, 0});
+  }
+}
+
+TEST_CASE("golden v1.0 prepacked.axe", "[golden]") {
+  auto file = Open("v1.0", "prepacked.axe");
+  const axe::Executable& exe = file->metadata();
+  WeightLayout(exe, "awq.qweight", "awq.int4.g128");
+  const axe::Constant* weight = Find(exe, "awq.qweight");
+  REQUIRE(weight->prepacked());
+  REQUIRE(weight->prepacked()->size() == 1);
+  const axe::PrepackedCopy* copy = weight->prepacked()->Get(0);
+  CHECK(copy->target()->str() == "sm_90");
+  CHECK(copy->layout_id()->str() == "awq.int4.g128.marlin");
+  CHECK(copy->data()->size() == 1024);
+  CHECK(file->segments()[copy->data()->segment()].kind ==
+        static_cast<uint32_t>(axe::SegmentKind::kPrepacked));
+}
+
+TEST_CASE("golden v1.0 functions.axe", "[golden]") {
+  auto file = Open("v1.0", "functions.axe");
+  const axe::Executable& exe = file->metadata();
+  REQUIRE(exe.metadata()->size() == 2);
+  CHECK(exe.metadata()->Get(0)->key()->str() == "model");
+  CHECK(exe.metadata()->Get(0)->value()->str() == "tiny-mlp");
+  REQUIRE(exe.functions()->size() == 2);
+
+  const axe::Function* main = exe.functions()->Get(0);
+  CHECK(main->name()->str() == "main");
+  CHECK(main->arena_size() == 4096);
+  REQUIRE(main->symbols()->size() == 2);
+  CHECK(main->symbols()->Get(0)->name()->str() == "batch");
+  CHECK(main->symbols()->Get(0)->upper_bound() == 64);
+  CHECK(main->symbols()->Get(1)->upper_bound() == 512);
+  const axe::TensorSig* x = main->inputs()->Get(0);
+  CHECK(x->shape()->Get(0)->symbol() == 0);
+  CHECK(x->shape()->Get(1)->symbol() == 1);
+  CHECK(x->shape()->Get(2)->value() == 256);
+  REQUIRE(main->commands()->size() == 3);
+  CHECK(main->commands_type()->Get(0) == axe::Command::FillCommand);
+  CHECK(main->commands_type()->Get(1) == axe::Command::CopyCommand);
+  CHECK(main->commands_type()->Get(2) == axe::Command::DispatchCommand);
+  const auto* dispatch = main->commands()->GetAs<axe::DispatchCommand>(2);
+  REQUIRE(dispatch->bindings()->size() == 5);
+  const axe::BindingKind kinds[] = {axe::BindingKind::INPUT, axe::BindingKind::CONSTANT,
+                                    axe::BindingKind::ARENA, axe::BindingKind::OUTPUT,
+                                    axe::BindingKind::SCALAR};
+  for (uint32_t i = 0; i < 5; ++i) CHECK(dispatch->bindings()->Get(i)->kind() == kinds[i]);
+  CHECK(dispatch->workgroup_count_x()->ops()->size() == 7);
+  CHECK(dispatch->workgroup_count_x()->ops()->Get(6)->opcode() == axe::ExprOpcode::DIV_CEIL);
+  CHECK(dispatch->bindings()->Get(4)->value()->ops()->size() == 5);
+
+  const axe::Function* tile = exe.functions()->Get(1);
+  CHECK(tile->name()->str() == "tile");
+  REQUIRE(tile->commands()->size() == 2);
+  const auto* fill = tile->commands()->GetAs<axe::FillCommand>(1);
+  CHECK(fill->pattern() == 0xff);
+  CHECK(fill->pattern_size() == 1);
+  // Every opcode appears somewhere in the file.
+  std::vector<bool> seen(static_cast<size_t>(axe::ExprOpcode::MAX) + 1, false);
+  auto mark = [&](const axe::Expr* expr) {
+    if (!expr || !expr->ops()) return;
+    for (const axe::ExprOp* op : *expr->ops()) seen[static_cast<size_t>(op->opcode())] = true;
+  };
+  for (const axe::Function* function : *exe.functions()) {
+    for (uint32_t i = 0; i < function->commands()->size(); ++i) {
+      switch (function->commands_type()->Get(i)) {
+        case axe::Command::DispatchCommand: {
+          const auto* d = function->commands()->GetAs<axe::DispatchCommand>(i);
+          mark(d->workgroup_count_x());
+          mark(d->workgroup_count_y());
+          mark(d->workgroup_count_z());
+          for (const axe::Binding* b : *d->bindings()) mark(b->value());
+          break;
+        }
+        case axe::Command::CopyCommand: {
+          const auto* c = function->commands()->GetAs<axe::CopyCommand>(i);
+          mark(c->src_offset());
+          mark(c->dst_offset());
+          mark(c->length());
+          break;
+        }
+        case axe::Command::FillCommand: {
+          const auto* f = function->commands()->GetAs<axe::FillCommand>(i);
+          mark(f->offset());
+          mark(f->length());
+          break;
+        }
+        default:
+          FAIL("unexpected command");
+      }
+    }
+  }
+  for (size_t op = 1; op < seen.size(); ++op) {
+    INFO("opcode " << op);
+    CHECK(seen[op]);
+  }
+}
+
+}  // namespace
