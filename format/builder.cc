@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 
+#include "format/quant_layout.h"
 #include "format/reader.h"
 #include "format/writer.h"
 #include "runtime/status.h"
@@ -25,27 +26,8 @@ std::string quote_name(const std::string& name) { return fmt::format("'{}'", nam
 // Bits per element of the byte-sized types; 0 for sub-byte types, whose
 // sizes depend on packing and are judged by the reader.
 uint32_t whole_byte_bits(DType dtype) {
-  switch (dtype) {
-    case DType::BOOL:
-    case DType::INT8:
-    case DType::UINT8:
-    case DType::FLOAT8_E4M3FN:
-    case DType::FLOAT8_E5M2:
-    case DType::FLOAT8_E4M3FNUZ:
-    case DType::FLOAT8_E5M2FNUZ:
-    case DType::FLOAT8_E8M0FNU: return 8;
-    case DType::INT16:
-    case DType::UINT16:
-    case DType::FLOAT16:
-    case DType::BFLOAT16: return 16;
-    case DType::INT32:
-    case DType::UINT32:
-    case DType::FLOAT32: return 32;
-    case DType::INT64:
-    case DType::UINT64:
-    case DType::FLOAT64: return 64;
-    default: return 0;
-  }
+  const uint32_t bits = dtype_bits(dtype);
+  return bits >= 8 ? bits : 0;
 }
 
 // The verifier reads the builder's bytes in place.

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "format/quant_layout.h"
+
 namespace axrt::tools {
 
 namespace {
@@ -46,37 +48,6 @@ std::string dtype_name(axe::DType dtype) {
     case DType::FLOAT8_E8M0FNU: return "ue8m0";
   }
   return unknown("dtype", dtype);
-}
-
-uint32_t dtype_bits(axe::DType dtype) {
-  using axe::DType;
-  switch (dtype) {
-    case DType::INVALID: return 0;
-    case DType::BOOL:
-    case DType::INT8:
-    case DType::UINT8:
-    case DType::FLOAT8_E4M3FN:
-    case DType::FLOAT8_E5M2:
-    case DType::FLOAT8_E4M3FNUZ:
-    case DType::FLOAT8_E5M2FNUZ:
-    case DType::FLOAT8_E8M0FNU: return 8;
-    case DType::INT16:
-    case DType::UINT16:
-    case DType::FLOAT16:
-    case DType::BFLOAT16: return 16;
-    case DType::INT32:
-    case DType::UINT32:
-    case DType::FLOAT32: return 32;
-    case DType::INT64:
-    case DType::UINT64:
-    case DType::FLOAT64: return 64;
-    case DType::INT4:
-    case DType::UINT4:
-    case DType::FLOAT4_E2M1: return 4;
-    case DType::INT2:
-    case DType::UINT2: return 2;
-  }
-  return 0;
 }
 
 std::string code_object_kind_name(axe::CodeObjectKind kind) {
