@@ -4,6 +4,7 @@
 #ifndef AXRT_RUNTIME_TOOLS_COMMANDS_H_
 #define AXRT_RUNTIME_TOOLS_COMMANDS_H_
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -24,6 +25,14 @@ int run_devices(std::span<const std::string_view> args);
 // to stderr and returns false.
 bool open_or_report(std::string_view path, const axe::ReadOptions& options,
                     std::unique_ptr<axe::AxeFile>* out);
+
+// Parses the arguments of a subcommand that takes `[options] FILE`: `--`
+// ends the options, `take_option(arg)` says whether the subcommand knows an
+// option (and records it). Returns kExitOk with `*out_path` set, or the
+// usage error's exit status. `command` names the subcommand in messages.
+int parse_file_arguments(std::string_view command, std::span<const std::string_view> args,
+                         const std::function<bool(std::string_view)>& take_option,
+                         std::string_view* out_path);
 
 // Prints `message` and the usage text to stderr; returns kExitUsage.
 int usage_error(std::string_view message);

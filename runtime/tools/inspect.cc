@@ -647,23 +647,15 @@ std::string inspect_json(const axe::AxeFile& file) {
 int run_inspect(std::span<const std::string_view> args) {
   bool json = false;
   std::string_view path;
-  bool have_path = false;
-  bool options_done = false;
-  for (std::string_view arg : args) {
-    if (!options_done && arg == "--") {
-      options_done = true;
-    } else if (!options_done && arg == "--json") {
-      json = true;
-    } else if (!options_done && arg.size() > 1 && arg[0] == '-') {
-      return usage_error(fmt::format("inspect: unknown option '{}'", arg));
-    } else if (have_path) {
-      return usage_error(fmt::format("inspect: one file at a time ('{}' and '{}')", path, arg));
-    } else {
-      path = arg;
-      have_path = true;
-    }
-  }
-  if (!have_path) return usage_error("inspect: missing FILE");
+  const int parsed = parse_file_arguments(
+      "inspect", args,
+      [&](std::string_view arg) {
+        if (arg != "--json") return false;
+        json = true;
+        return true;
+      },
+      &path);
+  if (parsed != kExitOk) return parsed;
 
   std::unique_ptr<axe::AxeFile> file;
   if (!open_or_report(path, axe::ReadOptions(), &file)) return kExitFailure;

@@ -30,4 +30,26 @@ int usage_error(std::string_view message) {
   return kExitUsage;
 }
 
+int parse_file_arguments(std::string_view command, std::span<const std::string_view> args,
+                         const std::function<bool(std::string_view)>& take_option,
+                         std::string_view* out_path) {
+  bool have_path = false;
+  bool options_done = false;
+  for (std::string_view arg : args) {
+    if (!options_done && arg == "--") {
+      options_done = true;
+    } else if (!options_done && arg.size() > 1 && arg[0] == '-') {
+      if (!take_option(arg)) return usage_error(fmt::format("{}: unknown option '{}'", command, arg));
+    } else if (have_path) {
+      return usage_error(
+          fmt::format("{}: one file at a time ('{}' and '{}')", command, *out_path, arg));
+    } else {
+      *out_path = arg;
+      have_path = true;
+    }
+  }
+  if (!have_path) return usage_error(fmt::format("{}: missing FILE", command));
+  return kExitOk;
+}
+
 }  // namespace axrt::tools

@@ -34,25 +34,20 @@ size_t size_of(const flatbuffers::Vector<T>* v) {
 int run_verify(std::span<const std::string_view> args) {
   axe::ReadOptions options;
   std::string_view path;
-  bool have_path = false;
-  bool options_done = false;
-  for (std::string_view arg : args) {
-    if (!options_done && arg == "--") {
-      options_done = true;
-    } else if (!options_done && arg == "--checksums") {
-      options.verify_checksums = true;
-    } else if (!options_done && arg == "--no-host-code") {
-      options.allow_host_code = false;
-    } else if (!options_done && arg.size() > 1 && arg[0] == '-') {
-      return usage_error(fmt::format("verify: unknown option '{}'", arg));
-    } else if (have_path) {
-      return usage_error(fmt::format("verify: one file at a time ('{}' and '{}')", path, arg));
-    } else {
-      path = arg;
-      have_path = true;
-    }
-  }
-  if (!have_path) return usage_error("verify: missing FILE");
+  const int parsed = parse_file_arguments(
+      "verify", args,
+      [&](std::string_view arg) {
+        if (arg == "--checksums") {
+          options.verify_checksums = true;
+        } else if (arg == "--no-host-code") {
+          options.allow_host_code = false;
+        } else {
+          return false;
+        }
+        return true;
+      },
+      &path);
+  if (parsed != kExitOk) return parsed;
 
   std::unique_ptr<axe::AxeFile> file;
   if (!open_or_report(path, options, &file)) return kExitFailure;

@@ -11,8 +11,6 @@
 
 namespace axrt::cpu {
 
-axrt_status_t synchronize_device(CpuDevice* device);
-
 namespace {
 
 void* host_allocate(void*, uint64_t size, uint64_t alignment) {

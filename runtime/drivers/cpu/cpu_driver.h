@@ -59,6 +59,8 @@ struct CpuEvent : Event {
 bool is_cpu_event(const Event* event) noexcept;
 
 axrt_status_t create_stream(Device* device, Stream** out_stream);
+// Waits for every live stream of `device` (cpu_stream.cc owns the queues).
+axrt_status_t synchronize_device(CpuDevice* device);
 axrt_status_t create_event(Device* device, Event** out_event);
 
 }  // namespace axrt::cpu

@@ -121,13 +121,11 @@ class CpuQueue {
 
   bool is_current_thread() const noexcept { return t_current_queue == this; }
 
-  // The failure the worker has seen so far, for the inline checks.
+  // Whether a wait on `event` may run inline: its record already completed.
   bool event_already_complete(CpuEvent* event, uint64_t sequence) {
     FailurePtr ignored;
     return event->is_complete(sequence, &ignored);
   }
-
-  CpuDevice* device() const noexcept { return device_; }
 
  private:
   void worker_main() {
