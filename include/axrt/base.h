@@ -49,6 +49,40 @@ AXRT_API uint32_t axrt_version(void);
 AXRT_API const char* axrt_version_string(void);
 
 /* ---------------------------------------------------------------------- */
+/* Element types                                                           */
+/* ---------------------------------------------------------------------- */
+
+/* Element types of tensors and kernel scalars. The numbers are those of the
+ * .axe format's DType (and of axrt_axe_dtype_t); never reused. */
+typedef uint32_t axrt_dtype_t;
+enum {
+  AXRT_DTYPE_INVALID = 0,
+  AXRT_DTYPE_BOOL = 1,
+  AXRT_DTYPE_INT8 = 2,
+  AXRT_DTYPE_UINT8 = 3,
+  AXRT_DTYPE_INT16 = 4,
+  AXRT_DTYPE_UINT16 = 5,
+  AXRT_DTYPE_INT32 = 6,
+  AXRT_DTYPE_UINT32 = 7,
+  AXRT_DTYPE_INT64 = 8,
+  AXRT_DTYPE_UINT64 = 9,
+  AXRT_DTYPE_FLOAT16 = 10,
+  AXRT_DTYPE_BFLOAT16 = 11,
+  AXRT_DTYPE_FLOAT32 = 12,
+  AXRT_DTYPE_FLOAT64 = 13,
+  AXRT_DTYPE_INT4 = 14,
+  AXRT_DTYPE_UINT4 = 15,
+  AXRT_DTYPE_INT2 = 16,
+  AXRT_DTYPE_UINT2 = 17,
+  AXRT_DTYPE_FLOAT8_E4M3FN = 18,
+  AXRT_DTYPE_FLOAT8_E5M2 = 19,
+  AXRT_DTYPE_FLOAT8_E4M3FNUZ = 20,
+  AXRT_DTYPE_FLOAT8_E5M2FNUZ = 21,
+  AXRT_DTYPE_FLOAT4_E2M1 = 22,
+  AXRT_DTYPE_FLOAT8_E8M0FNU = 23,
+};
+
+/* ---------------------------------------------------------------------- */
 /* Status                                                                  */
 /* ---------------------------------------------------------------------- */
 
