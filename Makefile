@@ -24,8 +24,11 @@ build: deps
 	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
 
+# The MLP that axrt_mlp_compiler wrote during the build (int8 and AWQ int4
+# weights, CPU kernels plus CUDA variants when nvcc was found), run and
+# checked on the default device (AXRT_DEVICE, else cpu:0).
 demo: build
-	$(BUILD_DIR)/examples/c/axrt_demo
+	$(BUILD_DIR)/examples/c/axrt_mlp $(BUILD_DIR)/examples/mlp.axe $(BUILD_DIR)/examples/mlp.ref
 
 test: test-release test-asan test-tsan fuzz-smoke
 

@@ -173,6 +173,10 @@ axrt_status_t Builder::add_kernel(KernelT kernel, uint32_t* out_index) {
                        "{}: cluster dims {}x{}x{} must be all 0 (no clusters) or all at least 1",
                        name, cluster.x(), cluster.y(), cluster.z());
   }
+  for (size_t v = 0; v < kernel.variants.size(); ++v) {
+    if (!kernel.variants[v]) kernel.variants[v] = std::make_unique<KernelVariantT>();
+    AXRT_RETURN_IF_ERROR(check_variant(kernel, v, kernel.variants[v].get()));
+  }
   std::set<std::string> param_names;
   for (size_t i = 0; i < kernel.params.size(); ++i) {
     const KernelParamT* param = kernel.params[i].get();
@@ -208,6 +212,59 @@ axrt_status_t Builder::add_kernel(KernelT kernel, uint32_t* out_index) {
   kernel_names_.insert(kernel.name);
   executable_.kernels.push_back(std::make_unique<KernelT>(std::move(kernel)));
   *out_index = static_cast<uint32_t>(index);
+  return nullptr;
+}
+
+axrt_status_t Builder::check_variant(const KernelT& kernel, size_t index,
+                                     KernelVariantT* variant) const {
+  const std::string name = fmt::format("kernel {} variant {}", quote_name(kernel.name), index);
+  if (variant->code_object >= executable_.code_objects.size()) {
+    return make_status(AXRT_STATUS_CODE_NOT_FOUND,
+                       "{} names code object {}, but {} code object(s) were added", name,
+                       variant->code_object, executable_.code_objects.size());
+  }
+  // One implementation per code object: a loader picks implementations by
+  // the code object it can load.
+  if (variant->code_object == kernel.code_object) {
+    return make_status(AXRT_STATUS_CODE_ALREADY_EXISTS,
+                       "{}: code object {} already holds the kernel's primary implementation",
+                       name, variant->code_object);
+  }
+  for (size_t v = 0; v < index; ++v) {
+    if (kernel.variants[v]->code_object == variant->code_object) {
+      return make_status(AXRT_STATUS_CODE_ALREADY_EXISTS,
+                         "{}: code object {} already holds variant {} of the kernel", name,
+                         variant->code_object, v);
+    }
+  }
+  if (variant->entry_symbol.empty()) variant->entry_symbol = kernel.entry_symbol;
+  if (!variant->workgroup_size) variant->workgroup_size = std::make_unique<Dim3>(1, 1, 1);
+  const Dim3& wg = *variant->workgroup_size;
+  if (wg.x() == 0 || wg.y() == 0 || wg.z() == 0) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "{}: workgroup size {}x{}x{} has a zero component", name, wg.x(), wg.y(),
+                       wg.z());
+  }
+  if (!variant->cluster_dims) variant->cluster_dims = std::make_unique<Dim3>(0, 0, 0);
+  const Dim3& cluster = *variant->cluster_dims;
+  const bool no_cluster = cluster.x() == 0 && cluster.y() == 0 && cluster.z() == 0;
+  if (!no_cluster && (cluster.x() == 0 || cluster.y() == 0 || cluster.z() == 0)) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "{}: cluster dims {}x{}x{} must be all 0 (no clusters) or all at least 1",
+                       name, cluster.x(), cluster.y(), cluster.z());
+  }
+  return nullptr;
+}
+
+axrt_status_t Builder::add_kernel_variant(uint32_t kernel_index, KernelVariantT variant) {
+  if (kernel_index >= executable_.kernels.size()) {
+    return make_status(AXRT_STATUS_CODE_NOT_FOUND,
+                       "kernel {} was not added ({} kernel(s) so far)", kernel_index,
+                       executable_.kernels.size());
+  }
+  KernelT& kernel = *executable_.kernels[kernel_index];
+  AXRT_RETURN_IF_ERROR(check_variant(kernel, kernel.variants.size(), &variant));
+  kernel.variants.push_back(std::make_unique<KernelVariantT>(std::move(variant)));
   return nullptr;
 }
 

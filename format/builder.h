@@ -44,7 +44,12 @@ class Builder {
   // KERNEL_LIBRARY) are copied.
   axrt_status_t add_code_object(CodeObjectT code_object, std::span<const uint8_t> bytes,
                                 uint32_t* out_index);
+  // `kernel.variants`, if any, are checked like add_kernel_variant()'s.
   axrt_status_t add_kernel(KernelT kernel, uint32_t* out_index);
+  // Format 1.1: appends another implementation of kernel `kernel` (added
+  // earlier) in a code object that does not implement it yet. An empty
+  // entry symbol means the kernel's; an absent workgroup size 1x1x1.
+  axrt_status_t add_kernel_variant(uint32_t kernel, KernelVariantT variant);
   // `constant.data` and `constant.prepacked` are assigned by the builder;
   // `bytes` are copied. An alignment of 0 means the schema default (64).
   axrt_status_t add_constant(ConstantT constant, std::span<const uint8_t> bytes,
@@ -66,6 +71,9 @@ class Builder {
   const ExecutableT& executable() const noexcept { return executable_; }
 
  private:
+  // Fills `variant`'s defaults and checks it as the next variant of
+  // `kernel`, against the implementations `kernel` already has.
+  axrt_status_t check_variant(const KernelT& kernel, size_t index, KernelVariantT* variant) const;
   axrt_status_t check_layout(const QuantLayoutT& layout, const std::string& owner,
                              const ConstantT* constant) const;
   axrt_status_t check_expr(const ExprT* expr, const FunctionT& function,

@@ -19,7 +19,9 @@ namespace axrt::axe {
 
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'A', 'X', 'E', '\r', '\n', 0x1a, '\n'};
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+// The minor version this library writes. The reader accepts every minor of
+// kFormatMajor (docs/format.md, "Versioning"); 1.1 added kernel variants.
+inline constexpr uint16_t kFormatMinor = 1;
 inline constexpr uint64_t kHeaderSize = 64;
 inline constexpr uint64_t kSegmentEntrySize = 32;
 inline constexpr uint64_t kMetadataAlignment = 8;
@@ -31,7 +33,7 @@ namespace header_offset {
 inline constexpr size_t kMagic = 0;            // 8 bytes
 inline constexpr size_t kFormatMajor = 8;      // u16
 inline constexpr size_t kFormatMinor = 10;     // u16
-inline constexpr size_t kFlags = 12;           // u32, 0 in format 1.0
+inline constexpr size_t kFlags = 12;           // u32, 0 in format 1.x
 inline constexpr size_t kMetadataOffset = 16;  // u64
 inline constexpr size_t kMetadataSize = 24;    // u64
 inline constexpr size_t kSegmentTableOffset = 32;  // u64
@@ -66,7 +68,7 @@ struct SegmentEntry {
   uint64_t size = 0;      // bytes
   uint32_t checksum = 0;  // CRC-32C of the segment's bytes
   uint32_t kind = 0;      // SegmentKind
-  uint64_t reserved = 0;  // 0 in format 1.0
+  uint64_t reserved = 0;  // 0 in format 1.x
 };
 
 // Writes `header` (with its checksum computed) into 64 bytes.

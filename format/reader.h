@@ -31,7 +31,7 @@ struct ReadOptions {
   uint32_t max_tables = 1000000;
 };
 
-// The required_features every reader of format 1.0 understands.
+// The required_features every reader of format 1.x understands.
 std::span<const std::string_view> known_features() noexcept;
 
 // The bytes of a file: memory-mapped, owned, or borrowed from the caller.

@@ -19,7 +19,7 @@
 
 namespace axrt::axe {
 
-// The features a format 1.0 reader understands. A file lists in
+// The features a format 1.x reader understands. A file lists in
 // required_features what a reader must understand to run it; a writer adds a
 // feature's name only when the file uses it:
 //   "quantization.v1"   constants with quantization layouts
@@ -251,7 +251,7 @@ class Checker {
     if (kind == CodeObjectKind::HOST_SHARED_OBJECT && !options_.allow_host_code) {
       return refuse(AXRT_STATUS_CODE_PERMISSION_DENIED,
                     "{} is a host shared object (native code for '{}'), which this load does not "
-                    "allow (ReadOptions::allow_host_code is false)",
+                    "allow: native code must be permitted explicitly",
                     what, target);
     }
     if (!plausible_target(kind, target)) {
@@ -814,20 +814,23 @@ class Checker {
     return nullptr;
   }
 
-  axrt_status_t check_kernel(const std::string& what, const Kernel& kernel) const {
+  // The fields every implementation of a kernel has: the kernel's own
+  // (its primary implementation) and each variant's.
+  axrt_status_t check_implementation(const std::string& what, uint32_t code_object,
+                                     const flatbuffers::String* entry_symbol, const Dim3* size,
+                                     const Dim3* cluster) const {
     const uint32_t objects = count_of(exe_.code_objects());
-    if (kernel.code_object() >= objects) {
+    if (code_object >= objects) {
       return invalid("{}: code_object {} is out of range (the file has {} code objects)", what,
-                     kernel.code_object(), objects);
+                     code_object, objects);
     }
-    if (view(kernel.entry_symbol()).empty()) return invalid("{}: entry_symbol is empty", what);
-    const Dim3* size = kernel.workgroup_size();
+    if (view(entry_symbol).empty()) return invalid("{}: entry_symbol is empty", what);
     if (size == nullptr) return invalid("{}: workgroup_size is missing", what);
     if (size->x() == 0 || size->y() == 0 || size->z() == 0) {
       return invalid("{}: workgroup_size is [{}, {}, {}]; every component must be >= 1", what,
                      size->x(), size->y(), size->z());
     }
-    if (const Dim3* cluster = kernel.cluster_dims()) {
+    if (cluster != nullptr) {
       const bool none = cluster->x() == 0 && cluster->y() == 0 && cluster->z() == 0;
       const bool all = cluster->x() != 0 && cluster->y() != 0 && cluster->z() != 0;
       if (!none && !all) {
@@ -835,6 +838,32 @@ class Checker {
             "{}: cluster_dims [{}, {}, {}] mixes 0 and non-zero; use all 0 (no "
             "clusters) or every component >= 1",
             what, cluster->x(), cluster->y(), cluster->z());
+      }
+    }
+    return nullptr;
+  }
+
+  axrt_status_t check_kernel(const std::string& what, const Kernel& kernel) const {
+    AXRT_RETURN_IF_ERROR(check_implementation(what, kernel.code_object(), kernel.entry_symbol(),
+                                              kernel.workgroup_size(), kernel.cluster_dims()));
+    // Variants (format 1.1): more implementations of the same parameters,
+    // each in its own code object. A loader takes the first it can load, so
+    // two implementations in one code object would be ambiguous.
+    std::unordered_map<uint32_t, std::string> implemented;  // code object -> by what
+    implemented.emplace(kernel.code_object(), "the kernel's primary implementation");
+    const auto* variants = kernel.variants();
+    for (uint32_t v = 0; v < count_of(variants); ++v) {
+      const KernelVariant& variant = *variants->Get(v);
+      const std::string vwhat = fmt::format("{}: variant {}", what, v);
+      AXRT_RETURN_IF_ERROR(check_implementation(vwhat, variant.code_object(),
+                                                variant.entry_symbol(), variant.workgroup_size(),
+                                                variant.cluster_dims()));
+      const auto [it, inserted] =
+          implemented.emplace(variant.code_object(), fmt::format("variant {}", v));
+      if (!inserted) {
+        return invalid("{}: code object {} already holds {}; each implementation of a kernel "
+                       "uses its own code object",
+                       vwhat, variant.code_object(), it->second);
       }
     }
     const auto* params = kernel.params();

@@ -431,6 +431,28 @@ AXRT_API axrt_status_t axrt_axe_builder_add_kernel(axrt_axe_builder_t builder,
   });
 }
 
+AXRT_API axrt_status_t axrt_axe_builder_add_kernel_variant(
+    axrt_axe_builder_t builder, uint32_t kernel, const axrt_axe_kernel_variant_desc_t* desc) {
+  static constexpr ApiCall api("axrt_axe_builder_add_kernel_variant");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    AxeBuilderObject* self = nullptr;
+    AXRT_RETURN_IF_ERROR(resolve_builder(api, builder, &self));
+    const axrt_axe_kernel_variant_desc_t defaults = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+    axrt_axe_kernel_variant_desc_t d;
+    AXRT_RETURN_IF_ERROR(
+        read_struct(api, desc, "desc", "axrt_axe_kernel_variant_desc_t", defaults, &d));
+    axe::KernelVariantT variant;
+    variant.code_object = d.code_object;
+    variant.entry_symbol = read_string(d.entry_symbol);
+    variant.workgroup_size = std::make_unique<axe::Dim3>(d.workgroup_size[0],
+                                                         d.workgroup_size[1], d.workgroup_size[2]);
+    variant.dynamic_shared_memory = d.dynamic_shared_memory;
+    variant.cluster_dims =
+        std::make_unique<axe::Dim3>(d.cluster_dims[0], d.cluster_dims[1], d.cluster_dims[2]);
+    return forward(api, self->builder.add_kernel_variant(kernel, std::move(variant)));
+  });
+}
+
 AXRT_API axrt_status_t axrt_axe_builder_add_constant(axrt_axe_builder_t builder,
                                                      const axrt_axe_constant_desc_t* desc,
                                                      uint32_t* out_index) {

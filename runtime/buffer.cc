@@ -112,8 +112,32 @@ axrt_status_t buffer_allocate(const ApiCall& api, Device* device, uint64_t size,
   return nullptr;
 }
 
+Ref<Buffer> buffer_wrap_external(Device* device, std::byte* host_pointer, uint64_t device_address,
+                                 uint64_t size, axrt_memory_type_t memory_type, std::string label,
+                                 void (*release)(void* context), void* context) {
+  auto* buffer = new Buffer();
+  buffer->destroy = destroy_buffer;
+  buffer->device = Ref<Device>(device);
+  buffer->size = size;
+  buffer->label = std::move(label);
+  buffer->memory_type = memory_type;
+  buffer->alignment = uint64_t{1} << std::countr_zero(device_address | (uint64_t{1} << 63));
+  buffer->block.host_pointer = host_pointer;
+  buffer->block.device_address = device_address;
+  buffer->block.size = size;
+  buffer->release_external = release;
+  buffer->external_context = context;
+  auto ref = Ref<Buffer>::adopt(buffer);
+  object_register(buffer);
+  return ref;
+}
+
 void buffer_return_memory(Buffer* buffer) noexcept {
   if (buffer->memory_returned.exchange(true, std::memory_order_acq_rel)) return;
+  if (buffer->release_external) {
+    buffer->release_external(buffer->external_context);
+    return;
+  }
   buffer->device->vtable->deallocate(buffer->device.get(), buffer->memory_type, buffer->block);
 }
 

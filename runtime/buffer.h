@@ -29,6 +29,10 @@ struct Buffer : Object {
   axrt_memory_type_t memory_type = AXRT_MEMORY_TYPE_DEVICE_LOCAL;
   uint64_t alignment = 0;
   MemoryBlock block;
+  // Memory the buffer wraps rather than owns (mapped files, imported
+  // tensors): called once instead of returning the block to the device.
+  void (*release_external)(void* context) = nullptr;
+  void* external_context = nullptr;
   std::atomic<bool> deallocated{false};     // handed to a stream deallocation
   std::atomic<bool> memory_returned{false};
 
@@ -66,6 +70,12 @@ axrt_status_t read_buffer_options(const ApiCall& api, const Device* device, uint
 // Allocates a root buffer on `device` with validated `params`.
 axrt_status_t buffer_allocate(const ApiCall& api, Device* device, uint64_t size,
                               BufferParams params, Ref<Buffer>* out_buffer);
+
+// Wraps memory the runtime does not own as a root buffer of `device`:
+// `release(context)` runs once, when the buffer's memory is returned.
+Ref<Buffer> buffer_wrap_external(Device* device, std::byte* host_pointer, uint64_t device_address,
+                                 uint64_t size, axrt_memory_type_t memory_type, std::string label,
+                                 void (*release)(void* context), void* context);
 
 // Returns the memory of root buffer `buffer` to its device, once; later calls
 // do nothing. Safe to call from any thread.

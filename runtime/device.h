@@ -5,9 +5,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "axrt/device.h"
+#include "axrt/kernel_abi.h"
 #include "axrt/memory.h"
 #include "runtime/object.h"
 
@@ -52,6 +55,15 @@ struct Device : Object {
   Instance* instance = nullptr;  // the owner of this device's references
   // Filled by the driver at creation (id, driver, name, limits ...).
   axrt_device_properties_t properties{};
+
+  // Kernel libraries initialised on this device (runtime/kernel_library.cc).
+  struct KernelLibraryUse {
+    const axrt_kernel_library_t* table;
+    void* state;
+    uint32_t users;
+  };
+  std::mutex kernel_libraries_mutex;
+  std::vector<KernelLibraryUse> kernel_libraries;
 
   const char* id() const noexcept { return properties.id; }
 };

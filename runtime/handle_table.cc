@@ -101,6 +101,9 @@ const char* object_type_name(ObjectType type) noexcept {
     case ObjectType::kStream: return "stream";
     case ObjectType::kEvent: return "event";
     case ObjectType::kAxeBuilder: return "axe builder";
+    case ObjectType::kTensor: return "tensor";
+    case ObjectType::kExecutable: return "executable";
+    case ObjectType::kFunction: return "function";
   }
   return "object";
 }

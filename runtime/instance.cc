@@ -9,6 +9,8 @@
 #include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/handle_table.h"
+#include "runtime/kernel_library.h"
+#include "kernels/cpu/library.h"
 
 namespace axrt {
 namespace {
@@ -126,6 +128,11 @@ AXRT_API axrt_status_t axrt_instance_create(const axrt_instance_options_t* optio
       instance->drivers.push_back(Instance::DriverEntry{
           factory->name, found.availability, static_cast<uint32_t>(found.devices.size())});
     }
+    // The built-in CPU kernel library is there for every instance.
+    std::shared_ptr<KernelLibrary> builtin;
+    AXRT_RETURN_IF_ERROR(validate_kernel_library(kernels::cpu_kernel_library(),
+                                                 "the built-in library", &builtin));
+    AXRT_RETURN_IF_ERROR(register_kernel_library(instance.get(), std::move(builtin)));
     for (Device* device : instance->devices) object_register(device);
     object_register(instance.get());
     *out_instance = to_handle<axrt_instance_t>(instance.release());

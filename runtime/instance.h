@@ -2,6 +2,8 @@
 #ifndef AXRT_RUNTIME_INSTANCE_H_
 #define AXRT_RUNTIME_INSTANCE_H_
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 namespace axrt {
 
 struct Device;
+struct KernelLibrary;
 
 struct Instance : Object {
   static constexpr ObjectType kType = ObjectType::kInstance;
@@ -26,6 +29,9 @@ struct Instance : Object {
   std::vector<DriverEntry> drivers;
   // Owned by the instance: a device's references are the instance's.
   std::vector<Device*> devices;
+  // CPU kernel libraries by name (runtime/kernel_library.cc).
+  std::mutex kernel_libraries_mutex;
+  std::vector<std::shared_ptr<KernelLibrary>> kernel_libraries;
 };
 
 }  // namespace axrt

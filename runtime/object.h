@@ -16,6 +16,9 @@ enum class ObjectType : uint32_t {
   kStream = 4,
   kEvent = 5,
   kAxeBuilder = 6,
+  kTensor = 7,
+  kExecutable = 8,
+  kFunction = 9,
 };
 
 const char* object_type_name(ObjectType type) noexcept;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "axrt/stream.h"
@@ -16,6 +17,7 @@
 
 namespace axrt {
 
+struct CommandBatch;
 struct Stream;
 
 // One side of a copy: a buffer (offsets from the start of its allocation) or
@@ -47,6 +49,9 @@ struct StreamVtable {
   axrt_status_t (*wait_event)(Stream* stream, Event* event);
   // Returns the memory of root buffer `buffer` to the pool in stream order.
   axrt_status_t (*deallocate_buffer)(Stream* stream, Buffer* buffer);
+  // Runs the commands of `batch` in order, as one unit of stream work (the
+  // driver takes ownership). A command that fails fails the stream.
+  axrt_status_t (*submit_batch)(Stream* stream, std::unique_ptr<CommandBatch> batch);
   axrt_status_t (*synchronize)(Stream* stream);
   axrt_status_t (*query)(Stream* stream, bool* out_idle);
 };

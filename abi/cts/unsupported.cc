@@ -22,6 +22,9 @@ constexpr std::array kUnsupported = {
     Entry{"cuda", Feature::kHostVisibleDeviceMemory,
           "CUDA device memory lives in GPU memory and is not mapped into the "
           "host address space; use host-pinned buffers or copies"},
+    Entry{"cuda", Feature::kHostKernels,
+          "CUDA devices run kernels from cubin, fatbin or PTX code objects; CPU "
+          "kernel libraries run only on host devices"},
 };
 
 }  // namespace
@@ -34,6 +37,8 @@ std::string_view FeatureName(Feature feature) {
       return "event timing";
     case Feature::kMultipleDevices:
       return "multiple devices per driver";
+    case Feature::kHostKernels:
+      return "CPU kernel libraries";
   }
   return "unknown feature";
 }
@@ -45,6 +50,7 @@ uint32_t FeatureFlag(Feature feature) {
     case Feature::kEventTiming:
       return AXRT_DEVICE_FLAG_EVENT_TIMING;
     case Feature::kMultipleDevices:
+    case Feature::kHostKernels:
       return 0;
   }
   return 0;

@@ -19,6 +19,9 @@ enum class Feature : uint32_t {
   kEventTiming,
   // More than one device of the same driver, for cross-device checks.
   kMultipleDevices,
+  // Running CPU kernel libraries (built in, registered or embedded host
+  // code) on the device.
+  kHostKernels,
 };
 
 std::string_view FeatureName(Feature feature);

@@ -50,7 +50,9 @@
 #include "axrt/base.h"
 #include "axrt/device.h"
 #include "axrt/event.h"
+#include "axrt/executable.h"
 #include "axrt/format.h"
+#include "axrt/kernel_abi.h"
 #include "axrt/memory.h"
 #include "axrt/stream.h"
 

@@ -3,8 +3,9 @@
  * An .axe file carries compiled kernels, weights with explicit quantization
  * layouts and the functions that run them (docs/format.md is the full
  * specification). A compiler in any language makes one with an
- * axrt_axe_builder_t: add code objects, kernels, constants, functions and
- * their commands, then write the result to a file or to memory.
+ * axrt_axe_builder_t: add code objects, kernels (with their variants for
+ * other devices), constants, functions and their commands, then write the
+ * result to a file or to memory.
  *
  * The builder copies everything it is given: strings, arrays, layouts and
  * payload bytes are borrowed for the call only. Objects are numbered in the
@@ -336,6 +337,35 @@ typedef struct axrt_axe_kernel_desc_t {
 AXRT_API axrt_status_t axrt_axe_builder_add_kernel(axrt_axe_builder_t builder,
                                                    const axrt_axe_kernel_desc_t* desc,
                                                    uint32_t* out_index);
+
+/* Another implementation of a kernel (format 1.1): the same kernel compiled
+ * into another code object, for another device. It shares the kernel's
+ * parameters, and so its argument block, and the workgroup counts of every
+ * dispatch of the kernel; only the launch shape below is its own. */
+typedef struct axrt_axe_kernel_variant_desc_t {
+  size_t struct_size;
+  const void* next;
+  uint32_t code_object;     /* index of an added code object */
+  const char* entry_symbol; /* NULL or "" means the kernel's entry symbol */
+  uint32_t workgroup_size[3]; /* every component >= 1 */
+  uint32_t dynamic_shared_memory;
+  uint32_t cluster_dims[3]; /* all 0 (no clusters) or every component >= 1 */
+} axrt_axe_kernel_variant_desc_t;
+
+#define AXRT_AXE_KERNEL_VARIANT_DESC_INIT \
+  { sizeof(axrt_axe_kernel_variant_desc_t), NULL, 0, NULL, {1, 1, 1}, 0, {0, 0, 0} }
+
+/* Appends a variant to kernel `kernel`'s list of implementations. The
+ * kernel's own code object and entry symbol are its first implementation,
+ * and the variants follow in the order added, which is the order of
+ * preference: a loader runs the first implementation whose code object it
+ * can load on its device. Like every add, it copies what `desc` holds.
+ * NOT_FOUND when `kernel` or `code_object` was not added;
+ * ALREADY_EXISTS when `code_object` already implements the kernel (as its
+ * primary or as a variant); INVALID_ARGUMENT for a zero workgroup size
+ * component or cluster dims that mix 0 and non-zero. */
+AXRT_API axrt_status_t axrt_axe_builder_add_kernel_variant(
+    axrt_axe_builder_t builder, uint32_t kernel, const axrt_axe_kernel_variant_desc_t* desc);
 
 /* ---------------------------------------------------------------------- */
 /* Constants                                                               */

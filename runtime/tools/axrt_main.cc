@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   if (command == "inspect") return run_inspect(rest);
   if (command == "verify") return run_verify(rest);
   if (command == "devices") return run_devices(rest);
+  if (command == "run") return run_run(rest);
   if (!command.empty() && command[0] == '-') {
     return usage_error(fmt::format("unknown option '{}'", command));
   }

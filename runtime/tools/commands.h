@@ -20,6 +20,7 @@ inline constexpr int kExitUsage = 2;
 int run_inspect(std::span<const std::string_view> args);
 int run_verify(std::span<const std::string_view> args);
 int run_devices(std::span<const std::string_view> args);
+int run_run(std::span<const std::string_view> args);
 
 // Opens `path` with `options`; on refusal prints "PATH: refused: REASON"
 // to stderr and returns false.

@@ -1,9 +1,11 @@
-// `axrt devices [--json]`: the drivers of a default instance, with why a
-// driver has no devices, and every device's properties. Uses only the
-// public C API, as an application would.
+// `axrt devices [--json]`: every driver built into the library (a default
+// instance enables them all), with why a driver has no devices, and every
+// device's properties. Uses only the public C API, as an application would.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "axrt/axrt.h"
 #include "runtime/tools/commands.h"
+#include "runtime/tools/devices.h"
 #include "runtime/tools/json_writer.h"
 
 namespace axrt::tools {
@@ -57,12 +60,106 @@ std::string flag_names(axrt_device_flags_t flags) {
   return names.empty() ? "none" : names;
 }
 
+// A char array of a query struct, which is NUL-terminated unless full.
+template <size_t N>
+std::string_view fixed_string(const char (&text)[N]) {
+  return std::string_view(text, strnlen(text, N));
+}
+
+// `text` without trailing whitespace, its later lines indented to sit under
+// the first in the driver list.
+std::string indented(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "         ";
+  }
+  return out;
+}
+
 template <typename... Args>
 void append(std::string* out, fmt::format_string<Args...> format, Args&&... args) {
   fmt::format_to(std::back_inserter(*out), format, std::forward<Args>(args)...);
 }
 
 }  // namespace
+
+std::string devices_report(std::span<const axrt_driver_info_t> drivers,
+                           std::span<const axrt_device_properties_t> devices, bool json) {
+  std::string out;
+  if (json) {
+    JsonWriter w(&out);
+    w.begin_object();
+    w.member("version", axrt_version_string());
+    w.key("drivers");
+    w.begin_array();
+    for (const axrt_driver_info_t& d : drivers) {
+      w.begin_object();
+      w.member("name", fixed_string(d.name));
+      w.member("device_count", d.device_count);
+      w.member("available", d.device_count > 0);
+      w.member("availability", fixed_string(d.availability));
+      w.end_object();
+    }
+    w.end_array();
+    w.key("devices");
+    w.begin_array();
+    for (const axrt_device_properties_t& p : devices) {
+      w.begin_object();
+      w.member("id", p.id);
+      w.member("driver", p.driver);
+      w.member("name", p.name);
+      w.member("type", type_name(p.type));
+      w.member("ordinal", p.ordinal);
+      w.member("compute_units", p.compute_units);
+      if (p.type == AXRT_DEVICE_TYPE_CUDA) {
+        w.member("compute_capability",
+                 fmt::format("{}.{}", p.compute_capability_major, p.compute_capability_minor));
+      }
+      w.member("total_memory", p.total_memory);
+      w.member("buffer_alignment", p.buffer_alignment);
+      w.member("max_workgroup_invocations", p.max_workgroup_invocations);
+      w.member("max_shared_memory_per_workgroup", p.max_shared_memory_per_workgroup);
+      w.member("host_visible_memory", (p.flags & AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY) != 0);
+      w.member("event_timing", (p.flags & AXRT_DEVICE_FLAG_EVENT_TIMING) != 0);
+      w.member("stream_ordered_allocation", (p.flags & AXRT_DEVICE_FLAG_STREAM_ORDERED_ALLOCATION) != 0);
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+  } else {
+    append(&out, "axrt {}\n", axrt_version_string());
+    append(&out, "drivers ({}):\n", drivers.size());
+    for (const axrt_driver_info_t& d : drivers) {
+      // A driver with no devices always says why, even when it gave no
+      // reason; one with devices may still have a note (some unusable).
+      const std::string reason = indented(fixed_string(d.availability));
+      const std::string_view name = fixed_string(d.name);
+      if (d.device_count == 0) {
+        append(&out, "  {:<6} unavailable: {}\n", name,
+               reason.empty() ? "no devices found (the driver gave no reason)" : reason);
+      } else if (reason.empty()) {
+        append(&out, "  {:<6} available, {} device(s)\n", name, d.device_count);
+      } else {
+        append(&out, "  {:<6} available, {} device(s); {}\n", name, d.device_count, reason);
+      }
+    }
+    append(&out, "devices ({}):\n", devices.size());
+    for (const axrt_device_properties_t& p : devices) {
+      append(&out, "  {:<8} {}\n", p.id, p.name);
+      append(&out, "           {} compute units, {} MiB, buffers aligned to {} bytes, "
+             "workgroups up to {} invocations\n",
+             p.compute_units, p.total_memory >> 20, p.buffer_alignment, p.max_workgroup_invocations);
+      if (p.type == AXRT_DEVICE_TYPE_CUDA) {
+        append(&out, "           compute capability {}.{}\n", p.compute_capability_major,
+               p.compute_capability_minor);
+      }
+      append(&out, "           {}\n", flag_names(p.flags));
+    }
+  }
+  return out;
+}
 
 int run_devices(std::span<const std::string_view> args) {
   bool json = false;
@@ -109,70 +206,7 @@ int run_devices(std::span<const std::string_view> args) {
     devices.push_back(p);
   }
 
-  std::string out;
-  if (json) {
-    JsonWriter w(&out);
-    w.begin_object();
-    w.member("version", axrt_version_string());
-    w.key("drivers");
-    w.begin_array();
-    for (const axrt_driver_info_t& d : drivers) {
-      w.begin_object();
-      w.member("name", d.name);
-      w.member("device_count", d.device_count);
-      w.member("available", d.device_count > 0);
-      w.member("availability", d.availability);
-      w.end_object();
-    }
-    w.end_array();
-    w.key("devices");
-    w.begin_array();
-    for (const axrt_device_properties_t& p : devices) {
-      w.begin_object();
-      w.member("id", p.id);
-      w.member("driver", p.driver);
-      w.member("name", p.name);
-      w.member("type", type_name(p.type));
-      w.member("ordinal", p.ordinal);
-      w.member("compute_units", p.compute_units);
-      if (p.type == AXRT_DEVICE_TYPE_CUDA) {
-        w.member("compute_capability",
-                 fmt::format("{}.{}", p.compute_capability_major, p.compute_capability_minor));
-      }
-      w.member("total_memory", p.total_memory);
-      w.member("buffer_alignment", p.buffer_alignment);
-      w.member("max_workgroup_invocations", p.max_workgroup_invocations);
-      w.member("max_shared_memory_per_workgroup", p.max_shared_memory_per_workgroup);
-      w.member("host_visible_memory", (p.flags & AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY) != 0);
-      w.member("event_timing", (p.flags & AXRT_DEVICE_FLAG_EVENT_TIMING) != 0);
-      w.member("stream_ordered_allocation", (p.flags & AXRT_DEVICE_FLAG_STREAM_ORDERED_ALLOCATION) != 0);
-      w.end_object();
-    }
-    w.end_array();
-    w.end_object();
-  } else {
-    append(&out, "axrt {}\n", axrt_version_string());
-    append(&out, "drivers ({}):\n", drivers.size());
-    for (const axrt_driver_info_t& d : drivers) {
-      if (d.device_count > 0) {
-        append(&out, "  {:<6} available, {} device(s)\n", d.name, d.device_count);
-      } else {
-        append(&out, "  {:<6} unavailable: {}\n", d.name, d.availability);
-      }
-    }
-    append(&out, "devices ({}):\n", devices.size());
-    for (const axrt_device_properties_t& p : devices) {
-      append(&out, "  {:<8} {}\n", p.id, p.name);
-      append(&out, "           {} compute units, {} MiB, buffers aligned to {} bytes, "
-             "workgroups up to {} invocations\n",
-             p.compute_units, p.total_memory >> 20, p.buffer_alignment, p.max_workgroup_invocations);
-      if (p.type == AXRT_DEVICE_TYPE_CUDA) {
-        append(&out, "           compute capability {}.{}\n", p.compute_capability_major,
-               p.compute_capability_minor);
-      }
-      append(&out, "           {}\n", flag_names(p.flags));
-    }
-  }
+  const std::string out = devices_report(drivers, devices, json);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }

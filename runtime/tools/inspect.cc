@@ -109,11 +109,16 @@ class TextPrinter {
       const axe::Kernel* k = exe_.kernels()->Get(i);
       line("  [{}] {} (code object {}, entry '{}')", i, str(k->name()), k->code_object(),
            str(k->entry_symbol()));
-      std::string launch = fmt::format("workgroup size {}, dynamic shared memory {} bytes",
-                                       dim3_string(k->workgroup_size()), k->dynamic_shared_memory());
-      const axe::Dim3* c = k->cluster_dims();
-      if (c && (c->x() || c->y() || c->z())) launch += ", cluster " + dim3_string(c);
-      line("      {}", launch);
+      line("      {}", launch_string(k->workgroup_size(), k->dynamic_shared_memory(),
+                                     k->cluster_dims()));
+      for (uoffset_t v = 0; v < size_of(k->variants()); ++v) {
+        const axe::KernelVariant* variant = k->variants()->Get(v);
+        line("      variant {}: code object {}{}, entry '{}'", v, variant->code_object(),
+             code_object_summary(variant->code_object()), str(variant->entry_symbol()));
+        line("        {}", launch_string(variant->workgroup_size(),
+                                         variant->dynamic_shared_memory(),
+                                         variant->cluster_dims()));
+      }
       for (uoffset_t p = 0; p < size_of(k->params()); ++p) {
         const axe::KernelParam* param = k->params()->Get(p);
         if (param->kind() == axe::ParamKind::SCALAR) {
@@ -128,6 +133,24 @@ class TextPrinter {
         }
       }
     }
+  }
+
+  static std::string launch_string(const axe::Dim3* workgroup_size, uint32_t shared_memory,
+                                   const axe::Dim3* cluster) {
+    std::string launch = fmt::format("workgroup size {}, dynamic shared memory {} bytes",
+                                     dim3_string(workgroup_size), shared_memory);
+    if (cluster && (cluster->x() || cluster->y() || cluster->z())) {
+      launch += ", cluster " + dim3_string(cluster);
+    }
+    return launch;
+  }
+
+  // " (cuda_fatbin sm_80,sm_90)": what a variant's code object is, since
+  // its kind says which devices the variant serves.
+  std::string code_object_summary(uint32_t index) const {
+    if (!exe_.code_objects() || index >= exe_.code_objects()->size()) return {};
+    const axe::CodeObject* co = exe_.code_objects()->Get(index);
+    return fmt::format(" ({} {})", code_object_kind_name(co->kind()), str(co->target()));
   }
 
   void constants() {
@@ -422,6 +445,20 @@ class JsonPrinter {
       dim3("workgroup_size", k->workgroup_size());
       w_.member("dynamic_shared_memory", k->dynamic_shared_memory());
       dim3("cluster_dims", k->cluster_dims());
+      w_.key("variants");
+      w_.begin_array();
+      for (uoffset_t v = 0; v < size_of(k->variants()); ++v) {
+        const axe::KernelVariant* variant = k->variants()->Get(v);
+        w_.begin_object();
+        w_.member("index", v);
+        w_.member("code_object", variant->code_object());
+        w_.member("entry_symbol", str(variant->entry_symbol()));
+        dim3("workgroup_size", variant->workgroup_size());
+        w_.member("dynamic_shared_memory", variant->dynamic_shared_memory());
+        dim3("cluster_dims", variant->cluster_dims());
+        w_.end_object();
+      }
+      w_.end_array();
       w_.key("params");
       w_.begin_array();
       for (uoffset_t p = 0; p < size_of(k->params()); ++p) {

@@ -1,11 +1,16 @@
 // Writes the .axe files the `axrt` tool tests (and the fuzzer's seed corpus)
 // use into the directory named by argv[1]: a sample that uses every
-// code-object kind, a quantized weight, symbolic dimensions and every
-// command kind; a minimal file; and files broken in one known way each.
+// code-object kind, kernel variants, a quantized weight, symbolic
+// dimensions and every command kind; a minimal file; and files broken in one
+// known way each.
 // They are assembled with the container writer, below the builder, so that
-// broken files can be made on purpose.
+// broken files can be made on purpose. The files `axrt run` is tested on
+// (an executable that calls the built-in CPU kernel axrt_add_f32, .npy
+// inputs, the output expected, and .npy files broken in one way each) are
+// made with the builder's C API and a .npy writer of this file's own.
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "axrt/format.h"
 #include "format/container.h"
 #include "format/writer.h"
 
@@ -260,6 +266,19 @@ void build_sample(Module* m) {
   add_bias->params.push_back(scalar_param("count", axe::DType::UINT64));
   add_bias->workgroup_size = std::make_unique<axe::Dim3>(64, 1, 1);
   add_bias->cluster_dims = std::make_unique<axe::Dim3>(0, 0, 0);
+  // Format 1.1: the same kernel for CUDA, in the fatbin and as PTX.
+  auto variant = [](uint32_t code_object, const char* entry, uint32_t threads,
+                    uint32_t shared_memory, uint32_t cluster) {
+    auto v = std::make_unique<axe::KernelVariantT>();
+    v->code_object = code_object;
+    v->entry_symbol = entry;
+    v->workgroup_size = std::make_unique<axe::Dim3>(threads, 1, 1);
+    v->dynamic_shared_memory = shared_memory;
+    v->cluster_dims = std::make_unique<axe::Dim3>(cluster, cluster ? 1 : 0, cluster ? 1 : 0);
+    return v;
+  };
+  add_bias->variants.push_back(variant(1, "add_bias_bf16", 256, 512, 0));
+  add_bias->variants.push_back(variant(2, "noop_kernel", 128, 0, 2));
   exe.kernels.push_back(std::move(add_bias));
 
   // main(x: bf16[batch, 1024]) -> (y: bf16[batch, 8]), batch <= 64.
@@ -342,6 +361,204 @@ bool write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   return true;
 }
 
+
+// ---------------------------------------------------------------------------
+// Files for `axrt run`.
+
+// The elements `axrt run` is tested with: n = 5000 spans two workgroups of
+// axrt_add_f32 (4096 elements each), the second one partial.
+constexpr uint64_t kRunElements = 5000;
+constexpr uint64_t kRunBound = 1 << 20;
+
+const char* host_target() {
+#if defined(__x86_64__)
+  return "x86_64";
+#elif defined(__aarch64__)
+  return "aarch64";
+#else
+  return "unknown";
+#endif
+}
+
+bool check(axrt_status_t status, const char* what) {
+  if (!status) return true;
+  std::fprintf(stderr, "make_test_files: %s: %s\n", what, axrt_status_message(status));
+  axrt_status_free(status);
+  return false;
+}
+
+// Writes an executable whose functions `names` each compute
+// out[i] = a[i] (op) b[i] over f32[n] with the built-in library's kernel
+// `kernels[i]`.
+bool write_elementwise_axe(const std::string& path, std::initializer_list<const char*> names,
+                           std::initializer_list<const char*> kernels) {
+  axrt_axe_builder_options_t options = AXRT_AXE_BUILDER_OPTIONS_INIT;
+  options.producer_name = "axrt-cli-test";
+  options.producer_version = "1.0";
+  axrt_axe_builder_t builder = nullptr;
+  if (!check(axrt_axe_builder_create(&options, &builder), "axrt_axe_builder_create")) return false;
+  std::unique_ptr<axrt_axe_builder_s, void (*)(axrt_axe_builder_t)> owned(builder,
+                                                                         axrt_axe_builder_release);
+
+  axrt_axe_code_object_desc_t library = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  library.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
+  library.target = host_target();
+  library.library_name = "axrt.cpu";
+  library.library_min_version = 1;
+  uint32_t code_object = 0;
+  if (!check(axrt_axe_builder_add_code_object(builder, &library, &code_object), "add_code_object")) {
+    return false;
+  }
+
+  axrt_axe_kernel_param_t params[4];
+  const char* param_names[] = {"a", "b", "out", "n"};
+  for (int i = 0; i < 4; ++i) {
+    params[i] = AXRT_AXE_KERNEL_PARAM_INIT;
+    params[i].name = param_names[i];
+  }
+  params[2].access = AXRT_AXE_ACCESS_WRITE;
+  params[3].kind = AXRT_AXE_PARAM_KIND_SCALAR;
+  params[3].scalar_type = AXRT_AXE_DTYPE_UINT64;
+
+  const axrt_axe_dim_t n_dim = {0, 0};
+  axrt_axe_symbol_t n_symbol = AXRT_AXE_SYMBOL_INIT;
+  n_symbol.name = "n";
+  n_symbol.upper_bound = kRunBound;
+  axrt_axe_tensor_sig_t inputs[2] = {AXRT_AXE_TENSOR_SIG_INIT, AXRT_AXE_TENSOR_SIG_INIT};
+  axrt_axe_tensor_sig_t output = AXRT_AXE_TENSOR_SIG_INIT;
+  const char* input_names[] = {"a", "b"};
+  for (int i = 0; i < 2; ++i) {
+    inputs[i].name = input_names[i];
+    inputs[i].dtype = AXRT_AXE_DTYPE_FLOAT32;
+    inputs[i].rank = 1;
+    inputs[i].dims = &n_dim;
+  }
+  output.name = "out";
+  output.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  output.rank = 1;
+  output.dims = &n_dim;
+
+  const axrt_axe_expr_op_t n_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0}};
+  const axrt_axe_expr_op_t grid_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0},
+                                         {AXRT_AXE_EXPR_OPCODE_CONST, 4096},
+                                         {AXRT_AXE_EXPR_OPCODE_DIV_CEIL, 0}};
+  axrt_axe_binding_t bindings[4] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
+                                    AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT};
+  bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
+  bindings[0].index = 0;
+  bindings[1].kind = AXRT_AXE_BINDING_KIND_INPUT;
+  bindings[1].index = 1;
+  bindings[2].kind = AXRT_AXE_BINDING_KIND_OUTPUT;
+  bindings[2].index = 0;
+  bindings[3].kind = AXRT_AXE_BINDING_KIND_SCALAR;
+  bindings[3].value = {n_ops, 1};
+
+  auto kernel_it = kernels.begin();
+  for (const char* name : names) {
+    const char* symbol = *kernel_it++;
+    axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+    kernel.name = symbol;
+    kernel.code_object = code_object;
+    kernel.entry_symbol = symbol;
+    kernel.params = params;
+    kernel.param_count = 4;
+    uint32_t kernel_index = 0;
+    if (!check(axrt_axe_builder_add_kernel(builder, &kernel, &kernel_index), "add_kernel")) return false;
+
+    axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+    function.name = name;
+    function.symbols = &n_symbol;
+    function.symbol_count = 1;
+    function.inputs = inputs;
+    function.input_count = 2;
+    function.outputs = &output;
+    function.output_count = 1;
+    uint32_t function_index = 0;
+    if (!check(axrt_axe_builder_add_function(builder, &function, &function_index), "add_function")) {
+      return false;
+    }
+    axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
+    dispatch.kernel = kernel_index;
+    dispatch.workgroup_count_x = {grid_ops, 3};
+    dispatch.bindings = bindings;
+    dispatch.binding_count = 4;
+    if (!check(axrt_axe_builder_add_dispatch(builder, function_index, &dispatch), "add_dispatch")) {
+      return false;
+    }
+  }
+  return check(axrt_axe_builder_write_file(builder, path.c_str()), path.c_str());
+}
+
+// A .npy file as NumPy 2's np.save writes it: version `major`.0, the header
+// padded with spaces to a multiple of 64 bytes after leaving room for the
+// first dimension to grow to 21 digits.
+std::vector<uint8_t> npy_bytes(const std::string& descr, const std::vector<uint64_t>& shape,
+                               const void* data, size_t size, bool fortran_order = false,
+                               int major = 1) {
+  std::string shape_text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) shape_text += (i ? ", " : "") + std::to_string(shape[i]);
+  shape_text += shape.size() == 1 ? ",)" : ")";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " +
+                       (fortran_order ? "True" : "False") + ", 'shape': " + shape_text + ", }";
+  if (!shape.empty()) header += std::string(21 - std::to_string(shape[0]).size(), ' ');
+  const size_t length_bytes = major == 1 ? 2 : 4;
+  while ((8 + length_bytes + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::vector<uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<uint8_t>(major), 0};
+  for (size_t i = 0; i < length_bytes; ++i) bytes.push_back(static_cast<uint8_t>(header.size() >> (8 * i)));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  const auto* p = static_cast<const uint8_t*>(data);
+  bytes.insert(bytes.end(), p, p + size);
+  return bytes;
+}
+
+template <typename T>
+std::vector<uint8_t> npy_of(const std::string& descr, const std::vector<uint64_t>& shape,
+                            const std::vector<T>& values, bool fortran_order = false, int major = 1) {
+  return npy_bytes(descr, shape, values.data(), values.size() * sizeof(T), fortran_order, major);
+}
+
+bool write_run_files(const std::string& dir) {
+  bool ok = write_elementwise_axe(dir + "/add.axe", {"add"}, {"axrt_add_f32"});
+  ok &= write_elementwise_axe(dir + "/two_functions.axe", {"add", "mul"},
+                              {"axrt_add_f32", "axrt_mul_f32"});
+
+  // Values whose sums are exact in f32, so the expected file is certain.
+  std::vector<float> a(kRunElements), b(kRunElements), sum(kRunElements);
+  for (uint64_t i = 0; i < kRunElements; ++i) {
+    a[i] = static_cast<float>(i) * 0.25f;
+    b[i] = 1000.0f - static_cast<float>(i) * 0.5f;
+    sum[i] = a[i] + b[i];
+  }
+  ok &= write_file(dir + "/run_a.npy", npy_of("<f4", {kRunElements}, a));
+  ok &= write_file(dir + "/run_b.npy", npy_of("<f4", {kRunElements}, b));
+  ok &= write_file(dir + "/run_expected_out.npy", npy_of("<f4", {kRunElements}, sum));
+  // The same input in a version 2.0 header.
+  ok &= write_file(dir + "/run_b_v2.npy", npy_of("<f4", {kRunElements}, b, false, 2));
+
+  // Inputs that do not fit the signature add(a: f32[n], b: f32[n]).
+  ok &= write_file(dir + "/run_b_int32.npy",
+                   npy_of("<i4", {kRunElements}, std::vector<int32_t>(kRunElements, 1)));
+  ok &= write_file(dir + "/run_b_4000.npy", npy_of("<f4", {4000}, std::vector<float>(4000, 1.0f)));
+  ok &= write_file(dir + "/run_b_2x2500.npy", npy_of("<f4", {2, 2500}, b));
+
+  // Broken .npy files, one way each.
+  ok &= write_file(dir + "/npy_big_endian.npy", npy_of(">f4", {kRunElements}, b));
+  ok &= write_file(dir + "/npy_fortran.npy", npy_of("<f4", {2, 2500}, b, true));
+  ok &= write_file(dir + "/npy_object.npy", npy_of("|O", {1}, std::vector<uint64_t>(1, 0)));
+  ok &= write_file(dir + "/npy_complex.npy", npy_of("<c8", {2500}, b));
+  {
+    std::vector<uint8_t> bytes = npy_of("<f4", {kRunElements}, b);
+    bytes.resize(bytes.size() - 6);
+    ok &= write_file(dir + "/npy_truncated.npy", bytes);
+  }
+  {
+    const char text[] = "a,b\n1,2\n";
+    ok &= write_file(dir + "/npy_not_npy.npy", std::vector<uint8_t>(text, text + sizeof text - 1));
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -402,10 +619,19 @@ int main(int argc, char** argv) {
     m.exe.kernels[1]->code_object = 99;
     ok &= write_file(dir + "/bad_code_object_index.axe", assemble(m));
   }
+  // A kernel variant in the code object of the kernel's primary
+  // implementation.
+  {
+    Module m;
+    build_sample(&m);
+    m.exe.kernels[1]->variants[1]->code_object = 4;
+    ok &= write_file(dir + "/bad_variant.axe", assemble(m));
+  }
   // Not an .axe file at all.
   {
     const char text[] = "this is not an executable\n";
     ok &= write_file(dir + "/not_axe.txt", std::vector<uint8_t>(text, text + sizeof text - 1));
   }
+  ok &= write_run_files(dir);
   return ok ? 0 : 1;
 }

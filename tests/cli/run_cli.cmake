@@ -7,6 +7,9 @@
 #   JSON_GET      when set, stdout must parse as JSON and the member path
 #                 (separated by '|', such as "constants|0|name") must exist
 #   JSON_EXPECT   the value expected at JSON_GET, unless empty
+#   CLEAN         a directory removed before the tool runs
+#   COMPARE       pairs of files, separated by '|', that must be identical
+#                 after the tool ran: "written|expected|written|expected"
 foreach(var TOOL EXIT)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_cli.cmake: ${var} is not set")
@@ -58,6 +61,9 @@ function(check_contains stream haystack needles)
 endfunction()
 
 split_bars("${ARGS}" args)
+if(DEFINED CLEAN AND NOT CLEAN STREQUAL "")
+  file(REMOVE_RECURSE "${CLEAN}")
+endif()
 execute_process(COMMAND ${TOOL} ${args}
   RESULT_VARIABLE status
   OUTPUT_VARIABLE out
@@ -77,6 +83,25 @@ if(DEFINED JSON_GET AND NOT JSON_GET STREQUAL "")
   elseif(NOT JSON_EXPECT STREQUAL "" AND NOT value STREQUAL JSON_EXPECT)
     string(APPEND failures "JSON ${JSON_GET} is '${value}', expected '${JSON_EXPECT}'\n")
   endif()
+endif()
+if(DEFINED COMPARE AND NOT COMPARE STREQUAL "")
+  split_bars("${COMPARE}" files)
+  list(LENGTH files count)
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE 0 ${last} 2)
+    math(EXPR j "${i} + 1")
+    list(GET files ${i} written)
+    list(GET files ${j} expected)
+    if(NOT EXISTS "${written}")
+      string(APPEND failures "${written} was not written\n")
+    else()
+      execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${written}" "${expected}"
+                      RESULT_VARIABLE differ)
+      if(NOT differ EQUAL 0)
+        string(APPEND failures "${written} differs from ${expected}\n")
+      endif()
+    endif()
+  endforeach()
 endif()
 
 if(failures)

@@ -1,8 +1,13 @@
-// Writes the golden .axe files of format 1.0 through the public C API only.
-// Not run by the tests: the files it wrote are committed under
-// tests/golden/v1.0/ and must keep loading forever (README.md).
+// Writes the golden .axe files of one format version through the public C
+// API only. Not run by the tests: the files it wrote are committed under
+// tests/golden/v<version>/ and must keep loading forever (README.md).
 //
-//   axrt_make_golden OUTPUT_DIR
+//   axrt_make_golden [--version 1.0|1.1] OUTPUT_DIR
+//
+// Each version's set holds the files added with that version (1.1: kernel
+// variants); the default is the newest. Today's writer stamps every file with
+// the newest minor, so rerunning an older set does not reproduce its
+// committed bytes: released directories are never regenerated.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -98,12 +103,27 @@ const char kPtx[] =
     "\t.param .u64 axpy_param_1\n"
     ")\n{\n\tret;\n}\n";
 
+// The PTX of the 1.1 files: the axpy kernel with the parameters (x, y, n) of
+// the kernel it implements.
+const char kAxpyPtx[] =
+    "//\n// Generated for the axrt golden files\n//\n\n"
+    ".version 8.0\n"
+    ".target sm_90\n"
+    ".address_size 64\n\n"
+    ".visible .entry axpy(\n"
+    "\t.param .u64 axpy_param_0,\n"
+    "\t.param .u64 axpy_param_1,\n"
+    "\t.param .u32 axpy_param_2\n"
+    ")\n{\n\tret;\n}\n";
+
 class Builder {
  public:
-  Builder() {
+  // `version` is the producer version the file records: the format version
+  // of the set it belongs to.
+  explicit Builder(const char* version = "1.0") {
     axrt_axe_builder_options_t options = AXRT_AXE_BUILDER_OPTIONS_INIT;
     options.producer_name = "axrt_make_golden";
-    options.producer_version = "1.0";
+    options.producer_version = version;
     CHECK_OK(axrt_axe_builder_create(&options, &builder_));
   }
   ~Builder() { axrt_axe_builder_release(builder_); }
@@ -649,14 +669,122 @@ void functions(const std::string& dir) {
   builder.write(dir, "functions.axe");
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------
+// Format 1.1
+// ---------------------------------------------------------------------------
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
-    return 2;
-  }
-  const std::string dir = argv[1];
+uint32_t add_code_object(axrt_axe_builder_t b, axrt_axe_code_object_kind_t kind,
+                         const char* target, const void* data, size_t size) {
+  axrt_axe_code_object_desc_t desc = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  desc.kind = kind;
+  desc.target = target;
+  desc.data = data;
+  desc.size = size;
+  uint32_t index = 0;
+  CHECK_OK(axrt_axe_builder_add_code_object(b, &desc, &index));
+  return index;
+}
+
+// One kernel for the CPU and for CUDA: `axpy` runs from the CPU kernel
+// library first, then has a fatbin variant (more threads per workgroup,
+// dynamic shared memory) and a PTX variant (thread-block clusters), all
+// sharing one parameter table and one dispatch; `scale`, beside it, has no
+// variants.
+void kernel_variants(const std::string& dir) {
+  Builder builder("1.1");
+  axrt_axe_builder_t b = builder.get();
+  const uint32_t library = add_kernel_library(b);
+  const std::vector<uint8_t> fatbin = minimal_fatbin();
+  const uint32_t fatbin_index = add_code_object(b, AXRT_AXE_CODE_OBJECT_KIND_CUDA_FATBIN,
+                                                "sm_80,sm_90", fatbin.data(), fatbin.size());
+  const uint32_t ptx_index = add_code_object(b, AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX, "compute_90",
+                                             kAxpyPtx, std::strlen(kAxpyPtx));
+
+  axrt_axe_kernel_param_t params[3] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT,
+                                       AXRT_AXE_KERNEL_PARAM_INIT};
+  params[0].name = "x";
+  params[1].name = "y";
+  params[1].access = AXRT_AXE_ACCESS_READ_WRITE;
+  params[2].name = "n";
+  params[2].kind = AXRT_AXE_PARAM_KIND_SCALAR;
+  params[2].scalar_type = AXRT_AXE_DTYPE_UINT32;
+  params[2].access = AXRT_AXE_ACCESS_NONE;
+  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+  kernel.name = "axpy";
+  kernel.code_object = library;
+  kernel.entry_symbol = "axrt_cpu_axpy";
+  kernel.params = params;
+  kernel.param_count = 3;
+  kernel.workgroup_size[0] = 64;
+  uint32_t axpy = 0;
+  CHECK_OK(axrt_axe_builder_add_kernel(b, &kernel, &axpy));
+
+  axrt_axe_kernel_variant_desc_t variant = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+  variant.code_object = fatbin_index;
+  variant.entry_symbol = "axpy_f32";
+  variant.workgroup_size[0] = 256;
+  variant.dynamic_shared_memory = 1024;
+  CHECK_OK(axrt_axe_builder_add_kernel_variant(b, axpy, &variant));
+  variant = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+  variant.code_object = ptx_index;
+  variant.entry_symbol = "axpy";
+  variant.workgroup_size[0] = 128;
+  variant.cluster_dims[0] = 2;
+  variant.cluster_dims[1] = 1;
+  variant.cluster_dims[2] = 1;
+  CHECK_OK(axrt_axe_builder_add_kernel_variant(b, axpy, &variant));
+
+  kernel = AXRT_AXE_KERNEL_DESC_INIT;
+  kernel.name = "scale";
+  kernel.code_object = library;
+  kernel.entry_symbol = "axrt_cpu_scale";
+  kernel.params = &params[1];
+  kernel.param_count = 2;
+  kernel.workgroup_size[0] = 64;
+  uint32_t scale = 0;
+  CHECK_OK(axrt_axe_builder_add_kernel(b, &kernel, &scale));
+
+  // main(x: f32[1024]) -> (y: f32[1024]): y = axpy(x, y); y = scale(y).
+  // Four workgroups of 256 elements each, whichever implementation runs.
+  const axrt_axe_dim_t dims[] = {{1024, -1}};
+  axrt_axe_tensor_sig_t x = AXRT_AXE_TENSOR_SIG_INIT;
+  x.name = "x";
+  x.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  x.rank = 1;
+  x.dims = dims;
+  axrt_axe_tensor_sig_t y = x;
+  y.name = "y";
+  axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+  function.name = "main";
+  function.inputs = &x;
+  function.input_count = 1;
+  function.outputs = &y;
+  function.output_count = 1;
+  uint32_t main = 0;
+  CHECK_OK(axrt_axe_builder_add_function(b, &function, &main));
+
+  const axrt_axe_expr_op_t four = {AXRT_AXE_EXPR_OPCODE_CONST, 4};
+  const axrt_axe_expr_op_t n = {AXRT_AXE_EXPR_OPCODE_CONST, 1024};
+  axrt_axe_binding_t bindings[3] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
+                                    AXRT_AXE_BINDING_INIT};
+  bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
+  bindings[1].kind = AXRT_AXE_BINDING_KIND_OUTPUT;
+  bindings[2].kind = AXRT_AXE_BINDING_KIND_SCALAR;
+  bindings[2].value = literal(&n);
+  axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
+  dispatch.kernel = axpy;
+  dispatch.workgroup_count_x = literal(&four);
+  dispatch.bindings = bindings;
+  dispatch.binding_count = 3;
+  CHECK_OK(axrt_axe_builder_add_dispatch(b, main, &dispatch));
+  dispatch.kernel = scale;
+  dispatch.bindings = &bindings[1];
+  dispatch.binding_count = 2;
+  CHECK_OK(axrt_axe_builder_add_dispatch(b, main, &dispatch));
+  builder.write(dir, "kernel_variants.axe");
+}
+
+void write_v1_0(const std::string& dir) {
   code_objects(dir);
   int8_per_channel(dir);
   awq_int4_g128(dir);
@@ -668,5 +796,28 @@ int main(int argc, char** argv) {
   nvfp4(dir);
   prepacked(dir);
   functions(dir);
+}
+
+void write_v1_1(const std::string& dir) { kernel_variants(dir); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string version = "1.1";
+  int next = 1;
+  if (argc == 4 && std::strcmp(argv[1], "--version") == 0) {
+    version = argv[2];
+    next = 3;
+  }
+  if (argc != next + 1 || (version != "1.0" && version != "1.1")) {
+    std::fprintf(stderr, "usage: %s [--version 1.0|1.1] OUTPUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[next];
+  if (version == "1.0") {
+    write_v1_0(dir);
+  } else {
+    write_v1_1(dir);
+  }
   return 0;
 }

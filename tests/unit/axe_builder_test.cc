@@ -223,6 +223,14 @@ struct Everything {
     uint32_t kernel_index = 99;
     REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &kernel_index));
     CHECK(kernel_index == 0);
+    axrt_axe_kernel_variant_desc_t variant = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+    variant.code_object = 1;
+    variant.entry_symbol = "gemv_cpu";
+    variant.workgroup_size[0] = 64;
+    variant.workgroup_size[1] = 1;
+    variant.workgroup_size[2] = 4;
+    variant.dynamic_shared_memory = 512;
+    REQUIRE_OK(axrt_axe_builder_add_kernel_variant(b, kernel_index, &variant));
 
     axrt_axe_symbol_t symbols[2] = {AXRT_AXE_SYMBOL_INIT, AXRT_AXE_SYMBOL_INIT};
     symbols[0].name = "batch";
@@ -381,7 +389,7 @@ TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
   const axe::Executable& exe = file->metadata();
 
   CHECK(file->header().format_major == 1);
-  CHECK(file->header().format_minor == 0);
+  CHECK(file->header().format_minor == 1);
   REQUIRE(exe.producer());
   CHECK(exe.producer()->name()->str() == "axe_builder_test");
   CHECK(exe.producer()->version()->str() == "3.1.4");
@@ -471,6 +479,18 @@ TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
   CHECK(kernel->cluster_dims()->x() == 2);
   CHECK(kernel->cluster_dims()->y() == 1);
   CHECK(kernel->cluster_dims()->z() == 1);
+  REQUIRE(kernel->variants());
+  REQUIRE(kernel->variants()->size() == 1);
+  const axe::KernelVariant* variant = kernel->variants()->Get(0);
+  CHECK(variant->code_object() == 1);
+  CHECK(variant->entry_symbol()->str() == "gemv_cpu");
+  CHECK(variant->workgroup_size()->x() == 64);
+  CHECK(variant->workgroup_size()->y() == 1);
+  CHECK(variant->workgroup_size()->z() == 4);
+  CHECK(variant->dynamic_shared_memory() == 512);
+  CHECK(variant->cluster_dims()->x() == 0);
+  CHECK(variant->cluster_dims()->y() == 0);
+  CHECK(variant->cluster_dims()->z() == 0);
   REQUIRE(kernel->params()->size() == 3);
   CHECK(kernel->params()->Get(0)->name()->str() == "w");
   CHECK(kernel->params()->Get(0)->kind() == axe::ParamKind::BUFFER);
@@ -895,6 +915,90 @@ TEST_CASE("indices must name objects added before", "[axe_builder]") {
   CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
               "not INPUT");
   Open(builder.bytes());
+}
+
+TEST_CASE("kernel variants round-trip in the order added", "[axe_builder]") {
+  Builder builder;
+  axrt_axe_builder_t b = builder.b;
+  const uint32_t library = AddLibrary(b);
+  const std::vector<uint8_t> cubin = Cubin();
+  axrt_axe_code_object_desc_t code = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  code.kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN;
+  code.target = "sm_90";
+  code.data = cubin.data();
+  code.size = cubin.size();
+  uint32_t cuda = 0;
+  REQUIRE_OK(axrt_axe_builder_add_code_object(b, &code, &cuda));
+  code.target = "sm_80";
+  uint32_t cuda80 = 0;
+  REQUIRE_OK(axrt_axe_builder_add_code_object(b, &code, &cuda80));
+
+  axrt_axe_kernel_param_t param = AXRT_AXE_KERNEL_PARAM_INIT;
+  param.name = "data";
+  param.access = AXRT_AXE_ACCESS_READ_WRITE;
+  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+  kernel.name = "relu";
+  kernel.code_object = library;
+  kernel.entry_symbol = "axrt_cpu_relu";
+  kernel.params = &param;
+  kernel.param_count = 1;
+  kernel.workgroup_size[0] = 32;
+  uint32_t relu = 99;
+  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &relu));
+
+  // The sm_90 variant with clusters, then an sm_80 one that keeps the
+  // kernel's entry symbol and the default launch shape.
+  axrt_axe_kernel_variant_desc_t variant = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+  variant.code_object = cuda;
+  variant.entry_symbol = "relu_sm90";
+  variant.workgroup_size[0] = 256;
+  variant.dynamic_shared_memory = 4096;
+  variant.cluster_dims[0] = 2;
+  variant.cluster_dims[1] = 1;
+  variant.cluster_dims[2] = 1;
+  REQUIRE_OK(axrt_axe_builder_add_kernel_variant(b, relu, &variant));
+  axrt_axe_kernel_variant_desc_t plain = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+  plain.code_object = cuda80;
+  REQUIRE_OK(axrt_axe_builder_add_kernel_variant(b, relu, &plain));
+
+  // Refusals leave the kernel as it was.
+  variant.code_object = 3;
+  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu, &variant), AXRT_STATUS_CODE_NOT_FOUND,
+              "code object 3");
+  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu + 1, &variant),
+              AXRT_STATUS_CODE_NOT_FOUND, "kernel 1");
+  variant.code_object = library;
+  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu, &variant),
+              AXRT_STATUS_CODE_ALREADY_EXISTS, "primary implementation");
+  variant.code_object = cuda;
+  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu, &variant),
+              AXRT_STATUS_CODE_ALREADY_EXISTS, "already holds variant 0");
+
+  auto file = Open(builder.bytes());
+  const axe::Kernel* k = file->metadata().kernels()->Get(relu);
+  CHECK(k->code_object() == library);
+  CHECK(k->entry_symbol()->str() == "axrt_cpu_relu");
+  CHECK(k->workgroup_size()->x() == 32);
+  REQUIRE(k->variants());
+  REQUIRE(k->variants()->size() == 2);
+  const axe::KernelVariant* first = k->variants()->Get(0);
+  CHECK(first->code_object() == cuda);
+  CHECK(first->entry_symbol()->str() == "relu_sm90");
+  CHECK(first->workgroup_size()->x() == 256);
+  CHECK(first->workgroup_size()->y() == 1);
+  CHECK(first->workgroup_size()->z() == 1);
+  CHECK(first->dynamic_shared_memory() == 4096);
+  CHECK(first->cluster_dims()->x() == 2);
+  CHECK(first->cluster_dims()->y() == 1);
+  CHECK(first->cluster_dims()->z() == 1);
+  const axe::KernelVariant* second = k->variants()->Get(1);
+  CHECK(second->code_object() == cuda80);
+  CHECK(second->entry_symbol()->str() == "axrt_cpu_relu");
+  CHECK(second->workgroup_size()->x() == 1);
+  CHECK(second->workgroup_size()->y() == 1);
+  CHECK(second->workgroup_size()->z() == 1);
+  CHECK(second->dynamic_shared_memory() == 0);
+  CHECK(second->cluster_dims()->x() == 0);
 }
 
 TEST_CASE("a file the reader refuses is never written", "[axe_builder]") {

@@ -90,6 +90,23 @@ TEST_CASE("every golden file of format 1.0 is listed here", "[golden]") {
   }
 }
 
+TEST_CASE("every golden file of format 1.1 is listed here", "[golden]") {
+  const std::vector<std::string> expected = {"kernel_variants.axe"};
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(AXRT_GOLDEN_DIR) + "/v1.1")) {
+    if (entry.path().extension() == ".axe") found.push_back(entry.path().filename().string());
+  }
+  std::sort(found.begin(), found.end());
+  CHECK(found == expected);
+  for (const std::string& name : found) {
+    auto file = Open("v1.1", name);
+    CHECK(file->header().format_major == 1);
+    CHECK(file->header().format_minor == 1);
+    CHECK(file->metadata().producer()->name()->str() == "axrt_make_golden");
+    CHECK(file->metadata().producer()->version()->str() == "1.1");
+  }
+}
+
 TEST_CASE("golden v1.0 code_objects.axe", "[golden]") {
   auto file = Open("v1.0", "code_objects.axe");
   const axe::Executable& exe = file->metadata();
@@ -249,6 +266,16 @@ TEST_CASE("golden v1.0 prepacked.axe", "[golden]") {
         static_cast<uint32_t>(axe::SegmentKind::kPrepacked));
 }
 
+TEST_CASE("golden v1.0 files have no kernel variants", "[golden]") {
+  for (const char* name : {"code_objects.axe", "functions.axe", "quant_awq_int4_g128.axe"}) {
+    auto file = Open("v1.0", name);
+    for (const axe::Kernel* kernel : *file->metadata().kernels()) {
+      INFO(name << ": kernel " << kernel->name()->str());
+      CHECK((kernel->variants() == nullptr || kernel->variants()->size() == 0));
+    }
+  }
+}
+
 TEST_CASE("golden v1.0 functions.axe", "[golden]") {
   auto file = Open("v1.0", "functions.axe");
   const axe::Executable& exe = file->metadata();
@@ -327,6 +354,63 @@ TEST_CASE("golden v1.0 functions.axe", "[golden]") {
     INFO("opcode " << op);
     CHECK(seen[op]);
   }
+}
+
+// ---------------------------------------------------------------------------
+// Format 1.1
+// ---------------------------------------------------------------------------
+
+TEST_CASE("golden v1.1 kernel_variants.axe", "[golden]") {
+  auto file = Open("v1.1", "kernel_variants.axe");
+  const axe::Executable& exe = file->metadata();
+  REQUIRE(exe.code_objects()->size() == 3);
+  const axe::CodeObject* library = exe.code_objects()->Get(0);
+  CHECK(library->kind() == axe::CodeObjectKind::KERNEL_LIBRARY);
+  CHECK(library->library_name()->str() == "axrt.cpu");
+  CHECK(library->target()->str() == "x86_64");
+  CHECK(exe.code_objects()->Get(1)->kind() == axe::CodeObjectKind::CUDA_FATBIN);
+  CHECK(exe.code_objects()->Get(1)->target()->str() == "sm_80,sm_90");
+  CHECK(exe.code_objects()->Get(2)->kind() == axe::CodeObjectKind::CUDA_PTX);
+  REQUIRE(file->segments().size() == 2);
+  CHECK(axe::load_u32(file->segment_bytes(0).data()) == 0xBA55ED50u);
+
+  REQUIRE(exe.kernels()->size() == 2);
+  const axe::Kernel* axpy = exe.kernels()->Get(0);
+  CHECK(axpy->name()->str() == "axpy");
+  CHECK(axpy->code_object() == 0);
+  CHECK(axpy->entry_symbol()->str() == "axrt_cpu_axpy");
+  CHECK(axpy->workgroup_size()->x() == 64);
+  REQUIRE(axpy->params()->size() == 3);
+  CHECK(axpy->params()->Get(2)->kind() == axe::ParamKind::SCALAR);
+  REQUIRE(axpy->variants() != nullptr);
+  REQUIRE(axpy->variants()->size() == 2);
+  const axe::KernelVariant* fatbin = axpy->variants()->Get(0);
+  CHECK(fatbin->code_object() == 1);
+  CHECK(fatbin->entry_symbol()->str() == "axpy_f32");
+  CHECK(fatbin->workgroup_size()->x() == 256);
+  CHECK(fatbin->workgroup_size()->y() == 1);
+  CHECK(fatbin->workgroup_size()->z() == 1);
+  CHECK(fatbin->dynamic_shared_memory() == 1024);
+  CHECK(fatbin->cluster_dims()->x() == 0);
+  const axe::KernelVariant* ptx = axpy->variants()->Get(1);
+  CHECK(ptx->code_object() == 2);
+  CHECK(ptx->entry_symbol()->str() == "axpy");
+  CHECK(ptx->workgroup_size()->x() == 128);
+  CHECK(ptx->cluster_dims()->x() == 2);
+  CHECK(ptx->cluster_dims()->y() == 1);
+  CHECK(ptx->cluster_dims()->z() == 1);
+  const axe::Kernel* scale = exe.kernels()->Get(1);
+  CHECK(scale->name()->str() == "scale");
+  CHECK((scale->variants() == nullptr || scale->variants()->size() == 0));
+
+  // One dispatch serves every implementation: four workgroups either way.
+  REQUIRE(exe.functions()->size() == 1);
+  const axe::Function* main = exe.functions()->Get(0);
+  REQUIRE(main->commands()->size() == 2);
+  const auto* dispatch = main->commands()->GetAs<axe::DispatchCommand>(0);
+  CHECK(dispatch->kernel() == 0);
+  CHECK(dispatch->bindings()->size() == 3);
+  CHECK(dispatch->workgroup_count_x()->ops()->Get(0)->operand() == 4);
 }
 
 }  // namespace

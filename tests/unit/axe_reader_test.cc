@@ -170,7 +170,8 @@ std::unique_ptr<DimT> dim(uint64_t value, int32_t symbol = -1) {
 
 // A realistic executable: an int8 per-channel linear layer, AWQ int4, NVFP4
 // and fp8 block-scaled weights; PTX, cubin, fatbin, host and kernel-library
-// code objects; one function with symbolic batch size using every command.
+// code objects; a kernel with variants; one function with symbolic batch size
+// using every command.
 struct Model {
   ExecutableT exe;
   std::vector<uint8_t> ptx = ptx_code();
@@ -313,6 +314,14 @@ struct Model {
     exe.kernels.push_back(std::move(k));
   }
 
+  void add_variant(uint32_t k, uint32_t code_object, std::string entry, uint32_t wg_x) {
+    auto v = std::make_unique<KernelVariantT>();
+    v->code_object = code_object;
+    v->entry_symbol = std::move(entry);
+    v->workgroup_size = std::make_unique<Dim3>(wg_x, 1, 1);
+    kernel(k).variants.push_back(std::move(v));
+  }
+
   void add_kernels() {
     std::vector<std::unique_ptr<KernelParamT>> p;
     p.push_back(param("x", ParamKind::BUFFER));
@@ -344,6 +353,11 @@ struct Model {
     p.push_back(param("b", ParamKind::BUFFER));
     p.push_back(param("out", ParamKind::BUFFER, Access::WRITE));
     add_kernel("cpu_add", 4, "add_f32", std::move(p), 64);
+    // Format 1.1: cpu_add also runs from the fatbin and as PTX.
+    add_variant(kCpuAdd, 2, "add_f32_fatbin", 256);
+    add_variant(kCpuAdd, 0, "add_f32_ptx", 128);
+    kernel(kCpuAdd).variants.back()->dynamic_shared_memory = 1024;
+    kernel(kCpuAdd).variants.back()->cluster_dims = std::make_unique<Dim3>(2, 1, 1);
 
     p.clear();
     p.push_back(param("in", ParamKind::BUFFER));
@@ -974,7 +988,7 @@ TEST_CASE("code objects: host code can be refused for untrusted files") {
   ReadOptions untrusted;
   untrusted.allow_host_code = false;
   expect_refused(Model().bytes(), AXRT_STATUS_CODE_PERMISSION_DENIED,
-                 {"code object 3", "host shared object", "'x86_64'", "allow_host_code"}, untrusted);
+                 {"code object 3", "host shared object", "'x86_64'", "permitted explicitly"}, untrusted);
   // Without the host code object, the same options accept the file.
   Model model;
   model.exe.code_objects[3]->kind = CodeObjectKind::KERNEL_LIBRARY;
@@ -1024,6 +1038,76 @@ TEST_CASE("kernels: a declared parameter layout must itself be valid") {
   expect_refused([](Model& m) { m.kernel(kAwqGemm).params[1]->layout->packing->bits = 3; },
                  kInvalid,
                  {"kernel 2 'awq_gemm': parameter 1 'qweight': layout.packing", "bits is 3"});
+}
+
+// ---------------------------------------------------------------------------
+// Kernel variants (format 1.1)
+// ---------------------------------------------------------------------------
+
+TEST_CASE("kernel variants: read back in preference order") {
+  const std::vector<uint8_t> bytes = Model().bytes();
+  const Opened opened = open(bytes);
+  INFO(opened.message());
+  REQUIRE(opened.status == nullptr);
+  const Kernel& cpu_add = *opened.file->metadata().kernels()->Get(kCpuAdd);
+  CHECK(cpu_add.code_object() == 4);
+  REQUIRE(cpu_add.variants() != nullptr);
+  REQUIRE(cpu_add.variants()->size() == 2);
+  const KernelVariant& fatbin = *cpu_add.variants()->Get(0);
+  CHECK(fatbin.code_object() == 2);
+  CHECK(fatbin.entry_symbol()->str() == "add_f32_fatbin");
+  CHECK(fatbin.workgroup_size()->x() == 256);
+  const KernelVariant& ptx = *cpu_add.variants()->Get(1);
+  CHECK(ptx.code_object() == 0);
+  CHECK(ptx.entry_symbol()->str() == "add_f32_ptx");
+  CHECK(ptx.dynamic_shared_memory() == 1024);
+  CHECK(ptx.cluster_dims()->x() == 2);
+  // Kernels without variants read as before.
+  const auto* none = opened.file->metadata().kernels()->Get(kZero)->variants();
+  CHECK((none == nullptr || none->size() == 0));
+}
+
+TEST_CASE("kernel variants: code_object in range") {
+  expect_refused([](Model& m) { m.kernel(kCpuAdd).variants[1]->code_object = 5; }, kInvalid,
+                 {"kernel 3 'cpu_add': variant 1", "code_object 5 is out of range",
+                  "5 code objects"});
+}
+
+TEST_CASE("kernel variants: each implementation uses its own code object") {
+  expect_refused([](Model& m) { m.kernel(kCpuAdd).variants[0]->code_object = 4; }, kInvalid,
+                 {"kernel 3 'cpu_add': variant 0", "code object 4 already holds the kernel's "
+                                                   "primary implementation"});
+  expect_refused([](Model& m) { m.kernel(kCpuAdd).variants[1]->code_object = 2; }, kInvalid,
+                 {"kernel 3 'cpu_add': variant 1", "code object 2 already holds variant 0"});
+  // A code object may serve variants of different kernels.
+  expect_accepted([](Model& m) { m.add_variant(kHostRelu, 2, "relu_f32_fatbin", 64); });
+}
+
+TEST_CASE("kernel variants: entry_symbol non-empty") {
+  expect_refused([](Model& m) { m.kernel(kCpuAdd).variants[0]->entry_symbol = ""; }, kInvalid,
+                 {"kernel 3 'cpu_add': variant 0", "entry_symbol is empty"});
+}
+
+TEST_CASE("kernel variants: workgroup_size present, every component >= 1") {
+  expect_refused(
+      [](Model& m) {
+        m.kernel(kCpuAdd).variants[0]->workgroup_size = std::make_unique<Dim3>(256, 1, 0);
+      },
+      kInvalid, {"kernel 3 'cpu_add': variant 0", "workgroup_size is [256, 1, 0]"});
+  expect_refused([](Model& m) { m.kernel(kCpuAdd).variants[1]->workgroup_size.reset(); },
+                 kInvalid, {"kernel 3 'cpu_add': variant 1", "workgroup_size is missing"});
+}
+
+TEST_CASE("kernel variants: cluster_dims all 0 or all >= 1") {
+  expect_refused(
+      [](Model& m) {
+        m.kernel(kCpuAdd).variants[1]->cluster_dims = std::make_unique<Dim3>(2, 1, 0);
+      },
+      kInvalid, {"kernel 3 'cpu_add': variant 1", "cluster_dims [2, 1, 0]"});
+  expect_accepted([](Model& m) {
+    m.kernel(kCpuAdd).variants[1]->cluster_dims = std::make_unique<Dim3>(0, 0, 0);
+  });
+  expect_accepted([](Model& m) { m.kernel(kCpuAdd).variants[1]->cluster_dims.reset(); });
 }
 
 // ---------------------------------------------------------------------------

@@ -1381,6 +1381,44 @@ BAD_ARGUMENTS(axrt_axe_builder_add_kernel) {
   CHECK(index == 77);
 }
 
+BAD_ARGUMENTS(axrt_axe_builder_add_kernel_variant) {
+  AxeBuilder builder;
+  axrt_axe_code_object_desc_t code = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  code.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
+  code.target = "aarch64";
+  code.library_name = "walk.arm";
+  uint32_t other = 0;
+  EXPECT_OK(axrt_axe_builder_add_code_object(builder.b, &code, &other));
+  axrt_axe_kernel_variant_desc_t init = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+  init.code_object = other;
+  init.entry_symbol = "walk_arm";
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_kernel_variant(b, 0, &init);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_kernel_variant(builder.b, 0, nullptr), "desc");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_kernel_variant_desc_t* d) {
+    return axrt_axe_builder_add_kernel_variant(builder.b, 0, d);
+  });
+  EXPECT_ERROR(axrt_axe_builder_add_kernel_variant(builder.b, 1, &init),
+               AXRT_STATUS_CODE_NOT_FOUND, "kernel 1");
+  axrt_axe_kernel_variant_desc_t desc = init;
+  desc.code_object = 2;
+  EXPECT_ERROR(axrt_axe_builder_add_kernel_variant(builder.b, 0, &desc),
+               AXRT_STATUS_CODE_NOT_FOUND, "code object 2");
+  desc.code_object = 0;
+  EXPECT_ERROR(axrt_axe_builder_add_kernel_variant(builder.b, 0, &desc),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "code object 0");
+  desc = init;
+  desc.workgroup_size[2] = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel_variant(builder.b, 0, &desc), "workgroup size");
+  desc = init;
+  desc.cluster_dims[1] = 1;
+  EXPECT_INVALID(axrt_axe_builder_add_kernel_variant(builder.b, 0, &desc), "cluster dims");
+  EXPECT_OK(axrt_axe_builder_add_kernel_variant(builder.b, 0, &init));
+  EXPECT_ERROR(axrt_axe_builder_add_kernel_variant(builder.b, 0, &init),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "variant 0");
+}
+
 BAD_ARGUMENTS(axrt_axe_builder_add_constant) {
   AxeBuilder builder;
   const uint8_t bytes[8] = {};
@@ -1709,6 +1747,548 @@ BAD_ARGUMENTS(axrt_axe_builder_write_memory) {
 BAD_ARGUMENTS(axrt_axe_memory_free) {
   axrt_axe_memory_free(nullptr);
   SUCCEED("freeing NULL is a no-op");
+}
+
+// ---------------------------------------------------------------------------
+// executable.h
+// ---------------------------------------------------------------------------
+
+// A one-kernel library for the walk: out[i] = in[i] over `n` floats.
+axrt_kernel_result_t WalkCopyKernel(const void* args, const axrt_kernel_dispatch_t*,
+                                    const axrt_kernel_workgroup_t*) {
+  struct Args {
+    const float* in;
+    float* out;
+    uint64_t n;
+  };
+  const auto* a = static_cast<const Args*>(args);
+  for (uint64_t i = 0; i < a->n; ++i) a->out[i] = a->in[i];
+  return AXRT_KERNEL_OK;
+}
+
+const axrt_kernel_param_info_t kWalkParams[] = {
+    {"in", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
+    {"out", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
+    {"n", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_UINT64, nullptr},
+};
+const axrt_kernel_info_t kWalkKernels[] = {{"walk_copy", WalkCopyKernel, kWalkParams, 3, 24}};
+const axrt_kernel_library_t kWalkLibrary = {
+    sizeof(axrt_kernel_library_t), AXRT_KERNEL_ABI_VERSION, 1, "walk.kernels", kWalkKernels, 1,
+    nullptr, nullptr};
+
+// An executable with function "copy(x: f32[n<=64]) -> y: f32[n]", loaded on
+// the world's device, and tensors to call it with.
+struct WalkExecutable {
+  explicit WalkExecutable(const World& world) {
+    EXPECT_OK(axrt_instance_register_kernel_library(world.instance, &kWalkLibrary));
+    axrt_axe_builder_t b = nullptr;
+    EXPECT_OK(axrt_axe_builder_create(nullptr, &b));
+    axrt_axe_code_object_desc_t co = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+    co.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
+#if defined(__aarch64__)
+    co.target = "aarch64";
+#else
+    co.target = "x86_64";
+#endif
+    co.library_name = "walk.kernels";
+    uint32_t index = 0;
+    EXPECT_OK(axrt_axe_builder_add_code_object(b, &co, &index));
+    axrt_axe_kernel_param_t params[3] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT,
+                                         AXRT_AXE_KERNEL_PARAM_INIT};
+    params[0].name = "in";
+    params[1].name = "out";
+    params[1].access = AXRT_AXE_ACCESS_WRITE;
+    params[2].name = "n";
+    params[2].kind = AXRT_AXE_PARAM_KIND_SCALAR;
+    params[2].scalar_type = AXRT_AXE_DTYPE_UINT64;
+    axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
+    kernel.name = "copy";
+    kernel.entry_symbol = "walk_copy";
+    kernel.params = params;
+    kernel.param_count = 3;
+    EXPECT_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
+    axrt_axe_symbol_t symbol = AXRT_AXE_SYMBOL_INIT;
+    symbol.name = "n";
+    symbol.upper_bound = 64;
+    const axrt_axe_dim_t dim = {0, 0};
+    axrt_axe_tensor_sig_t x = AXRT_AXE_TENSOR_SIG_INIT;
+    x.name = "x";
+    x.dtype = AXRT_AXE_DTYPE_FLOAT32;
+    x.rank = 1;
+    x.dims = &dim;
+    axrt_axe_tensor_sig_t y = x;
+    y.name = "y";
+    axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+    function.name = "copy";
+    function.symbols = &symbol;
+    function.symbol_count = 1;
+    function.inputs = &x;
+    function.input_count = 1;
+    function.outputs = &y;
+    function.output_count = 1;
+    EXPECT_OK(axrt_axe_builder_add_function(b, &function, &index));
+    const axrt_axe_expr_op_t one = {AXRT_AXE_EXPR_OPCODE_CONST, 1};
+    const axrt_axe_expr_op_t n = {AXRT_AXE_EXPR_OPCODE_SYMBOL, 0};
+    axrt_axe_binding_t bindings[3] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
+                                      AXRT_AXE_BINDING_INIT};
+    bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
+    bindings[1].kind = AXRT_AXE_BINDING_KIND_OUTPUT;
+    bindings[2].kind = AXRT_AXE_BINDING_KIND_SCALAR;
+    bindings[2].value = {&n, 1};
+    axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
+    dispatch.workgroup_count_x = {&one, 1};
+    dispatch.bindings = bindings;
+    dispatch.binding_count = 3;
+    EXPECT_OK(axrt_axe_builder_add_dispatch(b, 0, &dispatch));
+    void* data = nullptr;
+    EXPECT_OK(axrt_axe_builder_write_memory(b, &data, &size));
+    bytes.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
+    axrt_axe_memory_free(data);
+    axrt_axe_builder_release(b);
+    EXPECT_OK(axrt_executable_load_memory(world.device, bytes.data(), bytes.size(), nullptr,
+                                          &executable));
+    EXPECT_OK(axrt_executable_get_function(executable, 0, &function_handle));
+    const int64_t shape[] = {8};
+    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+    desc.dtype = AXRT_DTYPE_FLOAT32;
+    desc.rank = 1;
+    desc.shape = shape;
+    EXPECT_OK(axrt_tensor_allocate(world.device, &desc, nullptr, &input));
+  }
+  ~WalkExecutable() {
+    axrt_tensor_release(input);
+    axrt_function_release(function_handle);
+    axrt_executable_release(executable);
+  }
+  axrt_executable_t StaleExecutable(const World& world) const {
+    axrt_executable_t stale = nullptr;
+    EXPECT_OK(axrt_executable_load_memory(world.device, bytes.data(), bytes.size(), nullptr,
+                                          &stale));
+    axrt_executable_release(stale);
+    return stale;
+  }
+
+  std::vector<uint8_t> bytes;
+  size_t size = 0;
+  axrt_executable_t executable = nullptr;
+  axrt_function_t function_handle = nullptr;
+  axrt_tensor_t input = nullptr;
+};
+
+const axrt_tensor_desc_t kWalkDesc = [] {
+  static const int64_t shape[] = {4, 4};
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = AXRT_DTYPE_FLOAT32;
+  desc.rank = 2;
+  desc.shape = shape;
+  return desc;
+}();
+
+BAD_ARGUMENTS(axrt_tensor_create) {
+  axrt_tensor_t out = Sentinel<axrt_tensor_t>();
+  EXPECT_INVALID(axrt_tensor_create(nullptr, &kWalkDesc, &out), "buffer");
+  EXPECT_RELEASED(axrt_tensor_create(StaleBuffer(), &kWalkDesc, &out), "released");
+  EXPECT_INVALID(axrt_tensor_create(As<axrt_buffer_t>(stream), &kWalkDesc, &out), "stream");
+  EXPECT_INVALID(axrt_tensor_create(buffer, nullptr, &out), "desc");
+  EXPECT_INVALID(axrt_tensor_create(buffer, &kWalkDesc, nullptr), "out_tensor");
+  axrt_tensor_desc_t desc = kWalkDesc;
+  desc.dtype = 999;
+  EXPECT_INVALID(axrt_tensor_create(buffer, &desc, &out), "dtype");
+  desc = kWalkDesc;
+  desc.rank = AXRT_TENSOR_MAX_RANK + 1;
+  EXPECT_INVALID(axrt_tensor_create(buffer, &desc, &out), "rank");
+  desc = kWalkDesc;
+  desc.shape = nullptr;
+  EXPECT_INVALID(axrt_tensor_create(buffer, &desc, &out), "shape");
+  const int64_t negative[] = {4, -1};
+  desc.shape = negative;
+  EXPECT_INVALID(axrt_tensor_create(buffer, &desc, &out), "shape[1]");
+  const int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};
+  desc.shape = huge;
+  EXPECT_ERROR_ANY(axrt_tensor_create(buffer, &desc, &out), "", AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                   AXRT_STATUS_CODE_OUT_OF_RANGE);
+  desc = kWalkDesc;
+  desc.byte_offset = kBufferSize - 8;
+  EXPECT_ERROR(axrt_tensor_create(buffer, &desc, &out), AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "byte offset");
+  desc.byte_offset = UINT64_MAX;
+  EXPECT_ERROR(axrt_tensor_create(buffer, &desc, &out), AXRT_STATUS_CODE_OUT_OF_RANGE, "");
+  desc = kWalkDesc;
+  const int64_t negative_strides[] = {-4, 1};
+  desc.strides = negative_strides;
+  EXPECT_INVALID(axrt_tensor_create(buffer, &desc, &out), "strides[0]");
+  const int64_t overflowing[] = {int64_t{1} << 61, 1};
+  desc.strides = overflowing;
+  EXPECT_ERROR_ANY(axrt_tensor_create(buffer, &desc, &out), "", AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                   AXRT_STATUS_CODE_OUT_OF_RANGE);
+  const int64_t int4_shape[] = {8};
+  const int64_t int4_strides[] = {2};
+  desc = kWalkDesc;
+  desc.dtype = AXRT_DTYPE_INT4;
+  desc.rank = 1;
+  desc.shape = int4_shape;
+  desc.strides = int4_strides;
+  EXPECT_INVALID(axrt_tensor_create(buffer, &desc, &out), "contiguous");
+  WalkOptions(kWalkDesc, /*takes_label=*/false,
+              [&](const axrt_tensor_desc_t* d) { return axrt_tensor_create(buffer, d, &out); });
+  CHECK(out == Sentinel<axrt_tensor_t>());
+}
+
+BAD_ARGUMENTS(axrt_tensor_allocate) {
+  axrt_tensor_t out = Sentinel<axrt_tensor_t>();
+  EXPECT_INVALID(axrt_tensor_allocate(nullptr, &kWalkDesc, nullptr, &out), "device");
+  EXPECT_INVALID(axrt_tensor_allocate(device, nullptr, nullptr, &out), "desc");
+  EXPECT_INVALID(axrt_tensor_allocate(device, &kWalkDesc, nullptr, nullptr), "out_tensor");
+  axrt_tensor_desc_t desc = kWalkDesc;
+  const int64_t strides[] = {4, 1};
+  desc.strides = strides;
+  EXPECT_INVALID(axrt_tensor_allocate(device, &desc, nullptr, &out), "contiguous");
+  desc = kWalkDesc;
+  desc.byte_offset = 4;
+  EXPECT_INVALID(axrt_tensor_allocate(device, &desc, nullptr, &out), "contiguous");
+  desc = kWalkDesc;
+  desc.dtype = AXRT_DTYPE_INVALID;
+  EXPECT_INVALID(axrt_tensor_allocate(device, &desc, nullptr, &out), "dtype");
+  desc = kWalkDesc;
+  const int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};
+  desc.shape = huge;
+  EXPECT_INVALID(axrt_tensor_allocate(device, &desc, nullptr, &out), "shape");
+  const int64_t big[] = {int64_t{1} << 28, int64_t{1} << 20};
+  desc.shape = big;
+  EXPECT_ERROR(axrt_tensor_allocate(device, &desc, nullptr, &out),
+               AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "");
+  axrt_buffer_options_t options = AXRT_BUFFER_OPTIONS_INIT;
+  options.alignment = 3;
+  EXPECT_INVALID(axrt_tensor_allocate(device, &kWalkDesc, &options, &out), "alignment");
+  CHECK(out == Sentinel<axrt_tensor_t>());
+}
+
+BAD_ARGUMENTS(axrt_tensor_retain) {
+  axrt_tensor_t stale = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &stale));
+  axrt_tensor_release(stale);
+  WalkRetainRelease(*this, &axrt_tensor_retain, stale, As<axrt_tensor_t>(buffer));
+}
+
+BAD_ARGUMENTS(axrt_tensor_release) {
+  axrt_tensor_t stale = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &stale));
+  axrt_tensor_release(stale);
+  WalkRetainRelease(*this, &axrt_tensor_release, stale, As<axrt_tensor_t>(buffer));
+}
+
+BAD_ARGUMENTS(axrt_tensor_query_info) {
+  axrt_tensor_t tensor = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &tensor));
+  axrt_tensor_info_t info = AXRT_TENSOR_INFO_INIT;
+  EXPECT_INVALID(axrt_tensor_query_info(nullptr, &info), "tensor");
+  EXPECT_INVALID(axrt_tensor_query_info(As<axrt_tensor_t>(buffer), &info), "buffer");
+  WalkQueryStruct<axrt_tensor_info_t>(
+      "out_info", [&](axrt_tensor_info_t* out) { return axrt_tensor_query_info(tensor, out); });
+  axrt_tensor_release(tensor);
+  EXPECT_RELEASED(axrt_tensor_query_info(tensor, &info), "released");
+}
+
+BAD_ARGUMENTS(axrt_tensor_get_buffer) {
+  axrt_tensor_t tensor = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &tensor));
+  axrt_buffer_t out = Sentinel<axrt_buffer_t>();
+  EXPECT_INVALID(axrt_tensor_get_buffer(nullptr, &out), "tensor");
+  EXPECT_INVALID(axrt_tensor_get_buffer(tensor, nullptr), "out_buffer");
+  EXPECT_INVALID(axrt_tensor_get_buffer(As<axrt_tensor_t>(stream), &out), "stream");
+  axrt_tensor_release(tensor);
+  EXPECT_RELEASED(axrt_tensor_get_buffer(tensor, &out), "released");
+  CHECK(out == Sentinel<axrt_buffer_t>());
+}
+
+BAD_ARGUMENTS(axrt_dtype_bit_width) {
+  CHECK(axrt_dtype_bit_width(AXRT_DTYPE_INVALID) == 0);
+  CHECK(axrt_dtype_bit_width(9999) == 0);
+  CHECK(axrt_dtype_bit_width(AXRT_DTYPE_INT4) == 4);
+}
+
+BAD_ARGUMENTS(axrt_dtype_name) {
+  CHECK(std::string(axrt_dtype_name(AXRT_DTYPE_INVALID)) == "invalid");
+  CHECK(std::string(axrt_dtype_name(9999)) == "invalid");
+  CHECK(std::string(axrt_dtype_name(AXRT_DTYPE_FLOAT32)) == "f32");
+}
+
+BAD_ARGUMENTS(axrt_instance_register_kernel_library) {
+  EXPECT_INVALID(axrt_instance_register_kernel_library(nullptr, &kWalkLibrary), "instance");
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, nullptr), "library");
+  EXPECT_RELEASED(axrt_instance_register_kernel_library(StaleInstance(), &kWalkLibrary),
+                  "released");
+  EXPECT_INVALID(axrt_instance_register_kernel_library(As<axrt_instance_t>(device), &kWalkLibrary),
+                 "device");
+  axrt_kernel_library_t library = kWalkLibrary;
+  library.struct_size = 8;
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "struct_size");
+  library = kWalkLibrary;
+  library.name = "";
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "no name");
+  library = kWalkLibrary;
+  library.kernels = nullptr;
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "kernels is NULL");
+  axrt_kernel_info_t kernels[2] = {kWalkKernels[0], kWalkKernels[0]};
+  library = kWalkLibrary;
+  library.kernels = kernels;
+  library.kernel_count = 2;
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "appears twice");
+  kernels[1].name = nullptr;
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "no name");
+  kernels[1] = kWalkKernels[0];
+  kernels[1].name = "other";
+  kernels[1].function = nullptr;
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "no function");
+  const axrt_kernel_param_info_t bad_scalar[] = {
+      {"s", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_INT4, nullptr}};
+  kernels[1] = {"other", WalkCopyKernel, bad_scalar, 1, 1};
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "does not define");
+  kernels[1] = {"other", WalkCopyKernel, nullptr, 2, 16};
+  EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "params is NULL");
+  EXPECT_OK(axrt_instance_register_kernel_library(instance, &kWalkLibrary));
+  EXPECT_ERROR(axrt_instance_register_kernel_library(instance, &kWalkLibrary),
+               AXRT_STATUS_CODE_ALREADY_EXISTS, "walk.kernels");
+}
+
+BAD_ARGUMENTS(axrt_executable_load_file) {
+  axrt_executable_t out = Sentinel<axrt_executable_t>();
+  EXPECT_INVALID(axrt_executable_load_file(nullptr, "x.axe", nullptr, &out), "device");
+  EXPECT_INVALID(axrt_executable_load_file(device, nullptr, nullptr, &out), "path");
+  EXPECT_INVALID(axrt_executable_load_file(device, "x.axe", nullptr, nullptr), "out_executable");
+  EXPECT_RELEASED(axrt_executable_load_file(StaleDevice(), "x.axe", nullptr, &out), "released");
+  EXPECT_ERROR(axrt_executable_load_file(device, "/nonexistent/walk.axe", nullptr, &out),
+               AXRT_STATUS_CODE_NOT_FOUND, "walk.axe");
+  axrt_executable_load_options_t options = AXRT_EXECUTABLE_LOAD_OPTIONS_INIT;
+  options.flags = 0x80;
+  EXPECT_ERROR(axrt_executable_load_file(device, "x.axe", &options, &out),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "flags");
+  const axrt_executable_load_options_t init = AXRT_EXECUTABLE_LOAD_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/true, [&](const axrt_executable_load_options_t* o) {
+    return axrt_executable_load_file(device, "x.axe", o, &out);
+  });
+  CHECK(out == Sentinel<axrt_executable_t>());
+}
+
+BAD_ARGUMENTS(axrt_executable_load_memory) {
+  WalkExecutable walk(*this);
+  axrt_executable_t out = Sentinel<axrt_executable_t>();
+  const std::vector<uint8_t>& bytes = walk.bytes;
+  EXPECT_INVALID(axrt_executable_load_memory(nullptr, bytes.data(), bytes.size(), nullptr, &out),
+                 "device");
+  EXPECT_INVALID(axrt_executable_load_memory(device, nullptr, bytes.size(), nullptr, &out), "data");
+  EXPECT_INVALID(axrt_executable_load_memory(device, bytes.data(), bytes.size(), nullptr, nullptr),
+                 "out_executable");
+  EXPECT_INVALID(axrt_executable_load_memory(device, bytes.data(), 10, nullptr, &out), "<memory>");
+  EXPECT_INVALID(axrt_executable_load_memory(device, bytes.data(), 0, nullptr, &out), "");
+  std::vector<uint8_t> flipped = bytes;
+  flipped[20] ^= 0x40;  // in the checksummed header
+  axrt_executable_load_options_t options = AXRT_EXECUTABLE_LOAD_OPTIONS_INIT;
+  options.flags = AXRT_EXECUTABLE_LOAD_FLAG_VERIFY_CHECKSUMS;
+  axrt_debug_label_t label = AXRT_DEBUG_LABEL_INIT("walk.axe");
+  options.next = &label;
+  axrt_status_t status =
+      axrt_executable_load_memory(device, flipped.data(), flipped.size(), &options, &out);
+  EXPECT_ERROR_ANY(status, "walk.axe", AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                   AXRT_STATUS_CODE_DATA_LOSS, AXRT_STATUS_CODE_UNIMPLEMENTED);
+  const axrt_executable_load_options_t init = AXRT_EXECUTABLE_LOAD_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/true, [&](const axrt_executable_load_options_t* o) {
+    return axrt_executable_load_memory(device, bytes.data(), bytes.size(), o, &out);
+  });
+  CHECK(out == Sentinel<axrt_executable_t>());
+}
+
+BAD_ARGUMENTS(axrt_executable_retain) {
+  WalkExecutable walk(*this);
+  WalkRetainRelease(*this, &axrt_executable_retain, walk.StaleExecutable(*this),
+                    As<axrt_executable_t>(buffer));
+}
+
+BAD_ARGUMENTS(axrt_executable_release) {
+  WalkExecutable walk(*this);
+  WalkRetainRelease(*this, &axrt_executable_release, walk.StaleExecutable(*this),
+                    As<axrt_executable_t>(buffer));
+}
+
+BAD_ARGUMENTS(axrt_executable_query_info) {
+  WalkExecutable walk(*this);
+  axrt_executable_info_t info = AXRT_EXECUTABLE_INFO_INIT;
+  EXPECT_INVALID(axrt_executable_query_info(nullptr, &info), "executable");
+  EXPECT_RELEASED(axrt_executable_query_info(walk.StaleExecutable(*this), &info), "released");
+  EXPECT_INVALID(axrt_executable_query_info(As<axrt_executable_t>(walk.function_handle), &info),
+                 "function");
+  WalkQueryStruct<axrt_executable_info_t>("out_info", [&](axrt_executable_info_t* out) {
+    return axrt_executable_query_info(walk.executable, out);
+  });
+}
+
+BAD_ARGUMENTS(axrt_executable_get_function) {
+  WalkExecutable walk(*this);
+  axrt_function_t out = Sentinel<axrt_function_t>();
+  EXPECT_INVALID(axrt_executable_get_function(nullptr, 0, &out), "executable");
+  EXPECT_INVALID(axrt_executable_get_function(walk.executable, 0, nullptr), "out_function");
+  EXPECT_ERROR(axrt_executable_get_function(walk.executable, 1, &out),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  EXPECT_ERROR(axrt_executable_get_function(walk.executable, UINT32_MAX, &out),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  EXPECT_RELEASED(axrt_executable_get_function(walk.StaleExecutable(*this), 0, &out), "released");
+  CHECK(out == Sentinel<axrt_function_t>());
+}
+
+BAD_ARGUMENTS(axrt_executable_find_function) {
+  WalkExecutable walk(*this);
+  axrt_function_t out = Sentinel<axrt_function_t>();
+  EXPECT_INVALID(axrt_executable_find_function(nullptr, "copy", &out), "executable");
+  EXPECT_INVALID(axrt_executable_find_function(walk.executable, nullptr, &out), "name");
+  EXPECT_INVALID(axrt_executable_find_function(walk.executable, "copy", nullptr), "out_function");
+  EXPECT_ERROR(axrt_executable_find_function(walk.executable, "", &out),
+               AXRT_STATUS_CODE_NOT_FOUND, "it has: copy");
+  EXPECT_ERROR(axrt_executable_find_function(walk.executable, "Copy", &out),
+               AXRT_STATUS_CODE_NOT_FOUND, "'Copy'");
+  CHECK(out == Sentinel<axrt_function_t>());
+}
+
+BAD_ARGUMENTS(axrt_executable_get_device) {
+  WalkExecutable walk(*this);
+  axrt_device_t out = Sentinel<axrt_device_t>();
+  EXPECT_INVALID(axrt_executable_get_device(nullptr, &out), "executable");
+  EXPECT_INVALID(axrt_executable_get_device(walk.executable, nullptr), "out_device");
+  EXPECT_INVALID(axrt_executable_get_device(As<axrt_executable_t>(stream), &out), "stream");
+  CHECK(out == Sentinel<axrt_device_t>());
+  EXPECT_OK(axrt_executable_get_device(walk.executable, &out));
+  CHECK(out == device);
+  axrt_device_release(out);
+}
+
+BAD_ARGUMENTS(axrt_function_retain) {
+  WalkExecutable walk(*this);
+  axrt_executable_t stale_exe = nullptr;
+  axrt_function_t stale = nullptr;
+  EXPECT_OK(axrt_executable_load_memory(device, walk.bytes.data(), walk.bytes.size(), nullptr,
+                                        &stale_exe));
+  EXPECT_OK(axrt_executable_get_function(stale_exe, 0, &stale));
+  axrt_function_release(stale);
+  axrt_executable_release(stale_exe);
+  WalkRetainRelease(*this, &axrt_function_retain, stale, As<axrt_function_t>(walk.executable));
+}
+
+BAD_ARGUMENTS(axrt_function_release) {
+  WalkExecutable walk(*this);
+  axrt_executable_t stale_exe = nullptr;
+  axrt_function_t stale = nullptr;
+  EXPECT_OK(axrt_executable_load_memory(device, walk.bytes.data(), walk.bytes.size(), nullptr,
+                                        &stale_exe));
+  EXPECT_OK(axrt_executable_get_function(stale_exe, 0, &stale));
+  axrt_function_release(stale);
+  axrt_executable_release(stale_exe);
+  WalkRetainRelease(*this, &axrt_function_release, stale, As<axrt_function_t>(walk.executable));
+  // The walk's own function still works.
+  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
+  EXPECT_OK(axrt_function_query_info(walk.function_handle, &info));
+}
+
+BAD_ARGUMENTS(axrt_function_query_info) {
+  WalkExecutable walk(*this);
+  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
+  EXPECT_INVALID(axrt_function_query_info(nullptr, &info), "function");
+  EXPECT_INVALID(axrt_function_query_info(As<axrt_function_t>(walk.executable), &info),
+                 "executable");
+  WalkQueryStruct<axrt_function_info_t>("out_info", [&](axrt_function_info_t* out) {
+    return axrt_function_query_info(walk.function_handle, out);
+  });
+}
+
+BAD_ARGUMENTS(axrt_function_query_argument) {
+  WalkExecutable walk(*this);
+  axrt_argument_info_t info = AXRT_ARGUMENT_INFO_INIT;
+  EXPECT_INVALID(axrt_function_query_argument(nullptr, AXRT_ARGUMENT_KIND_INPUT, 0, &info),
+                 "function");
+  EXPECT_INVALID(axrt_function_query_argument(walk.function_handle, 0, 0, &info), "kind");
+  EXPECT_INVALID(axrt_function_query_argument(walk.function_handle, 3, 0, &info), "kind");
+  EXPECT_ERROR(axrt_function_query_argument(walk.function_handle, AXRT_ARGUMENT_KIND_OUTPUT, 1,
+                                            &info),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  WalkQueryStruct<axrt_argument_info_t>("out_info", [&](axrt_argument_info_t* out) {
+    return axrt_function_query_argument(walk.function_handle, AXRT_ARGUMENT_KIND_INPUT, 0, out);
+  });
+}
+
+BAD_ARGUMENTS(axrt_function_query_symbol) {
+  WalkExecutable walk(*this);
+  const char* name = "untouched";
+  uint64_t bound = 7;
+  EXPECT_INVALID(axrt_function_query_symbol(nullptr, 0, &name, &bound), "function");
+  EXPECT_INVALID(axrt_function_query_symbol(walk.function_handle, 0, nullptr, &bound), "out_name");
+  EXPECT_INVALID(axrt_function_query_symbol(walk.function_handle, 0, &name, nullptr),
+                 "out_upper_bound");
+  EXPECT_ERROR(axrt_function_query_symbol(walk.function_handle, 1, &name, &bound),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "index");
+  CHECK(std::string(name) == "untouched");
+  CHECK(bound == 7);
+}
+
+BAD_ARGUMENTS(axrt_function_invoke) {
+  WalkExecutable walk(*this);
+  axrt_tensor_t inputs[] = {walk.input};
+  axrt_tensor_t outputs[] = {nullptr};
+  axrt_function_t fn = walk.function_handle;
+  EXPECT_INVALID(axrt_function_invoke(nullptr, stream, inputs, 1, outputs, 1, nullptr), "function");
+  EXPECT_INVALID(axrt_function_invoke(fn, nullptr, inputs, 1, outputs, 1, nullptr), "stream");
+  EXPECT_RELEASED(axrt_function_invoke(fn, StaleStream(), inputs, 1, outputs, 1, nullptr),
+                  "released");
+  EXPECT_INVALID(axrt_function_invoke(fn, As<axrt_stream_t>(buffer), inputs, 1, outputs, 1, nullptr),
+                 "buffer");
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, nullptr, 1, outputs, 1, nullptr), "inputs");
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, nullptr, 1, nullptr), "outputs");
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 0, outputs, 1, nullptr), "1 inputs");
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, outputs, 2, nullptr), "1 outputs");
+  axrt_tensor_t wrong_kind[] = {As<axrt_tensor_t>(buffer)};
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, wrong_kind, 1, outputs, 1, nullptr), "inputs[0]");
+  axrt_tensor_t stale = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &stale));
+  axrt_tensor_release(stale);
+  axrt_tensor_t stale_inputs[] = {stale};
+  EXPECT_RELEASED(axrt_function_invoke(fn, stream, stale_inputs, 1, outputs, 1, nullptr),
+                  "inputs[0]");
+  axrt_tensor_t matrix = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &matrix));
+  axrt_tensor_t matrix_inputs[] = {matrix};
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, matrix_inputs, 1, outputs, 1, nullptr),
+                 "f32[4, 4] but the signature wants f32[n<=64]");
+  axrt_tensor_t matrix_outputs[] = {matrix};
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, matrix_outputs, 1, nullptr),
+                 "output 0 ('y')");
+  axrt_tensor_release(matrix);
+  // A deallocated buffer under a tensor.
+  axrt_buffer_t doomed = nullptr;
+  EXPECT_OK(axrt_buffer_allocate(device, 64, nullptr, &doomed));
+  const int64_t eight[] = {8};
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = AXRT_DTYPE_FLOAT32;
+  desc.rank = 1;
+  desc.shape = eight;
+  axrt_tensor_t on_doomed = nullptr;
+  EXPECT_OK(axrt_tensor_create(doomed, &desc, &on_doomed));
+  EXPECT_OK(axrt_stream_deallocate_buffer(stream, doomed));
+  axrt_tensor_t doomed_inputs[] = {on_doomed};
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, doomed_inputs, 1, outputs, 1, nullptr),
+                 "deallocated");
+  axrt_tensor_release(on_doomed);
+  axrt_buffer_release(doomed);
+  axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
+  options.flags = 1;
+  EXPECT_ERROR(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &options),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "flags");
+  const axrt_invoke_options_t init = AXRT_INVOKE_OPTIONS_INIT;
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_invoke_options_t* o) {
+    return axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, o);
+  });
+  CHECK(outputs[0] == nullptr);
+  ExpectHealthy();
+  EXPECT_OK(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, nullptr));
+  CHECK(outputs[0] != nullptr);
+  axrt_tensor_release(outputs[0]);
+  ExpectHealthy();
 }
 
 // ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <deque>
 #include <thread>
 
+#include "runtime/command_batch.h"
 #include "runtime/drivers/cpu/cpu_driver.h"
 
 namespace axrt::cpu {
@@ -21,6 +22,33 @@ constexpr uint64_t kParallelChunk = 1024 * 1024;
 // stream, poll this long before sleeping: waking a sleeping thread costs tens
 // of microseconds, far more than most stream work.
 constexpr auto kSpinTime = std::chrono::microseconds(20);
+// A command batch whose last run took at most this long runs inline on an
+// idle stream: handing it to the worker would cost more than running it.
+constexpr uint64_t kInlineBatchNs = 50'000;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Scratch for a kernel's dynamic shared memory, one per thread: calls on one
+// thread never overlap.
+std::byte* thread_scratch(uint32_t size) {
+  struct AlignedFree {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  struct Scratch {
+    std::unique_ptr<std::byte[], AlignedFree> storage;
+    uint32_t capacity = 0;
+  };
+  thread_local Scratch scratch;
+  if (scratch.capacity < size) {
+    scratch.storage.reset(static_cast<std::byte*>(::operator new[](size, std::align_val_t{64})));
+    scratch.capacity = size;
+  }
+  return scratch.storage.get();
+}
 
 // Polls `ready` until it holds or kSpinTime passes.
 template <typename Ready>
@@ -39,7 +67,7 @@ bool spin_until(Ready&& ready) {
 }
 
 struct CpuOp {
-  enum class Kind : uint8_t { kCopy, kFill, kHostFunc, kRecord, kWait, kDeallocate };
+  enum class Kind : uint8_t { kCopy, kFill, kHostFunc, kRecord, kWait, kDeallocate, kBatch };
   Kind kind;
   CopyCommand copy;
   Ref<Buffer> buffers[2];
@@ -51,6 +79,7 @@ struct CpuOp {
   void* user_data = nullptr;
   Ref<Event> event;
   uint64_t sequence = 0;
+  CommandBatchPtr batch;
 };
 
 }  // namespace
@@ -200,7 +229,112 @@ class CpuQueue {
       case CpuOp::Kind::kDeallocate:
         buffer_return_memory(op.buffers[0].get());
         break;
+      case CpuOp::Kind::kBatch:
+        if (!failed) run_batch(*op.batch);
+        break;
     }
+  }
+
+  void run_batch(const CommandBatch& batch) {
+    const uint64_t start = batch.last_duration_ns ? now_ns() : 0;
+    for (size_t i = 0; i < batch.commands.size(); ++i) {
+      const BatchCommand& command = batch.commands[i];
+      switch (command.kind) {
+        case BatchCommand::Kind::kDispatch:
+          if (FailurePtr failure = run_dispatch(batch, command, i)) {
+            fail(std::move(failure));
+            return;
+          }
+          break;
+        case BatchCommand::Kind::kCopy:
+          run_copy(command.copy);
+          break;
+        case BatchCommand::Kind::kFill: {
+          CpuOp fill;
+          fill.buffers[0] = Ref<Buffer>(command.fill_buffer);
+          fill.offset = command.fill_offset;
+          fill.length = command.fill_length;
+          fill.pattern = command.fill_pattern;
+          fill.pattern_size = command.fill_pattern_size;
+          run_fill(fill);
+          break;
+        }
+      }
+    }
+    if (batch.last_duration_ns) {
+      batch.last_duration_ns->store(now_ns() - start, std::memory_order_relaxed);
+    }
+  }
+
+  // Runs every workgroup of one dispatch across the workgroup pool.
+  FailurePtr run_dispatch(const CommandBatch& batch, const BatchCommand& command, size_t index) {
+    const HostKernel& kernel = *command.host_kernel;
+    const axrt_kernel_dim3_t count = command.workgroup_count;
+    const uint64_t total = uint64_t{count.x} * count.y * count.z;
+    if (total == 0) return nullptr;
+    axrt_kernel_dispatch_t dispatch = {};
+    dispatch.struct_size = sizeof(dispatch);
+    dispatch.workgroup_count = count;
+    dispatch.workgroup_size = kernel.workgroup_size;
+    dispatch.dynamic_shared_memory_size = kernel.dynamic_shared_memory;
+    dispatch.worker_count = device_->workgroups->concurrency();
+    dispatch.library_state = kernel.library_state;
+    const void* args = batch.args_at(command.args_offset);
+
+    struct Job {
+      const HostKernel* kernel;
+      const axrt_kernel_dispatch_t* dispatch;
+      const void* args;
+      std::atomic<bool> failed{false};
+      std::mutex mutex;
+      axrt_kernel_result_t result = AXRT_KERNEL_OK;
+      std::string message;
+      axrt_kernel_dim3_t failed_id{};
+    } job;
+    job.kernel = &kernel;
+    job.dispatch = &dispatch;
+    job.args = args;
+
+    device_->workgroups->parallel_for(total, 1, [&job](uint64_t begin, uint64_t end) {
+      const axrt_kernel_dispatch_t& d = *job.dispatch;
+      char message[256];
+      axrt_kernel_workgroup_t workgroup = {};
+      workgroup.struct_size = sizeof(workgroup);
+      workgroup.worker_id = WorkgroupPool::current_worker_index();
+      workgroup.dynamic_shared_memory =
+          d.dynamic_shared_memory_size ? thread_scratch(d.dynamic_shared_memory_size) : nullptr;
+      workgroup.error_message = message;
+      workgroup.error_message_capacity = sizeof(message);
+      const uint64_t per_slice = uint64_t{d.workgroup_count.x} * d.workgroup_count.y;
+      for (uint64_t linear = begin; linear < end; ++linear) {
+        if (job.failed.load(std::memory_order_relaxed)) return;
+        workgroup.workgroup_id.z = static_cast<uint32_t>(linear / per_slice);
+        const uint64_t in_slice = linear % per_slice;
+        workgroup.workgroup_id.y = static_cast<uint32_t>(in_slice / d.workgroup_count.x);
+        workgroup.workgroup_id.x = static_cast<uint32_t>(in_slice % d.workgroup_count.x);
+        message[0] = '\0';
+        const axrt_kernel_result_t result = job.kernel->function(job.args, &d, &workgroup);
+        if (result != AXRT_KERNEL_OK) {
+          std::lock_guard<std::mutex> lock(job.mutex);
+          if (!job.failed.exchange(true)) {
+            message[sizeof(message) - 1] = '\0';
+            job.result = result;
+            job.message = message;
+            job.failed_id = workgroup.workgroup_id;
+          }
+          return;
+        }
+      }
+    });
+    if (!job.failed.load()) return nullptr;
+    const auto code = static_cast<axrt_status_code_t>(
+        job.result > 0 && job.result <= AXRT_STATUS_CODE_DEVICE_LOST ? job.result
+                                                                      : AXRT_STATUS_CODE_INTERNAL);
+    return make_failure(make_status(
+        code, "{} failed in command {} of {} (workgroup ({}, {}, {}), code {}): {}", kernel.name,
+        index, batch.label ? *batch.label : std::string("a command batch"), job.failed_id.x,
+        job.failed_id.y, job.failed_id.z, job.result,
+        job.message.empty() ? "the kernel gave no reason" : job.message));
   }
 
   void run_wait(CpuOp& op) {
@@ -386,6 +520,17 @@ axrt_status_t stream_deallocate_buffer(Stream* stream, Buffer* buffer) {
   return nullptr;
 }
 
+axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
+  const bool short_last_time =
+      batch->last_duration_ns &&
+      batch->last_duration_ns->load(std::memory_order_relaxed) <= kInlineBatchNs;
+  CpuOp op;
+  op.kind = CpuOp::Kind::kBatch;
+  op.batch = std::move(batch);
+  queue_of(stream).submit(std::move(op), short_last_time);
+  return nullptr;
+}
+
 axrt_status_t stream_synchronize(Stream* stream) { return queue_of(stream).synchronize(stream); }
 
 axrt_status_t stream_query(Stream* stream, bool* out_idle) {
@@ -400,6 +545,7 @@ const StreamVtable kCpuStreamVtable = {
     .record_event = stream_record_event,
     .wait_event = stream_wait_event,
     .deallocate_buffer = stream_deallocate_buffer,
+    .submit_batch = stream_submit_batch,
     .synchronize = stream_synchronize,
     .query = stream_query,
 };

@@ -3,12 +3,20 @@
 namespace axrt::cpu {
 namespace {
 thread_local bool t_is_pool_thread = false;
+thread_local uint32_t t_worker_index = 0;
 }  // namespace
+
+uint32_t WorkgroupPool::current_worker_index() noexcept { return t_worker_index; }
 
 WorkgroupPool::WorkgroupPool(uint32_t concurrency) {
   const uint32_t threads = concurrency > 1 ? concurrency - 1 : 0;
   workers_.reserve(threads);
-  for (uint32_t i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_main(); });
+  for (uint32_t i = 0; i < threads; ++i) {
+    workers_.emplace_back([this, i] {
+      t_worker_index = i + 1;
+      worker_main();
+    });
+  }
 }
 
 WorkgroupPool::~WorkgroupPool() {

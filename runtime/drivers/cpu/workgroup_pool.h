@@ -43,6 +43,11 @@ class WorkgroupPool {
         &f);
   }
 
+  // Within a job, the index of the thread running a chunk: 0 for the
+  // submitting thread (and for every job run inline), 1 .. concurrency-1 for
+  // the pool's threads. Unique among the threads of one job.
+  static uint32_t current_worker_index() noexcept;
+
   // Jobs that ran on the pool threads rather than inline (for tests and
   // statistics).
   uint64_t parallel_job_count() const noexcept {

@@ -1,0 +1,835 @@
+// The kernel-library kit (kernel_library_kit.h) applied to the built-in
+// library "axrt.cpu" (whose table the suite reaches by linking the kernels'
+// objects, since the library is internal to libaxrt), to the suite's own
+// "cts.kernels", and to the two example libraries of examples/custom_kernel;
+// and the kit's self-tests: deliberately broken kernels it must fail.
+#include "abi/cts/kernel_library_kit.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "abi/cts/cts_kernel_library.h"
+#include "examples/custom_kernel/registered_library.h"
+#include "kernels/cpu/library.h"
+
+namespace axrt_cts {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Data and references
+// ---------------------------------------------------------------------------
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> values(n);
+  for (float& v : values) v = dist(random);
+  return values;
+}
+
+std::vector<int> RandomInts(size_t n, uint32_t seed, int lo, int hi) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  std::vector<int> values(n);
+  for (int& v : values) v = dist(random);
+  return values;
+}
+
+// Checks every got[i] within bound[i] of want[i]: one assertion, naming the
+// first element outside and how many are.
+void CheckNear(const std::vector<float>& got, const std::vector<double>& want,
+               const std::vector<double>& bound, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0;
+  size_t first = got.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= bound[i])) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  if (bad != 0) {
+    INFO(what << ": " << bad << " of " << got.size() << " elements are outside the bound; element "
+              << first << " is " << got[first] << ", the reference " << want[first] << " (bound "
+              << bound[first] << ")");
+    CHECK(bad == 0u);
+  } else {
+    CHECK(bad == 0u);
+  }
+}
+
+// Bounds |want| rel + abs.
+std::vector<double> RelativeBound(const std::vector<double>& want, double rel, double abs) {
+  std::vector<double> bound(want.size());
+  for (size_t i = 0; i < want.size(); ++i) bound[i] = std::fabs(want[i]) * rel + abs;
+  return bound;
+}
+
+uint32_t CeilDiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// IEEE binary16 bits of (1 + j / 8) 2^-6, j in [0, 8): exact halves.
+uint16_t HalfScaleBits(int j) {
+  return static_cast<uint16_t>((9u << 10) | (static_cast<uint32_t>(j) * 128u));
+}
+double HalfScaleValue(int j) { return (1.0 + j / 8.0) / 64.0; }
+
+// OCP e4m3fn: bias 7, subnormals, S.1111.111 NaN (never generated here).
+double E4m3Value(uint8_t code) {
+  const int exponent = (code >> 3) & 0xf;
+  const int mantissa = code & 0x7;
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
+  return (code & 0x80) != 0 ? -magnitude : magnitude;
+}
+
+// y[M, N] = x[M, K] . W[K, N] + bias[N] in double, and the bound of
+// docs/kernels.md: 1e-5 (sum_k |x W| + |bias|) + 1e-6.
+struct MatmulReference {
+  std::vector<double> y;
+  std::vector<double> bound;
+};
+
+MatmulReference Matmul(const std::vector<float>& x, const std::vector<double>& w,
+                       const std::vector<float>& bias, uint64_t M, uint64_t N, uint64_t K) {
+  MatmulReference ref{std::vector<double>(M * N), std::vector<double>(M * N)};
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t n = 0; n < N; ++n) {
+      double sum = bias[n];
+      double magnitude = std::fabs(static_cast<double>(bias[n]));
+      for (uint64_t k = 0; k < K; ++k) {
+        const double term = static_cast<double>(x[m * K + k]) * w[k * N + n];
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      ref.y[m * N + n] = sum;
+      ref.bound[m * N + n] = 1e-5 * magnitude + 1e-6;
+    }
+  }
+  return ref;
+}
+
+// A matmul case: buffers x, the weight buffers, bias, y; scalars M, N, K
+// and `extra`; the grid of 64 x 64 tiles.
+KernelCase MatmulCase(const std::string& kernel, uint64_t M, uint64_t N, uint64_t K,
+                      std::vector<CaseBuffer> weights, const std::vector<double>& w,
+                      std::vector<uint64_t> extra, uint32_t seed) {
+  const std::vector<float> x = RandomFloats(M * K, seed);
+  const std::vector<float> bias = RandomFloats(N, seed + 1);
+  KernelCase c;
+  c.kernel = kernel;
+  c.description =
+      "M = " + std::to_string(M) + ", N = " + std::to_string(N) + ", K = " + std::to_string(K);
+  c.grid = {CeilDiv(N, 64), CeilDiv(M, 64), 1};
+  c.buffers.push_back(InputBuffer(BytesOf(x)));
+  for (CaseBuffer& b : weights) c.buffers.push_back(std::move(b));
+  c.buffers.push_back(InputBuffer(BytesOf(bias)));
+  c.buffers.push_back(OutputBuffer(M * N * sizeof(float)));
+  c.scalars = {M, N, K};
+  c.scalars.insert(c.scalars.end(), extra.begin(), extra.end());
+  const MatmulReference ref = Matmul(x, w, bias, M, N, K);
+  c.check = [ref, kernel](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), ref.y, ref.bound, kernel);
+  };
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Quantization layouts the built-in kernels read (docs/kernels.md), as the
+// executable's parameters declare them. Static: the kit borrows them.
+// ---------------------------------------------------------------------------
+
+const uint64_t kPerChannelBlock[] = {1, 0};
+const uint64_t kInt4GroupBlock[] = {128, 1};
+const uint64_t kWholeTensorBlock[] = {0, 0};
+const uint64_t kBlock128x128[] = {128, 128};
+
+axrt_axe_quant_layout_t Int8PerChannelLayout() {
+  axrt_axe_quant_layout_t l = AXRT_AXE_QUANT_LAYOUT_INIT;
+  l.layout_id = "int8.per_channel";
+  l.element_type = AXRT_AXE_DTYPE_INT8;
+  l.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
+  l.rank = 2;
+  l.block_shape = kPerChannelBlock;
+  l.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  return l;
+}
+
+axrt_axe_quant_layout_t Int4Layout(const char* id, axrt_axe_element_order_t order, int32_t axis,
+                                   int32_t stored_bias) {
+  axrt_axe_quant_layout_t l = AXRT_AXE_QUANT_LAYOUT_INIT;
+  l.layout_id = id;
+  l.element_type = AXRT_AXE_DTYPE_UINT4;
+  l.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
+  l.rank = 2;
+  l.block_shape = kInt4GroupBlock;
+  l.scale.dtype = AXRT_AXE_DTYPE_FLOAT16;
+  l.zero_point.kind = AXRT_AXE_ZERO_POINT_KIND_INTEGER;
+  l.zero_point.dtype = AXRT_AXE_DTYPE_UINT4;
+  l.zero_point.packing = {
+      4, 32, 1, order, AXRT_AXE_SIGN_ENCODING_TWOS_COMPLEMENT, AXRT_AXE_PADDING_RULE_EXACT};
+  l.zero_point.stored_bias = stored_bias;
+  l.packing = {
+      4, 32, axis, order, AXRT_AXE_SIGN_ENCODING_TWOS_COMPLEMENT, AXRT_AXE_PADDING_RULE_EXACT};
+  return l;
+}
+
+axrt_axe_quant_layout_t Fp8Layout(const char* id, const uint64_t* block) {
+  axrt_axe_quant_layout_t l = AXRT_AXE_QUANT_LAYOUT_INIT;
+  l.layout_id = id;
+  l.element_type = AXRT_AXE_DTYPE_FLOAT8_E4M3FN;
+  l.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
+  l.rank = 2;
+  l.block_shape = block;
+  l.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  return l;
+}
+
+const axrt_axe_quant_layout_t kInt8PerChannel = Int8PerChannelLayout();
+const axrt_axe_quant_layout_t kAwq = Int4Layout("awq.int4.g128", AXRT_AXE_ELEMENT_ORDER_AWQ, 1, 0);
+const axrt_axe_quant_layout_t kGptqV2 =
+    Int4Layout("gptq_v2.int4.g128", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 0);
+const axrt_axe_quant_layout_t kGptqV1 =
+    Int4Layout("gptq.int4.g128", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 1);
+const axrt_axe_quant_layout_t kFp8PerTensor = Fp8Layout("fp8.e4m3fn.per_tensor", kWholeTensorBlock);
+const axrt_axe_quant_layout_t kFp8B128 = Fp8Layout("fp8.e4m3fn.b128x128", kBlock128x128);
+
+// ---------------------------------------------------------------------------
+// Packers
+// ---------------------------------------------------------------------------
+
+// AWQ's order: element e of a group of eight sits in nibble e / 2 when even
+// and 4 + e / 2 when odd (format §9.2).
+uint32_t AwqShift(uint64_t e) {
+  return static_cast<uint32_t>(4 * (e % 2 == 0 ? e / 2 : 4 + e / 2));
+}
+
+enum class Int4Format { kAwq, kGptqV2, kGptqV1 };
+
+// Codes q [K, N] and zero points z [K/g, N] in the format's u32 words.
+struct PackedInt4 {
+  std::vector<uint32_t> qweight;
+  std::vector<uint32_t> qzeros;
+};
+
+PackedInt4 PackInt4(Int4Format format, const std::vector<int>& q, const std::vector<int>& z,
+                    uint64_t K, uint64_t N, uint64_t groups) {
+  PackedInt4 packed;
+  if (format == Int4Format::kAwq) {
+    packed.qweight.assign(K * N / 8, 0);
+    for (uint64_t k = 0; k < K; ++k) {
+      for (uint64_t n = 0; n < N; ++n) {
+        packed.qweight[k * (N / 8) + n / 8] |= static_cast<uint32_t>(q[k * N + n])
+                                               << AwqShift(n % 8);
+      }
+    }
+  } else {
+    packed.qweight.assign(K / 8 * N, 0);
+    for (uint64_t k = 0; k < K; ++k) {
+      for (uint64_t n = 0; n < N; ++n) {
+        packed.qweight[(k / 8) * N + n] |= static_cast<uint32_t>(q[k * N + n]) << (4 * (k % 8));
+      }
+    }
+  }
+  packed.qzeros.assign(groups * N / 8, 0);
+  for (uint64_t g = 0; g < groups; ++g) {
+    for (uint64_t n = 0; n < N; ++n) {
+      const int stored = format == Int4Format::kGptqV1 ? z[g * N + n] - 1 : z[g * N + n];
+      const uint32_t shift =
+          format == Int4Format::kAwq ? AwqShift(n % 8) : static_cast<uint32_t>(4 * (n % 8));
+      packed.qzeros[g * (N / 8) + n / 8] |= static_cast<uint32_t>(stored) << shift;
+    }
+  }
+  return packed;
+}
+
+// ---------------------------------------------------------------------------
+// Cases for "axrt.cpu"
+// ---------------------------------------------------------------------------
+
+KernelCase ElementwiseBinary(const std::string& kernel, bool multiply) {
+  const uint64_t n = 9000;  // three workgroups of 4096, the last partial
+  const std::vector<float> a = RandomFloats(n, 11), b = RandomFloats(n, 12);
+  KernelCase c;
+  c.kernel = kernel;
+  c.description = "n = 9000";
+  c.grid = {CeilDiv(n, 4096), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(a)), InputBuffer(BytesOf(b)), OutputBuffer(n * 4)};
+  c.scalars = {n};
+  std::vector<double> want(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    want[i] = multiply ? double{a[i]} * b[i] : double{a[i]} + b[i];
+  }
+  c.check = [want, kernel](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[2]), want, RelativeBound(want, 1e-5, 0.0), kernel);
+  };
+  return c;
+}
+
+KernelCase ElementwiseUnary(const std::string& kernel, double (*reference)(double)) {
+  const uint64_t n = 5000;
+  const std::vector<float> x = RandomFloats(n, 13, -6.0f, 6.0f);
+  KernelCase c;
+  c.kernel = kernel;
+  c.description = "n = 5000";
+  c.grid = {CeilDiv(n, 4096), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(x)), OutputBuffer(n * 4)};
+  c.scalars = {n};
+  std::vector<double> want(n);
+  for (uint64_t i = 0; i < n; ++i) want[i] = reference(x[i]);
+  c.check = [want, kernel](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[1]), want, RelativeBound(want, 1e-5, 1e-6), kernel);
+  };
+  return c;
+}
+
+double Gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double Silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+constexpr uint64_t kRows = 5;
+constexpr uint64_t kCols = 37;
+
+KernelCase Softmax() {
+  const std::vector<float> x = RandomFloats(kRows * kCols, 21, -3.0f, 3.0f);
+  KernelCase c;
+  c.kernel = "axrt_softmax_f32";
+  c.description = "[5, 37]";
+  c.grid = {static_cast<uint32_t>(kRows), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(x)), OutputBuffer(kRows * kCols * 4)};
+  c.scalars = {kRows, kCols};
+  std::vector<double> want(kRows * kCols);
+  for (uint64_t r = 0; r < kRows; ++r) {
+    double max = x[r * kCols];
+    for (uint64_t j = 0; j < kCols; ++j) max = std::max(max, double{x[r * kCols + j]});
+    double sum = 0.0;
+    for (uint64_t j = 0; j < kCols; ++j) sum += std::exp(x[r * kCols + j] - max);
+    for (uint64_t j = 0; j < kCols; ++j)
+      want[r * kCols + j] = std::exp(x[r * kCols + j] - max) / sum;
+  }
+  c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[1]), want, RelativeBound(want, 1e-5, 0.0), "softmax");
+  };
+  return c;
+}
+
+KernelCase Norm(bool layer) {
+  const std::vector<float> x = RandomFloats(kRows * kCols, 22, -3.0f, 3.0f);
+  const std::vector<float> gamma = RandomFloats(kCols, 23, 0.5f, 1.5f);
+  const std::vector<float> beta = RandomFloats(kCols, 24);
+  const float epsilon = layer ? 1e-5f : 1e-6f;
+  KernelCase c;
+  c.kernel = layer ? "axrt_layernorm_f32" : "axrt_rmsnorm_f32";
+  c.description = "[5, 37]";
+  c.grid = {static_cast<uint32_t>(kRows), 1, 1};
+  c.buffers.push_back(InputBuffer(BytesOf(x)));
+  c.buffers.push_back(InputBuffer(BytesOf(gamma)));
+  if (layer) c.buffers.push_back(InputBuffer(BytesOf(beta)));
+  c.buffers.push_back(OutputBuffer(kRows * kCols * 4));
+  c.scalars = {kRows, kCols, F32Bits(epsilon)};
+  std::vector<double> want(kRows * kCols);
+  for (uint64_t r = 0; r < kRows; ++r) {
+    const float* row = x.data() + r * kCols;
+    double mean = 0.0, squares = 0.0;
+    for (uint64_t j = 0; j < kCols; ++j) mean += row[j];
+    mean /= kCols;
+    for (uint64_t j = 0; j < kCols; ++j) {
+      const double d = layer ? row[j] - mean : row[j];
+      squares += d * d;
+    }
+    const double inv = 1.0 / std::sqrt(squares / kCols + epsilon);
+    for (uint64_t j = 0; j < kCols; ++j) {
+      want[r * kCols + j] =
+          layer ? (row[j] - mean) * inv * gamma[j] + beta[j] : row[j] * inv * gamma[j];
+    }
+  }
+  const std::string name = c.kernel;
+  c.check = [want, name](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), want, RelativeBound(want, 1e-5, 1e-6), name);
+  };
+  return c;
+}
+
+KernelCase MatmulF32() {
+  const uint64_t M = 67, N = 72, K = 33;  // 2 x 2 tiles, both clipped
+  const std::vector<float> w = RandomFloats(K * N, 31);
+  return MatmulCase("axrt_matmul_f32", M, N, K, {InputBuffer(BytesOf(w))},
+                    std::vector<double>(w.begin(), w.end()), {}, 32);
+}
+
+KernelCase MatmulInt8() {
+  const uint64_t M = 67, N = 72, K = 40;
+  const std::vector<int> codes = RandomInts(N * K, 41, -127, 127);
+  const std::vector<float> scale = RandomFloats(N, 42, 0.005f, 0.02f);
+  std::vector<int8_t> w(N * K);
+  std::vector<double> dequantized(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) {
+      w[n * K + k] = static_cast<int8_t>(codes[n * K + k]);
+      dequantized[k * N + n] = codes[n * K + k] * double{scale[n]};
+    }
+  }
+  return MatmulCase("axrt_matmul_int8_pc_f32", M, N, K,
+                    {InputBuffer(BytesOf(w), &kInt8PerChannel), InputBuffer(BytesOf(scale))},
+                    dequantized, {}, 43);
+}
+
+KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
+                      const axrt_axe_quant_layout_t* layout) {
+  const uint64_t M = 5, N = 72, K = 256, group = 128, groups = K / group;
+  const std::vector<int> q = RandomInts(K * N, 51, 0, 15);
+  // GPTQ v1 stores z - 1, so its zero points start at 1.
+  const std::vector<int> z = RandomInts(groups * N, 52, format == Int4Format::kGptqV1 ? 1 : 0, 15);
+  const std::vector<int> s = RandomInts(groups * N, 53, 0, 7);
+  const PackedInt4 packed = PackInt4(format, q, z, K, N, groups);
+  std::vector<uint16_t> scales(groups * N);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = HalfScaleBits(s[i]);
+  std::vector<double> dequantized(K * N);
+  for (uint64_t k = 0; k < K; ++k) {
+    for (uint64_t n = 0; n < N; ++n) {
+      const uint64_t g = k / group;
+      dequantized[k * N + n] = (q[k * N + n] - z[g * N + n]) * HalfScaleValue(s[g * N + n]);
+    }
+  }
+  return MatmulCase(kernel, M, N, K,
+                    {InputBuffer(BytesOf(packed.qweight), layout), InputBuffer(BytesOf(scales)),
+                     InputBuffer(BytesOf(packed.qzeros))},
+                    dequantized, {group}, 54);
+}
+
+KernelCase MatmulFp8(const std::string& kernel, uint64_t M, uint64_t N, uint64_t K, uint64_t block,
+                     const axrt_axe_quant_layout_t* layout) {
+  const uint64_t bn = block != 0 ? block : N, bk = block != 0 ? block : K;
+  const uint64_t scale_rows = CeilDiv(N, bn), scale_cols = CeilDiv(K, bk);
+  std::vector<int> codes = RandomInts(N * K, 61, 0, 253);
+  std::vector<uint8_t> w(N * K);
+  for (size_t i = 0; i < w.size(); ++i) {
+    // Skip the NaN codes 0x7f and 0xff.
+    int code = codes[i];
+    if (code >= 0x7f) ++code;
+    w[i] = static_cast<uint8_t>(code);
+  }
+  const std::vector<float> scale = RandomFloats(scale_rows * scale_cols, 62, 0.005f, 0.02f);
+  std::vector<double> dequantized(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) {
+      dequantized[k * N + n] =
+          E4m3Value(w[n * K + k]) * double{scale[(n / bn) * scale_cols + k / bk]};
+    }
+  }
+  return MatmulCase(kernel, M, N, K, {InputBuffer(BytesOf(w), layout), InputBuffer(BytesOf(scale))},
+                    dequantized, {block, block}, 63);
+}
+
+std::vector<KernelCase> BuiltinCases() {
+  std::vector<KernelCase> cases;
+  cases.push_back(ElementwiseBinary("axrt_add_f32", false));
+  cases.push_back(ElementwiseBinary("axrt_mul_f32", true));
+  cases.push_back(ElementwiseUnary("axrt_gelu_f32", Gelu));
+  cases.push_back(ElementwiseUnary("axrt_silu_f32", Silu));
+  cases.push_back(Softmax());
+  cases.push_back(Norm(true));
+  cases.push_back(Norm(false));
+  cases.push_back(MatmulF32());
+  cases.push_back(MatmulInt8());
+  cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
+  cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2));
+  cases.push_back(MatmulInt4("axrt_matmul_gptq_v1_int4_f32", Int4Format::kGptqV1, &kGptqV1));
+  // Per tensor: one scale. 128 x 128 blocks: N and K past one block, so the
+  // scale grid is [2, 2] and both edges are partial.
+  cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_f32", 67, 72, 40, 0, &kFp8PerTensor));
+  cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_b128_f32", 5, 136, 200, 128, &kFp8B128));
+  return cases;
+}
+
+TEST_CASE("kernel library kit: the AWQ packer matches the format's worked example", "[cts][kit]") {
+  // Codes 1..8 for n = 0..7 give the word 0x86427531 (format §9.2).
+  const std::vector<int> q = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int> z(8, 0);
+  CHECK(PackInt4(Int4Format::kAwq, q, z, 1, 8, 1).qweight == std::vector<uint32_t>{0x86427531u});
+  // GPTQ packs eight rows of K per word, sequentially: column 0 of rows
+  // 0..7 holding 1..8 gives 0x87654321 in word 0.
+  std::vector<int> column(64, 0);
+  for (int k = 0; k < 8; ++k) column[k * 8] = k + 1;
+  CHECK(PackInt4(Int4Format::kGptqV2, column, std::vector<int>(8, 0), 8, 8, 1).qweight[0] ==
+        0x87654321u);
+  // v1 stores z - 1: symmetric zero points of 8 give 0x77777777.
+  CHECK(PackInt4(Int4Format::kGptqV1, std::vector<int>(64, 0), std::vector<int>(8, 8), 8, 8, 1)
+            .qzeros == std::vector<uint32_t>{0x77777777u});
+}
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit: the built-in library 'axrt.cpu'", "[cts][kit]") {
+  CTS_REQUIRE_FEATURE(Feature::kHostKernels);
+  const axrt_kernel_library_t* library = axrt::kernels::cpu_kernel_library();
+  const std::vector<KernelCase> cases = BuiltinCases();
+  for (uint32_t k = 0; k < library->kernel_count; ++k) {
+    const std::string name = library->kernels[k].name;
+    INFO("every built-in kernel has a case: '" << name << "' has none");
+    CHECK(std::any_of(cases.begin(), cases.end(),
+                      [&](const KernelCase& c) { return c.kernel == name; }));
+  }
+  KitOptions options;
+  options.reach = KitOptions::Reach::kAlreadyRegistered;  // in every instance
+  RunKernelLibraryKit(*this, library, cases, options);
+}
+
+// ---------------------------------------------------------------------------
+// "cts.kernels"
+// ---------------------------------------------------------------------------
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit: the suite's library 'cts.kernels'",
+                 "[cts][kit]") {
+  CTS_REQUIRE_FEATURE(Feature::kHostKernels);
+  CtsLibrary().init_fails = false;
+  CtsLibrary().state_mismatch = false;
+  std::vector<KernelCase> cases;
+  {
+    const uint64_t n = 200;
+    const std::vector<float> x = RandomFloats(n, 71), y = RandomFloats(n, 72);
+    KernelCase c;
+    c.kernel = "cts_axpy";
+    c.description = "n = 200, alpha = 2";
+    c.grid = {CeilDiv(n, kCtsElementsPerWorkgroup), 1, 1};
+    c.buffers = {InputBuffer(BytesOf(x)), InputBuffer(BytesOf(y)), OutputBuffer(n * 4)};
+    c.scalars = {n, F32Bits(2.0f)};
+    std::vector<double> want(n);
+    for (uint64_t i = 0; i < n; ++i) want[i] = 2.0 * x[i] + y[i];
+    c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
+      CheckNear(ValuesOf<float>(buffers[2]), want, RelativeBound(want, 1e-6, 1e-7), "cts_axpy");
+    };
+    cases.push_back(std::move(c));
+  }
+  {
+    KernelCase c;
+    c.kernel = "cts_fail";
+    c.description = "no failing workgroup";
+    c.grid = {8, 1, 1};
+    c.buffers = {OutputBuffer(8 * 4)};
+    c.scalars = {1000};
+    c.check = [](std::span<const std::vector<uint8_t>> buffers) {
+      CHECK(ValuesOf<uint32_t>(buffers[0]) == std::vector<uint32_t>(8, 1));
+    };
+    cases.push_back(std::move(c));
+  }
+  {
+    // counts[wg] += 1 depends on what the buffer held: not fully written.
+    KernelCase c;
+    c.kernel = "cts_coverage";
+    c.description = "grid (3, 2, 2), 256 bytes of shared memory";
+    c.grid = {3, 2, 2};
+    c.buffers = {OutputBuffer(12 * 4), OutputBuffer(7 * 4)};
+    c.buffers[0].fully_written = false;
+    c.dynamic_shared_memory = 256;
+    c.check = [](std::span<const std::vector<uint8_t>> buffers) {
+      CHECK(ValuesOf<uint32_t>(buffers[0]) == std::vector<uint32_t>(12, 1));
+      CHECK(ValuesOf<uint32_t>(buffers[1]) == std::vector<uint32_t>{3, 2, 2, 1, 1, 1, 256});
+    };
+    cases.push_back(std::move(c));
+  }
+  // cts_dequant_rows does nothing (it exists for layout matching), so it has
+  // no case: the kit warns and checks its table entry only.
+  RunKernelLibraryKit(*this, CtsKernelLibrary(), cases);
+  CHECK_FALSE(CtsLibrary().state_mismatch);
+}
+
+// ---------------------------------------------------------------------------
+// The example libraries of examples/custom_kernel
+// ---------------------------------------------------------------------------
+
+TEST_CASE_METHOD(DeviceTest,
+                 "kernel library kit: the registered example library "
+                 "'example.registered'",
+                 "[cts][kit]") {
+  CTS_REQUIRE_FEATURE(Feature::kHostKernels);
+  std::vector<KernelCase> cases;
+  {
+    const uint64_t n = 1000;
+    const std::vector<float> x = RandomFloats(n, 81), y = RandomFloats(n, 82);
+    KernelCase c;
+    c.kernel = "example_saxpy_f32";
+    c.description = "n = 1000, alpha = -1.5";
+    c.grid = {CeilDiv(n, EXAMPLE_ELEMENTS_PER_WORKGROUP), 1, 1};
+    c.buffers = {InputBuffer(BytesOf(x)), InputBuffer(BytesOf(y)), OutputBuffer(n * 4)};
+    c.scalars = {n, F32Bits(-1.5f)};
+    std::vector<double> want(n);
+    for (uint64_t i = 0; i < n; ++i) want[i] = -1.5 * x[i] + y[i];
+    c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
+      CheckNear(ValuesOf<float>(buffers[2]), want, RelativeBound(want, 1e-6, 1e-7), "saxpy");
+    };
+    cases.push_back(std::move(c));
+  }
+  {
+    const uint64_t n = 700;
+    const std::vector<float> x = RandomFloats(n, 83);
+    KernelCase c;
+    c.kernel = "example_clamp_f32";
+    c.description = "n = 700, [-0.5, 0.25]";
+    c.grid = {CeilDiv(n, EXAMPLE_ELEMENTS_PER_WORKGROUP), 1, 1};
+    c.buffers = {InputBuffer(BytesOf(x)), OutputBuffer(n * 4)};
+    c.scalars = {n, F32Bits(-0.5f), F32Bits(0.25f)};
+    c.check = [x](std::span<const std::vector<uint8_t>> buffers) {
+      std::vector<float> want(x.size());
+      for (size_t i = 0; i < x.size(); ++i) want[i] = std::min(std::max(x[i], -0.5f), 0.25f);
+      CHECK(ValuesOf<float>(buffers[1]) == want);
+    };
+    cases.push_back(std::move(c));
+  }
+  RunKernelLibraryKit(*this, example_registered_library(), cases);
+}
+
+#ifdef AXRT_KIT_EXAMPLE_HOST_LIBRARY
+struct DlCloser {
+  void operator()(void* handle) const { dlclose(handle); }
+};
+#endif
+
+TEST_CASE_METHOD(DeviceTest,
+                 "kernel library kit: the embedded example library "
+                 "'example.embedded'",
+                 "[cts][kit]") {
+  CTS_REQUIRE_FEATURE(Feature::kHostKernels);
+#ifndef AXRT_KIT_EXAMPLE_HOST_LIBRARY
+  WARN("skipped: the examples are not built (AXRT_BUILD_EXAMPLES=OFF)");
+#else
+  const char* path = AXRT_KIT_EXAMPLE_HOST_LIBRARY;
+  // The direct calls need the table: open the built shared object here too.
+  // The runtime loads its own copy from the bytes embedded in the .axe.
+  std::unique_ptr<void, DlCloser> handle(dlopen(path, RTLD_NOW | RTLD_LOCAL));
+  INFO(path << ": " << (handle ? "" : dlerror()));
+  REQUIRE(handle != nullptr);
+  auto query = reinterpret_cast<axrt_kernel_library_query_fn_t>(
+      dlsym(handle.get(), AXRT_KERNEL_LIBRARY_QUERY_SYMBOL));
+  REQUIRE(query != nullptr);
+  const axrt_kernel_library_t* library = query(AXRT_KERNEL_ABI_VERSION);
+  REQUIRE(library != nullptr);
+  CHECK(std::string(library->name) == "example.embedded");
+
+  KitOptions options;
+  options.reach = KitOptions::Reach::kEmbedded;
+  std::ifstream file(path, std::ios::binary);
+  options.host_shared_object.assign(std::istreambuf_iterator<char>(file),
+                                    std::istreambuf_iterator<char>());
+  REQUIRE(!options.host_shared_object.empty());
+
+  std::vector<KernelCase> cases;
+  {
+    const uint64_t rows = 37, cols = 50;
+    const std::vector<float> in = RandomFloats(rows * cols, 91);
+    KernelCase c;
+    c.kernel = "example_transpose_f32";
+    c.description = "[37, 50]";
+    c.grid = {CeilDiv(cols, 16), CeilDiv(rows, 16), 1};
+    c.buffers = {InputBuffer(BytesOf(in)), OutputBuffer(rows * cols * 4)};
+    c.scalars = {rows, cols};
+    c.check = [in, rows, cols](std::span<const std::vector<uint8_t>> buffers) {
+      std::vector<float> want(rows * cols);
+      for (uint64_t r = 0; r < rows; ++r) {
+        for (uint64_t j = 0; j < cols; ++j) want[j * rows + r] = in[r * cols + j];
+      }
+      CHECK(ValuesOf<float>(buffers[1]) == want);
+    };
+    cases.push_back(std::move(c));
+  }
+  {
+    const uint32_t n = 1000;
+    KernelCase c;
+    c.kernel = "example_iota_u32";
+    c.description = "n = 1000, start 7, step 5";
+    c.grid = {CeilDiv(n, 256), 1, 1};
+    c.buffers = {OutputBuffer(n * 4)};
+    c.scalars = {n, 7, 5};
+    c.check = [n](std::span<const std::vector<uint8_t>> buffers) {
+      std::vector<uint32_t> want(n);
+      for (uint32_t i = 0; i < n; ++i) want[i] = 7 + 5 * i;
+      CHECK(ValuesOf<uint32_t>(buffers[0]) == want);
+    };
+    cases.push_back(std::move(c));
+  }
+  RunKernelLibraryKit(*this, library, cases, options);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Self-tests: kernels with one defect each, which the kit must fail
+// ([!shouldfail]: the test passes when an assertion fails). The broken
+// kernels run only as direct calls, into the kit's guarded buffers.
+// ---------------------------------------------------------------------------
+
+constexpr uint64_t kBrokenPerWorkgroup = 16;
+
+struct BrokenArgs {
+  const float* x;
+  float* out;
+  uint64_t n;
+};
+
+void Range(const axrt_kernel_workgroup_t* workgroup, uint64_t n, uint64_t* begin, uint64_t* end) {
+  *begin = workgroup->workgroup_id.x * kBrokenPerWorkgroup;
+  *end = std::min(n, *begin + kBrokenPerWorkgroup);
+}
+
+// Copies x to out, then writes one element past the end of out.
+axrt_kernel_result_t BrokenOutOfBounds(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                       const axrt_kernel_workgroup_t* workgroup) {
+  const auto& a = *static_cast<const BrokenArgs*>(args);
+  uint64_t begin, end;
+  Range(workgroup, a.n, &begin, &end);
+  for (uint64_t i = begin; i < end; ++i) a.out[i] = a.x[i];
+  if (workgroup->workgroup_id.x + 1 == dispatch->workgroup_count.x) a.out[a.n] = 1.0f;
+  return AXRT_KERNEL_OK;
+}
+
+// Workgroup 1 does nothing.
+axrt_kernel_result_t BrokenLazy(const void* args, const axrt_kernel_dispatch_t*,
+                                const axrt_kernel_workgroup_t* workgroup) {
+  const auto& a = *static_cast<const BrokenArgs*>(args);
+  if (workgroup->workgroup_id.x == 1) return AXRT_KERNEL_OK;
+  uint64_t begin, end;
+  Range(workgroup, a.n, &begin, &end);
+  for (uint64_t i = begin; i < end; ++i) a.out[i] = a.x[i];
+  return AXRT_KERNEL_OK;
+}
+
+// Numbers its outputs in the order the workgroups run.
+axrt_kernel_result_t BrokenOrder(const void* args, const axrt_kernel_dispatch_t*,
+                                 const axrt_kernel_workgroup_t* workgroup) {
+  static std::atomic<uint32_t> calls{0};
+  const auto& a = *static_cast<const BrokenArgs*>(args);
+  uint64_t begin, end;
+  Range(workgroup, a.n, &begin, &end);
+  const float call = static_cast<float>(calls++ % 1000);
+  for (uint64_t i = begin; i < end; ++i) a.out[i] = a.x[i] + call;
+  return AXRT_KERNEL_OK;
+}
+
+// Uses x as scratch.
+axrt_kernel_result_t BrokenWritesInput(const void* args, const axrt_kernel_dispatch_t*,
+                                       const axrt_kernel_workgroup_t* workgroup) {
+  const auto& a = *static_cast<const BrokenArgs*>(args);
+  uint64_t begin, end;
+  Range(workgroup, a.n, &begin, &end);
+  float* x = const_cast<float*>(a.x);
+  for (uint64_t i = begin; i < end; ++i) {
+    x[i] *= 2.0f;
+    a.out[i] = x[i];
+  }
+  return AXRT_KERNEL_OK;
+}
+
+// Writes only the even elements of its range.
+axrt_kernel_result_t BrokenSparse(const void* args, const axrt_kernel_dispatch_t*,
+                                  const axrt_kernel_workgroup_t* workgroup) {
+  const auto& a = *static_cast<const BrokenArgs*>(args);
+  uint64_t begin, end;
+  Range(workgroup, a.n, &begin, &end);
+  for (uint64_t i = begin; i < end; i += 2) a.out[i] = a.x[i];
+  return AXRT_KERNEL_OK;
+}
+
+const axrt_kernel_param_info_t kBrokenParams[] = {
+    {"x", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
+    {"out", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
+    {"n", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_UINT64, nullptr},
+};
+const axrt_kernel_param_info_t kBadScalarParams[] = {
+    {"out", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
+    {"n", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_FLOAT32, "a.layout"},
+};
+
+const axrt_kernel_info_t kBrokenKernels[] = {
+    {"out_of_bounds", BrokenOutOfBounds, kBrokenParams, 3, 24},
+    {"lazy", BrokenLazy, kBrokenParams, 3, 24},
+    {"order", BrokenOrder, kBrokenParams, 3, 24},
+    {"writes_input", BrokenWritesInput, kBrokenParams, 3, 24},
+    {"sparse", BrokenSparse, kBrokenParams, 3, 24},
+};
+const axrt_kernel_library_t kBrokenLibrary = {sizeof(axrt_kernel_library_t),
+                                              AXRT_KERNEL_ABI_VERSION,
+                                              1,
+                                              "kit.broken",
+                                              kBrokenKernels,
+                                              5,
+                                              nullptr,
+                                              nullptr};
+
+void RunBroken(const DeviceTest& test, const std::string& kernel) {
+  const uint64_t n = 40;
+  KernelCase c;
+  c.kernel = kernel;
+  c.grid = {CeilDiv(n, kBrokenPerWorkgroup), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(RandomFloats(n, 99))), OutputBuffer(n * 4)};
+  c.scalars = {n};
+  KitOptions options;
+  options.run_through_runtime = false;
+  options.check_lifecycle = false;
+  RunKernelCase(test, &kBrokenLibrary, c, options);
+}
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit self-test: the broken library's table passes",
+                 "[cts][kit]") {
+  CheckLibraryTable(&kBrokenLibrary);
+}
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit self-test: a write past a buffer fails",
+                 "[cts][kit][!shouldfail]") {
+  RunBroken(*this, "out_of_bounds");
+}
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit self-test: a workgroup that writes nothing fails",
+                 "[cts][kit][!shouldfail]") {
+  RunBroken(*this, "lazy");
+}
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit self-test: order-dependent results fail",
+                 "[cts][kit][!shouldfail]") {
+  RunBroken(*this, "order");
+}
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit self-test: a write to a read-only buffer fails",
+                 "[cts][kit][!shouldfail]") {
+  RunBroken(*this, "writes_input");
+}
+
+TEST_CASE_METHOD(DeviceTest, "kernel library kit self-test: output bytes no workgroup writes fail",
+                 "[cts][kit][!shouldfail]") {
+  RunBroken(*this, "sparse");
+}
+
+TEST_CASE("kernel library kit self-test: a wrong args_size fails the table check",
+          "[cts][kit][!shouldfail]") {
+  axrt_kernel_info_t kernels[1] = {kBrokenKernels[0]};
+  kernels[0].args_size = 20;
+  axrt_kernel_library_t library = kBrokenLibrary;
+  library.kernels = kernels;
+  library.kernel_count = 1;
+  CheckLibraryTable(&library);
+}
+
+TEST_CASE("kernel library kit self-test: a layout_id on a scalar fails the table check",
+          "[cts][kit][!shouldfail]") {
+  axrt_kernel_info_t kernels[1] = {{"bad_scalar", BrokenLazy, kBadScalarParams, 2, 16}};
+  axrt_kernel_library_t library = kBrokenLibrary;
+  library.kernels = kernels;
+  library.kernel_count = 1;
+  CheckLibraryTable(&library);
+}
+
+TEST_CASE("kernel library kit self-test: a duplicate kernel name fails the table check",
+          "[cts][kit][!shouldfail]") {
+  axrt_kernel_info_t kernels[2] = {kBrokenKernels[1], kBrokenKernels[1]};
+  axrt_kernel_library_t library = kBrokenLibrary;
+  library.kernels = kernels;
+  library.kernel_count = 2;
+  CheckLibraryTable(&library);
+}
+
+}  // namespace
+}  // namespace axrt_cts

@@ -1,0 +1,45 @@
+/* What the two custom-kernel examples share: reporting a failed status,
+ * the host architecture as code-object targets spell it, and moving a
+ * tensor's bytes to and from the host. Public API only. */
+#ifndef AXRT_EXAMPLES_CUSTOM_KERNEL_EXAMPLE_UTIL_H_
+#define AXRT_EXAMPLES_CUSTOM_KERNEL_EXAMPLE_UTIL_H_
+
+#include <axrt/axrt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#if defined(__x86_64__)
+#define EXAMPLE_HOST_TARGET "x86_64"
+#elif defined(__aarch64__)
+#define EXAMPLE_HOST_TARGET "aarch64"
+#else
+#error "add this host's architecture name (docs/format.md, code object targets)"
+#endif
+
+/* Prints and frees a failed status; true when there was one. */
+static inline bool example_failed(axrt_status_t status, const char* what) {
+  if (status == NULL) return false;
+  fprintf(stderr, "%s failed: %s: %s\n", what, axrt_status_code_name(axrt_status_code(status)),
+          axrt_status_message(status));
+  axrt_status_free(status);
+  return true;
+}
+
+/* Copies `size` bytes between the host and contiguous `tensor` through
+ * `stream`, and waits for the copy. */
+static inline axrt_status_t example_tensor_transfer(axrt_stream_t stream, axrt_tensor_t tensor,
+                                                    void* host, size_t size, bool to_host) {
+  axrt_tensor_info_t info = AXRT_TENSOR_INFO_INIT;
+  axrt_status_t status = axrt_tensor_query_info(tensor, &info);
+  if (status != NULL) return status;
+  axrt_buffer_t buffer = NULL;
+  status = axrt_tensor_get_buffer(tensor, &buffer);
+  if (status != NULL) return status;
+  status = to_host ? axrt_stream_copy_to_host(stream, buffer, info.byte_offset, host, size)
+                   : axrt_stream_copy_from_host(stream, host, buffer, info.byte_offset, size);
+  if (status == NULL) status = axrt_stream_synchronize(stream);
+  axrt_buffer_release(buffer);
+  return status;
+}
+
+#endif /* AXRT_EXAMPLES_CUSTOM_KERNEL_EXAMPLE_UTIL_H_ */

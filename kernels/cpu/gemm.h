@@ -1,0 +1,257 @@
+// The tile engine every matmul kernel shares. A workgroup computes one
+// 64 x 64 tile of y = x . W + bias: for each K panel of kKc it copies the x
+// rows into a contiguous panel, has its kernel's packer write the W panel as
+// f32 strips of kNr columns (a copy for f32, a dequantisation otherwise),
+// and runs a kMr x kNr register-tile micro-kernel over every kMr rows and
+// every strip.
+// The tile accumulates in a float scratch tile one K panel at a time, so a
+// long K adds panel sums rather than extending one running sum.
+//
+// Everything here is AXRT_CPU_INLINE and takes kLanes, the floats per SIMD
+// register of the build it is compiled into (kernel_util.h), so that a
+// kernel's run_dispatched body compiles all of it for that instruction set.
+#ifndef AXRT_KERNELS_CPU_GEMM_H_
+#define AXRT_KERNELS_CPU_GEMM_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace axrt::kernels::cpu {
+
+inline constexpr int kTile = 64;  // output tile edge (docs/kernels.md)
+inline constexpr int kMr = 6;     // micro-tile rows
+inline constexpr int kNr = 16;    // micro-tile columns
+inline constexpr int kKc = 256;   // K panel depth
+static_assert(kTile % kNr == 0);
+
+// One thread's working memory for a tile (about 150 KiB, so not on the
+// stack of whatever thread runs the workgroup).
+struct TileScratch {
+  // x panel, row-major with row stride kKc: element (row m, depth k) at
+  // [m kKc + k]. A plain copy, since a transposing one costs as much as a
+  // good part of the multiplication with a tile only 64 columns wide.
+  alignas(64) float a[kTile * kKc];
+  // W panel: strip j (columns [kNr j, kNr j + kNr)) at b + j kKc kNr, element
+  // (depth k, column c) at [k kNr + c]; columns past the tile are zero.
+  alignas(64) float b[kTile * kKc];
+  // The accumulating output tile, [kTile][kTile].
+  alignas(64) float c[kTile * kTile];
+  // Per-column values a kernel keeps for its tile (scales, offsets).
+  alignas(64) float column_scale[kTile];
+  alignas(64) float column_offset[kTile];
+};
+
+// The calling thread's scratch.
+TileScratch& tile_scratch() noexcept;
+
+// The part of y one workgroup computes.
+struct Tile {
+  uint64_t m0;  // first row
+  uint64_t n0;  // first column
+  int rows;     // <= kTile
+  int cols;     // <= kTile
+  int strips;   // ceil(cols / kNr)
+};
+
+// The tile of workgroup (j, i) = (id.x, id.y); false when it lies outside y.
+inline bool locate_tile(const axrt_kernel_workgroup_t* workgroup, uint64_t M, uint64_t N,
+                        Tile* tile) {
+  const uint64_t m0 = static_cast<uint64_t>(workgroup->workgroup_id.y) * kTile;
+  const uint64_t n0 = static_cast<uint64_t>(workgroup->workgroup_id.x) * kTile;
+  if (workgroup->workgroup_id.z != 0 || m0 >= M || n0 >= N) return false;
+  tile->m0 = m0;
+  tile->n0 = n0;
+  tile->rows = static_cast<int>(std::min<uint64_t>(kTile, M - m0));
+  tile->cols = static_cast<int>(std::min<uint64_t>(kTile, N - n0));
+  tile->strips = (tile->cols + kNr - 1) / kNr;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// SIMD registers as GCC/Clang generic vectors: the compiler lowers them to
+// the registers of the build (one AVX register for 8 floats, one SSE or NEON
+// register for 4). The hot loops use them where the loop vectoriser, left to
+// itself, vectorises across the wrong loop or not at all.
+// ---------------------------------------------------------------------------
+
+template <int kLanes>
+struct Simd;
+
+template <>
+struct Simd<8> {
+  typedef float F __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+  typedef uint32_t U __attribute__((vector_size(32)));
+};
+
+template <>
+struct Simd<4> {
+  typedef float F __attribute__((vector_size(16)));
+  typedef int32_t I __attribute__((vector_size(16)));
+  typedef uint32_t U __attribute__((vector_size(16)));
+};
+
+template <class V, class T>
+AXRT_CPU_INLINE V load_vector(const T* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <class V, class T>
+AXRT_CPU_INLINE void store_vector(T* p, V v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
+// c[MR][kNr] (row stride kTile) += a rows [0, MR) (row stride kKc) . b-strip
+// over depth kc. The
+// register tile is MR rows by two vectors; a narrow build covers the kNr
+// columns in several passes. Short strips split k over kSplit accumulator
+// sets so that the FMA latency does not serialise the loop.
+template <int MR, int kLanes>
+AXRT_CPU_INLINE void micro_kernel(const float* __restrict a, const float* __restrict b,
+                                  float* __restrict c, int kc) {
+  using F = typename Simd<kLanes>::F;
+  constexpr int kWidth = 2 * kLanes;  // columns per pass
+  constexpr int kSplit = MR == 1 ? 4 : MR == 2 ? 2 : 1;
+  static_assert(kNr % kWidth == 0);
+#pragma GCC unroll 2
+  for (int column = 0; column < kNr; column += kWidth) {
+    F acc[kSplit][MR][2];
+#pragma GCC unroll 4
+    for (int s = 0; s < kSplit; ++s) {
+#pragma GCC unroll 8
+      for (int m = 0; m < MR; ++m) acc[s][m][0] = acc[s][m][1] = F{};
+    }
+    const float* __restrict bc = b + column;
+    int k = 0;
+    for (; k + kSplit <= kc; k += kSplit) {
+#pragma GCC unroll 4
+      for (int s = 0; s < kSplit; ++s) {
+        const F b0 = load_vector<F>(bc + (k + s) * kNr);
+        const F b1 = load_vector<F>(bc + (k + s) * kNr + kLanes);
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) {
+          const float am = a[m * kKc + k + s];
+          acc[s][m][0] += am * b0;
+          acc[s][m][1] += am * b1;
+        }
+      }
+    }
+    for (; k < kc; ++k) {
+      const F b0 = load_vector<F>(bc + k * kNr);
+      const F b1 = load_vector<F>(bc + k * kNr + kLanes);
+#pragma GCC unroll 8
+      for (int m = 0; m < MR; ++m) {
+        const float am = a[m * kKc + k];
+        acc[0][m][0] += am * b0;
+        acc[0][m][1] += am * b1;
+      }
+    }
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+      for (int s = 1; s < kSplit; ++s) {
+        acc[0][m][0] += acc[s][m][0];
+        acc[0][m][1] += acc[s][m][1];
+      }
+      float* row = c + m * kTile + column;
+      store_vector(row, load_vector<F>(row) + acc[0][m][0]);
+      store_vector(row + kLanes, load_vector<F>(row + kLanes) + acc[0][m][1]);
+    }
+  }
+}
+
+// Copies rows [0, rows) x depth [0, kc) of x (row stride ldx) into
+// TileScratch::a.
+AXRT_CPU_INLINE void pack_x_panel(const float* __restrict x, uint64_t ldx, int rows, int kc,
+                                  float* __restrict a) {
+  for (int m = 0; m < rows; ++m) {
+    std::memcpy(a + m * kKc, x + static_cast<uint64_t>(m) * ldx, sizeof(float) * kc);
+  }
+}
+
+// c += a-panel . b-panel for the whole tile. Each b strip (kc x kNr, at most
+// 16 KiB) stays in L1 while the a strips stream past it.
+template <int kLanes>
+AXRT_CPU_INLINE void multiply_panel_body(const float* a, const float* b, float* c, int rows,
+                                         int strips, int kc) {
+  static_assert(kMr == 6, "multiply_panel's switch lists the strip heights");
+  for (int j = 0; j < strips; ++j) {
+    const float* b_strip = b + j * kKc * kNr;
+    for (int m0 = 0; m0 < rows; m0 += kMr) {
+      const float* a_strip = a + m0 * kKc;
+      float* c_tile = c + m0 * kTile + j * kNr;
+      switch (std::min(kMr, rows - m0)) {
+        case 6: micro_kernel<6, kLanes>(a_strip, b_strip, c_tile, kc); break;
+        case 5: micro_kernel<5, kLanes>(a_strip, b_strip, c_tile, kc); break;
+        case 4: micro_kernel<4, kLanes>(a_strip, b_strip, c_tile, kc); break;
+        case 3: micro_kernel<3, kLanes>(a_strip, b_strip, c_tile, kc); break;
+        case 2: micro_kernel<2, kLanes>(a_strip, b_strip, c_tile, kc); break;
+        default: micro_kernel<1, kLanes>(a_strip, b_strip, c_tile, kc); break;
+      }
+    }
+  }
+}
+
+// multiply_panel_body, compiled once per build in gemm.cc. Kept out of line
+// so that the register tile is allocated on its own and not next to a
+// packer's loop-invariant constants (which made GCC spill an accumulator).
+void multiply_panel_baseline(const float* a, const float* b, float* c, int rows, int strips,
+                             int kc) noexcept;
+#if AXRT_CPU_HAVE_AVX2_BUILD
+[[gnu::target("avx2,fma")]] void multiply_panel_avx2(const float* a, const float* b, float* c,
+                                                     int rows, int strips, int kc) noexcept;
+#endif
+
+template <int kLanes>
+AXRT_CPU_INLINE void multiply_panel(const float* a, const float* b, float* c, int rows,
+                                    int strips, int kc) {
+#if AXRT_CPU_HAVE_AVX2_BUILD
+  if constexpr (kLanes == 8) {
+    multiply_panel_avx2(a, b, c, rows, strips, kc);
+    return;
+  }
+#endif
+  static_assert(kLanes == 4 || AXRT_CPU_HAVE_AVX2_BUILD);
+  multiply_panel_baseline(a, b, c, rows, strips, kc);
+}
+
+// Accumulates x[m0 .. m0 + rows, 0 .. K) . W[0 .. K, n0 .. n0 + cols) into
+// scratch.c. `pack_w.template pack<kLanes>(k0, kc, b)` writes
+// W[k0 .. k0 + kc, tile columns] into b in the TileScratch::b layout, zero
+// past the tile's columns.
+template <int kLanes, class PackW>
+AXRT_CPU_INLINE void accumulate_tile(const float* x, uint64_t K, const Tile& tile,
+                                     const PackW& pack_w, TileScratch& scratch) {
+  std::memset(scratch.c, 0, sizeof(float) * tile.rows * kTile);
+  for (uint64_t k0 = 0; k0 < K; k0 += kKc) {
+    const int kc = static_cast<int>(std::min<uint64_t>(kKc, K - k0));
+    pack_x_panel(x + tile.m0 * K + k0, K, tile.rows, kc, scratch.a);
+    pack_w.template pack<kLanes>(k0, kc, scratch.b);
+    multiply_panel<kLanes>(scratch.a, scratch.b, scratch.c, tile.rows, tile.strips, kc);
+  }
+}
+
+// y tile = scratch.c (x column_scale when `scaled`) + bias.
+AXRT_CPU_INLINE void store_tile(const Tile& tile, const TileScratch& scratch, const float* bias,
+                                float* y, uint64_t N, bool scaled) {
+  const float* __restrict b = bias + tile.n0;
+  const float* __restrict scale = scratch.column_scale;
+  for (int m = 0; m < tile.rows; ++m) {
+    const float* __restrict c = scratch.c + m * kTile;
+    float* __restrict out = y + (tile.m0 + m) * N + tile.n0;
+    if (scaled) {
+      for (int n = 0; n < tile.cols; ++n) out[n] = c[n] * scale[n] + b[n];
+    } else {
+      for (int n = 0; n < tile.cols; ++n) out[n] = c[n] + b[n];
+    }
+  }
+}
+
+}  // namespace axrt::kernels::cpu
+
+#endif  // AXRT_KERNELS_CPU_GEMM_H_

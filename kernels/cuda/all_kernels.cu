@@ -1,0 +1,6 @@
+// The one translation unit nvcc compiles: every kernel of docs/kernels.md in
+// one fatbin (and one PTX module), without relocatable device code.
+#include "elementwise.cu"
+#include "matmul.cu"
+#include "matmul_int4.cu"
+#include "rowwise.cu"

@@ -1,0 +1,79 @@
+// Shared pieces of the CUDA kernels (docs/kernels.md): the block shape every
+// kernel is built for, block reductions and the fp8 decoder.
+//
+// Every kernel is an `extern "C" __global__` function whose parameters are
+// the docs/kernels.md table in order, with natural C types: a buffer is a
+// pointer (8 bytes), a scalar its value. Its packed parameter buffer is then
+// byte for byte the argument block of include/axrt/kernel_abi.h.
+//
+// There is no error channel from a kernel in ABI version 1: a kernel whose
+// scalars break its rules (the CPU library refuses them with
+// INVALID_ARGUMENT) returns without writing anything.
+#ifndef AXRT_KERNELS_CUDA_COMMON_CUH_
+#define AXRT_KERNELS_CUDA_COMMON_CUH_
+
+#include <stdint.h>
+
+namespace axrt_cuda {
+
+// The CUDA block of every kernel ("CUDA block" in docs/kernels.md).
+constexpr unsigned kBlockThreads = 256;
+constexpr unsigned kWarpSize = 32;
+constexpr unsigned kBlockWarps = kBlockThreads / kWarpSize;
+
+// Elementwise kernels: elements per workgroup (the grid is ceil(n / 4096)).
+constexpr uint64_t kElementsPerBlock = 4096;
+
+struct SumOp {
+  __device__ __forceinline__ double operator()(double a, double b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <class T, class Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+#pragma unroll
+  for (unsigned offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// Reduces `v` over the block and returns the result to every thread, in the
+// same order on every thread (so all of them agree bit for bit). `scratch`
+// holds kBlockWarps values; the trailing barrier lets the caller reuse it.
+// Needs blockDim.x == kBlockThreads.
+template <class T, class Op>
+__device__ __forceinline__ T block_reduce(T v, T* scratch, Op op) {
+  v = warp_reduce(v, op);
+  if (threadIdx.x % kWarpSize == 0) scratch[threadIdx.x / kWarpSize] = v;
+  __syncthreads();
+  T result = scratch[0];
+#pragma unroll
+  for (unsigned w = 1; w < kBlockWarps; ++w) result = op(result, scratch[w]);
+  __syncthreads();
+  return result;
+}
+
+// FLOAT8_E4M3FN (sign, 4 exponent bits with bias 7, 3 mantissa bits; no
+// infinities, S.1111.111 is NaN) to f32, exactly.
+__device__ __forceinline__ float e4m3fn_to_float(uint8_t code) {
+  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+  const uint32_t exponent = (code >> 3) & 0xfu;
+  const uint32_t mantissa = code & 0x7u;
+  uint32_t bits;
+  if (exponent == 0xfu && mantissa == 0x7u) {
+    bits = 0x7fc00000u;
+  } else if (exponent == 0) {
+    // Subnormal: mantissa x 2^-9, exact in f32.
+    bits = __float_as_uint(static_cast<float>(mantissa) * 0.001953125f);
+  } else {
+    bits = ((exponent + 120u) << 23) | (mantissa << 20);
+  }
+  return __uint_as_float(sign | bits);
+}
+
+}  // namespace axrt_cuda
+
+#endif  // AXRT_KERNELS_CUDA_COMMON_CUH_

@@ -1,0 +1,151 @@
+// Executables: an .axe file loaded onto one device, its kernels resolved to
+// code the device runs, its constants resident, and its functions compiled
+// into command templates that a call fills in (runtime/invoke.cc).
+#ifndef AXRT_RUNTIME_EXECUTABLE_H_
+#define AXRT_RUNTIME_EXECUTABLE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "axrt/executable.h"
+#include "format/reader.h"
+#include "runtime/buffer.h"
+#include "runtime/command_batch.h"
+#include "runtime/device.h"
+#include "runtime/kernel_library.h"
+#include "runtime/object.h"
+
+namespace axrt {
+
+struct Executable;
+
+// The most symbolic dimensions one function may have.
+inline constexpr uint32_t kMaxSymbols = 64;
+
+// A kernel resolved for the executable's device.
+struct LoadedKernel {
+  std::shared_ptr<KernelLibrary> library;  // keeps its code loaded
+  HostKernel host;
+  uint32_t args_size = 0;
+  std::vector<uint32_t> param_offsets;  // into the argument block
+  std::vector<uint32_t> param_sizes;
+};
+
+// A value computed at call time: a literal (folded at load) or an
+// expression of the function's symbols.
+struct ValueSource {
+  const axe::Expr* expr = nullptr;  // null: `literal`
+  uint64_t literal = 0;
+};
+
+// Where a buffer binding points: an input, an output, a constant or an
+// arena slice.
+struct BufferSource {
+  axe::BindingKind kind = axe::BindingKind::INVALID;
+  uint32_t index = 0;
+  uint64_t offset = 0;  // ARENA only
+  uint64_t size = 0;    // ARENA only
+};
+
+// A parameter filled per call.
+struct ArgumentPatch {
+  uint32_t offset = 0;  // in the argument block
+  uint32_t size = 0;
+  axrt_dtype_t scalar_type = AXRT_DTYPE_INVALID;  // SCALAR
+  bool is_buffer = false;
+  BufferSource buffer;
+  ValueSource value;
+};
+
+struct CompiledCommand {
+  BatchCommand::Kind kind = BatchCommand::Kind::kDispatch;
+  // kDispatch
+  uint32_t kernel = 0;
+  ValueSource workgroup_count[3];
+  std::vector<uint64_t> args_template;  // constants and literals filled in
+  std::vector<ArgumentPatch> patches;
+  // kCopy (src, dst) and kFill (dst)
+  BufferSource src, dst;
+  ValueSource src_offset, dst_offset, length;
+  uint64_t pattern = 0;
+  uint32_t pattern_size = 0;
+};
+
+struct ArgumentSignature {
+  std::string name;
+  axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
+  std::vector<int64_t> dims;         // -1 where symbolic
+  std::vector<int32_t> dim_symbols;  // -1 where fixed
+};
+
+struct Function : Object {
+  static constexpr ObjectType kType = ObjectType::kFunction;
+  Function() : Object(kType) {}
+
+  Executable* executable = nullptr;  // also `owner`
+  std::string name;
+  // "function 'main' of executable 'mlp.axe'"
+  std::string label;
+  std::vector<std::string> symbol_names;
+  std::vector<uint64_t> symbol_bounds;
+  std::vector<ArgumentSignature> inputs;
+  std::vector<ArgumentSignature> outputs;
+  uint64_t arena_size = 0;
+  std::vector<CompiledCommand> commands;
+  size_t args_words = 0;  // of all argument blocks together, in u64 words
+  // How long the last call ran on the device, for the inline path.
+  std::atomic<uint64_t> last_duration_ns{UINT64_MAX};
+
+  // "[batch<=8, 4]"
+  std::string describe_signature(const ArgumentSignature& arg) const;
+};
+
+// A constant as kernels reach it.
+struct ResidentConstant {
+  Ref<Buffer> buffer;  // a view of the mapped file, or an uploaded copy
+};
+
+struct Executable : Object {
+  static constexpr ObjectType kType = ObjectType::kExecutable;
+  Executable() : Object(kType) {}
+
+  Ref<Device> device;
+  std::string name;
+  std::unique_ptr<axe::AxeFile> file;
+  std::vector<LoadedKernel> kernels;
+  std::vector<ResidentConstant> constants;
+  std::vector<std::unique_ptr<Function>> functions;
+  // Libraries initialised on the device for this executable, released once
+  // each when it is destroyed.
+  std::vector<std::shared_ptr<KernelLibrary>> acquired_libraries;
+
+  std::string describe() const { return fmt::format("executable '{}'", name); }
+};
+
+struct LoadParams {
+  axrt_executable_load_flags_t flags = 0;
+  std::string label;
+};
+
+// Loads `file` (verified) onto `device`; see axrt_executable_load_file().
+axrt_status_t load_executable(Device* device, std::unique_ptr<axe::AxeFile> file,
+                              const LoadParams& params, Ref<Executable>* out);
+
+// Evaluates `value` with the call's symbol values; `symbols_bound` says
+// which have one. Errors name `what`.
+axrt_status_t evaluate_value(const ValueSource& value, std::span<const uint64_t> symbols,
+                             std::span<const bool> symbols_bound,
+                             std::span<const std::string> symbol_names, const std::string& what,
+                             uint64_t* out);
+
+// Writes scalar `value` into `block` at `patch`'s offset; false when it does
+// not fit the patch's integer type. Floating-point scalars take the value's
+// low bytes as their bit pattern.
+bool encode_scalar_argument(const ArgumentPatch& patch, uint64_t value, std::byte* block);
+
+}  // namespace axrt
+
+#endif  // AXRT_RUNTIME_EXECUTABLE_H_

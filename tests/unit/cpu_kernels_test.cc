@@ -1,0 +1,1169 @@
+// The built-in CPU kernel library "axrt.cpu" against docs/kernels.md: its
+// table, and every kernel against a plain double-precision reference on
+// random inputs, run one workgroup at a time through a small dispatcher in
+// sequential, shuffled and multi-threaded order.
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "axrt/base.h"
+#include "axrt/kernel_abi.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/library.h"
+
+namespace {
+
+constexpr axrt_kernel_result_t kInvalidArgument = AXRT_STATUS_CODE_INVALID_ARGUMENT;
+
+// ---------------------------------------------------------------------------
+// The table and the argument block
+// ---------------------------------------------------------------------------
+
+const axrt_kernel_library_t& library() { return *axrt::kernels::cpu_kernel_library(); }
+
+const axrt_kernel_info_t& find_kernel(std::string_view name) {
+  const axrt_kernel_library_t& lib = library();
+  for (uint32_t i = 0; i < lib.kernel_count; ++i) {
+    if (name == lib.kernels[i].name) return lib.kernels[i];
+  }
+  FAIL("no kernel named " << name);
+  std::abort();  // FAIL throws
+}
+
+// Offsets of the parameters and the block size under the ABI's C rules:
+// buffers are 8-byte addresses, scalars their size at their alignment, the
+// block rounded up to its largest alignment.
+struct BlockLayout {
+  std::vector<uint32_t> offsets;
+  uint32_t size = 0;
+};
+
+BlockLayout c_layout(const axrt_kernel_info_t& kernel) {
+  BlockLayout layout;
+  uint32_t offset = 0;
+  uint32_t max_align = 1;
+  for (uint32_t i = 0; i < kernel.param_count; ++i) {
+    const axrt_kernel_param_info_t& p = kernel.params[i];
+    const uint32_t size =
+        p.kind == AXRT_KERNEL_PARAM_KIND_BUFFER ? 8u : axrt_kernel_scalar_size(p.scalar_type);
+    REQUIRE(size != 0);
+    offset = (offset + size - 1) / size * size;
+    layout.offsets.push_back(offset);
+    offset += size;
+    max_align = std::max(max_align, size);
+  }
+  layout.size = (offset + max_align - 1) / max_align * max_align;
+  return layout;
+}
+
+// An argument block built by parameter name from the kernel's own table, so
+// that the test never shares the kernels' argument structs.
+class ArgBlock {
+ public:
+  explicit ArgBlock(const axrt_kernel_info_t& kernel)
+      : kernel_(kernel),
+        layout_(c_layout(kernel)),
+        words_((layout_.size + 7) / 8, 0),
+        set_(kernel.param_count, false) {}
+
+  ArgBlock& buffer(const char* name, const void* pointer) {
+    const uint64_t address = reinterpret_cast<uintptr_t>(pointer);
+    return put(name, AXRT_KERNEL_PARAM_KIND_BUFFER, 0, &address, sizeof address);
+  }
+  ArgBlock& u64(const char* name, uint64_t value) {
+    return put(name, AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_UINT64, &value, sizeof value);
+  }
+  ArgBlock& f32(const char* name, float value) {
+    return put(name, AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_FLOAT32, &value, sizeof value);
+  }
+
+  const void* data() const {
+    for (uint32_t i = 0; i < kernel_.param_count; ++i) {
+      INFO("kernel " << kernel_.name << " parameter " << kernel_.params[i].name);
+      REQUIRE(set_[i]);
+    }
+    return words_.data();
+  }
+  const axrt_kernel_info_t& kernel() const { return kernel_; }
+
+ private:
+  ArgBlock& put(const char* name, uint32_t kind, uint32_t type, const void* value, size_t size) {
+    for (uint32_t i = 0; i < kernel_.param_count; ++i) {
+      const axrt_kernel_param_info_t& p = kernel_.params[i];
+      if (std::string_view(p.name) != name) continue;
+      INFO("kernel " << kernel_.name << " parameter " << name);
+      REQUIRE(p.kind == kind);
+      REQUIRE(p.scalar_type == type);
+      std::memcpy(reinterpret_cast<char*>(words_.data()) + layout_.offsets[i], value, size);
+      set_[i] = true;
+      return *this;
+    }
+    FAIL("kernel " << kernel_.name << " has no parameter " << name);
+    return *this;
+  }
+
+  const axrt_kernel_info_t& kernel_;
+  BlockLayout layout_;
+  std::vector<uint64_t> words_;  // 8-byte aligned, as the ABI promises
+  std::vector<bool> set_;
+};
+
+// ---------------------------------------------------------------------------
+// The dispatcher: every workgroup of the grid, one call each
+// ---------------------------------------------------------------------------
+
+enum class Order { kSequential, kShuffled, kThreaded };
+
+struct Outcome {
+  axrt_kernel_result_t code = AXRT_KERNEL_OK;
+  std::string message;
+};
+
+Outcome dispatch(const ArgBlock& args, axrt_kernel_dim3_t grid, Order order = Order::kSequential,
+                 size_t message_capacity = 256) {
+  const void* block = args.data();
+  const axrt_cpu_kernel_fn_t function = args.kernel().function;
+  const uint64_t count = uint64_t{grid.x} * grid.y * grid.z;
+  std::vector<uint64_t> ids(count);
+  std::iota(ids.begin(), ids.end(), 0);
+  if (order == Order::kShuffled) std::shuffle(ids.begin(), ids.end(), std::mt19937(1234));
+  const uint32_t workers = order == Order::kThreaded ? 3 : 1;
+  axrt_kernel_dispatch_t dispatch{};
+  dispatch.struct_size = sizeof dispatch;
+  dispatch.workgroup_count = grid;
+  dispatch.workgroup_size = {1, 1, 1};
+  dispatch.worker_count = workers;
+
+  Outcome outcome;
+  std::mutex mutex;
+  std::atomic<uint64_t> next{0};
+  auto worker = [&](uint32_t worker_id) {
+    std::vector<char> message(message_capacity + 1, '\x7f');  // one canary byte past the end
+    axrt_kernel_workgroup_t workgroup{};
+    workgroup.struct_size = sizeof workgroup;
+    workgroup.worker_id = worker_id;
+    workgroup.error_message = message_capacity ? message.data() : nullptr;
+    workgroup.error_message_capacity = message_capacity;
+    for (uint64_t i; (i = next.fetch_add(1)) < count;) {
+      const uint64_t id = ids[i];
+      workgroup.workgroup_id = {static_cast<uint32_t>(id % grid.x),
+                                static_cast<uint32_t>(id / grid.x % grid.y),
+                                static_cast<uint32_t>(id / grid.x / grid.y)};
+      const axrt_kernel_result_t code = function(block, &dispatch, &workgroup);
+      if (code != AXRT_KERNEL_OK) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (outcome.code == AXRT_KERNEL_OK) {
+          outcome.code = code;
+          if (message_capacity > 0) {
+            // NUL-terminated within the capacity, the canary untouched.
+            const char* end =
+                static_cast<const char*>(std::memchr(message.data(), '\0', message_capacity));
+            outcome.message = end ? std::string(message.data()) : "<not terminated>";
+            if (message[message_capacity] != '\x7f') outcome.message += "<overrun>";
+          }
+        }
+        next.store(count);
+      }
+    }
+  };
+  if (workers == 1) {
+    worker(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (uint32_t w = 0; w < workers; ++w) threads.emplace_back(worker, w);
+    for (auto& t : threads) t.join();
+  }
+  return outcome;
+}
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+axrt_kernel_dim3_t elementwise_grid(uint64_t n) { return {ceil_div(n, 4096), 1, 1}; }
+axrt_kernel_dim3_t rowwise_grid(uint64_t rows) { return {static_cast<uint32_t>(rows), 1, 1}; }
+axrt_kernel_dim3_t matmul_grid(uint64_t M, uint64_t N) {
+  return {ceil_div(N, 64), ceil_div(M, 64), 1};
+}
+
+// Runs the kernel in every order on fresh copies of `out` and requires the
+// results to be bit-identical; leaves the sequential result in `out`.
+// `prepare` restores the kernel's inputs before a run (for in-place calls).
+template <class Prepare>
+void run_all_orders(const ArgBlock& args, axrt_kernel_dim3_t grid, std::vector<float>& out,
+                    Prepare prepare) {
+  const std::vector<float> initial = out;
+  std::vector<float> sequential;
+  for (Order order : {Order::kSequential, Order::kShuffled, Order::kThreaded}) {
+    out = initial;
+    prepare();
+    const Outcome outcome = dispatch(args, grid, order);
+    INFO("kernel " << args.kernel().name << " message: " << outcome.message);
+    REQUIRE(outcome.code == AXRT_KERNEL_OK);
+    if (order == Order::kSequential) {
+      sequential = out;
+    } else {
+      INFO("order " << static_cast<int>(order));
+      REQUIRE(std::memcmp(sequential.data(), out.data(), sizeof(float) * out.size()) == 0);
+    }
+  }
+  out = sequential;
+}
+
+void run_all_orders(const ArgBlock& args, axrt_kernel_dim3_t grid, std::vector<float>& out) {
+  run_all_orders(args, grid, out, [] {});
+}
+
+// Output buffers start as NaN and carry kGuard sentinels past the end, so an
+// element never written or a write past the end shows.
+constexpr size_t kGuard = 16;
+constexpr float kSentinel = -12345.0f;
+
+std::vector<float> output_buffer(size_t n) {
+  std::vector<float> out(n + kGuard, std::numeric_limits<float>::quiet_NaN());
+  std::fill(out.begin() + n, out.end(), kSentinel);
+  return out;
+}
+
+void check_guard(const std::vector<float>& out, size_t n) {
+  for (size_t i = n; i < out.size(); ++i) REQUIRE(out[i] == kSentinel);
+}
+
+std::vector<float> random_floats(size_t n, float lo, float hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// |got - want| <= absolute + relative |want|, reported with its index.
+void check_close(const std::vector<float>& got, const std::vector<double>& want, double absolute,
+                 double relative) {
+  size_t failures = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double bound = absolute + relative * std::fabs(want[i]);
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(error <= bound) && failures++ < 5) {
+      INFO("element " << i << ": got " << got[i] << ", want " << want[i] << ", bound " << bound);
+      CHECK(error <= bound);
+    }
+  }
+  REQUIRE(failures == 0);
+}
+
+// Runs a test body under both builds of the hot loops (AVX2 + FMA and the
+// baseline; on a CPU without AVX2 both runs take the baseline).
+struct IsaScope {
+  explicit IsaScope(bool baseline) { axrt::kernels::cpu::force_baseline_isa = baseline; }
+  ~IsaScope() { axrt::kernels::cpu::force_baseline_isa = false; }
+};
+
+// ---------------------------------------------------------------------------
+// Test-side number formats, written independently of the kernels'
+// ---------------------------------------------------------------------------
+
+double half_value(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  double magnitude;
+  if (exponent == 0x1f) {
+    magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN()
+                         : std::numeric_limits<double>::infinity();
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(mantissa, -24);
+  } else {
+    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
+  }
+  return (h & 0x8000) ? -magnitude : magnitude;
+}
+
+// A positive normal value rounded to the nearest half.
+uint16_t to_half(double v) {
+  REQUIRE(v >= std::ldexp(1.0, -14));
+  REQUIRE(v < 65504.0);
+  int e;
+  const double f = std::frexp(v, &e);  // v = f 2^e, f in [0.5, 1)
+  int exponent = e - 1 + 15;
+  int mantissa = static_cast<int>(std::nearbyint((2 * f - 1) * 1024));
+  if (mantissa == 1024) {
+    mantissa = 0;
+    ++exponent;
+  }
+  return static_cast<uint16_t>((exponent << 10) | mantissa);
+}
+
+double e4m3fn_value(uint8_t code) {
+  const int exponent = (code >> 3) & 0xf;
+  const int mantissa = code & 0x7;
+  double magnitude;
+  if (exponent == 0xf && mantissa == 0x7) {
+    magnitude = std::numeric_limits<double>::quiet_NaN();
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(mantissa, -9);
+  } else {
+    magnitude = std::ldexp(8 + mantissa, exponent - 10);
+  }
+  return (code & 0x80) ? -magnitude : magnitude;
+}
+
+// The nearest e4m3fn code (|v| <= 448).
+uint8_t to_e4m3fn(double v) {
+  const double magnitude = std::fabs(v);
+  uint8_t best = 0;
+  for (int code = 1; code <= 0x7e; ++code) {
+    if (std::fabs(e4m3fn_value(code) - magnitude) < std::fabs(e4m3fn_value(best) - magnitude)) {
+      best = static_cast<uint8_t>(code);
+    }
+  }
+  return v < 0 ? static_cast<uint8_t>(best | 0x80) : best;
+}
+
+// AWQ order: element e of a word's eight sits in nibble kAwqNibble[e].
+constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+void put_nibble(uint32_t& word, int nibble, uint32_t value) {
+  REQUIRE(value <= 15);
+  word |= value << (4 * nibble);
+}
+
+// ---------------------------------------------------------------------------
+// Matmul references
+// ---------------------------------------------------------------------------
+
+// y = x . W + bias in double, with the bound of docs/kernels.md per output:
+// 1e-5 sum_k |x W| + 1e-6. W is [K, N] in double.
+void check_matmul(const std::vector<float>& y, const std::vector<float>& x,
+                  const std::vector<double>& w, const std::vector<float>& bias, uint64_t M,
+                  uint64_t N, uint64_t K) {
+  check_guard(y, M * N);
+  size_t failures = 0;
+  std::vector<double> ref(N), magnitude(N);
+  for (uint64_t m = 0; m < M; ++m) {
+    std::fill(ref.begin(), ref.end(), 0.0);
+    std::fill(magnitude.begin(), magnitude.end(), 0.0);
+    for (uint64_t k = 0; k < K; ++k) {
+      const double xv = x[m * K + k];
+      const double* wrow = w.data() + k * N;
+      for (uint64_t n = 0; n < N; ++n) {
+        ref[n] += xv * wrow[n];
+        magnitude[n] += std::fabs(xv * wrow[n]);
+      }
+    }
+    for (uint64_t n = 0; n < N; ++n) {
+      const double want = ref[n] + bias[n];
+      const double bound = 1e-5 * magnitude[n] + 1e-6;
+      const double got = y[m * N + n];
+      if (!(std::fabs(got - want) <= bound) && failures++ < 5) {
+        INFO("y[" << m << "][" << n << "] = " << got << ", want " << want << ", bound " << bound);
+        CHECK(std::fabs(got - want) <= bound);
+      }
+    }
+  }
+  REQUIRE(failures == 0);
+}
+
+struct Shape {
+  uint64_t M, N, K;
+};
+
+std::string shape_name(const Shape& s) {
+  return std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+}
+
+// ---------------------------------------------------------------------------
+// Quantizers into the exact packed layouts (docs/format.md section 9)
+// ---------------------------------------------------------------------------
+
+// int8 per output channel, symmetric: w8 [N, K], scale [N].
+struct Int8Weights {
+  std::vector<int8_t> w;
+  std::vector<float> scale;
+  std::vector<double> dequantized;  // [K, N]
+};
+
+Int8Weights quantize_int8(const std::vector<float>& w_kn, uint64_t N, uint64_t K) {
+  Int8Weights q;
+  q.w.resize(N * K);
+  q.scale.resize(N);
+  q.dequantized.resize(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    double amax = 0;
+    for (uint64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(double(w_kn[k * N + n])));
+    const float scale = amax > 0 ? static_cast<float>(amax / 127) : 1.0f;
+    q.scale[n] = scale;
+    for (uint64_t k = 0; k < K; ++k) {
+      const double code = std::clamp(std::nearbyint(double(w_kn[k * N + n]) / scale), -127.0, 127.0);
+      q.w[n * K + k] = static_cast<int8_t>(code);
+      q.dequantized[k * N + n] = code * double(scale);
+    }
+  }
+  return q;
+}
+
+enum class Int4Kind { kAwq, kGptqV2, kGptqV1 };
+
+// int4 with groups of `group` along K, asymmetric: codes q [K, N], zero
+// points z [K/g, N], f16 scales [K/g, N], packed per layout.
+struct Int4Weights {
+  std::vector<uint32_t> qweight;
+  std::vector<uint16_t> scales;
+  std::vector<uint32_t> qzeros;
+  std::vector<double> dequantized;  // [K, N]
+};
+
+Int4Weights quantize_int4(const std::vector<float>& w_kn, uint64_t N, uint64_t K, uint64_t group,
+                          Int4Kind kind) {
+  const uint64_t groups = K / group;
+  Int4Weights q;
+  q.scales.resize(groups * N);
+  q.qzeros.assign(groups * N / 8, 0);
+  q.qweight.assign(K * N / 8, 0);
+  q.dequantized.resize(K * N);
+  // v1 stores z - 1, so its zero points start at 1.
+  const double z_min = kind == Int4Kind::kGptqV1 ? 1 : 0;
+  for (uint64_t g = 0; g < groups; ++g) {
+    for (uint64_t n = 0; n < N; ++n) {
+      double lo = 0, hi = 0;  // the range always holds 0
+      for (uint64_t k = g * group; k < (g + 1) * group; ++k) {
+        lo = std::min(lo, double(w_kn[k * N + n]));
+        hi = std::max(hi, double(w_kn[k * N + n]));
+      }
+      const uint16_t scale_bits = to_half(hi > lo ? (hi - lo) / 15 : 1.0);
+      const double s = half_value(scale_bits);
+      const double z = std::clamp(std::nearbyint(-lo / s), z_min, 15.0);
+      q.scales[g * N + n] = scale_bits;
+      const uint32_t stored_z = static_cast<uint32_t>(kind == Int4Kind::kGptqV1 ? z - 1 : z);
+      uint32_t& zword = q.qzeros[g * (N / 8) + n / 8];
+      put_nibble(zword, kind == Int4Kind::kAwq ? kAwqNibble[n % 8] : static_cast<int>(n % 8),
+                 stored_z);
+      for (uint64_t k = g * group; k < (g + 1) * group; ++k) {
+        const double code = std::clamp(std::nearbyint(w_kn[k * N + n] / s) + z, 0.0, 15.0);
+        q.dequantized[k * N + n] = (code - z) * s;
+        const uint32_t c = static_cast<uint32_t>(code);
+        if (kind == Int4Kind::kAwq) {
+          put_nibble(q.qweight[k * (N / 8) + n / 8], kAwqNibble[n % 8], c);
+        } else {
+          put_nibble(q.qweight[(k / 8) * N + n], static_cast<int>(k % 8), c);
+        }
+      }
+    }
+  }
+  return q;
+}
+
+// fp8 e4m3fn with f32 scales per [bn, bk] block (0 = the whole dimension):
+// w [N, K], scale [ceil(N/bn), ceil(K/bk)].
+struct Fp8Weights {
+  std::vector<uint8_t> w;
+  std::vector<float> scale;
+  std::vector<double> dequantized;  // [K, N]
+};
+
+Fp8Weights quantize_fp8(const std::vector<float>& w_kn, uint64_t N, uint64_t K, uint64_t block_n,
+                        uint64_t block_k) {
+  const uint64_t bn = block_n ? block_n : N;
+  const uint64_t bk = block_k ? block_k : K;
+  const uint64_t grid_n = (N + bn - 1) / bn, grid_k = (K + bk - 1) / bk;
+  Fp8Weights q;
+  q.w.resize(N * K);
+  q.scale.resize(grid_n * grid_k);
+  q.dequantized.resize(K * N);
+  for (uint64_t gn = 0; gn < grid_n; ++gn) {
+    for (uint64_t gk = 0; gk < grid_k; ++gk) {
+      double amax = 0;
+      for (uint64_t n = gn * bn; n < std::min(N, (gn + 1) * bn); ++n) {
+        for (uint64_t k = gk * bk; k < std::min(K, (gk + 1) * bk); ++k) {
+          amax = std::max(amax, std::fabs(double(w_kn[k * N + n])));
+        }
+      }
+      const float scale = amax > 0 ? static_cast<float>(amax / 448) : 1.0f;
+      q.scale[gn * grid_k + gk] = scale;
+      for (uint64_t n = gn * bn; n < std::min(N, (gn + 1) * bn); ++n) {
+        for (uint64_t k = gk * bk; k < std::min(K, (gk + 1) * bk); ++k) {
+          const uint8_t code = to_e4m3fn(std::clamp(w_kn[k * N + n] / scale, -448.0f, 448.0f));
+          q.w[n * K + k] = code;
+          q.dequantized[k * N + n] = e4m3fn_value(code) * double(scale);
+        }
+      }
+    }
+  }
+  return q;
+}
+
+// Random [K, N] weights with a few outliers per column, so quantization
+// ranges differ between columns and groups.
+std::vector<float> random_weights(uint64_t K, uint64_t N, uint32_t seed) {
+  std::vector<float> w = random_floats(K * N, -1.0f, 1.0f, seed);
+  std::mt19937 rng(seed + 1);
+  for (size_t i = 0; i < w.size() / 37; ++i) w[rng() % w.size()] *= 4.0f;
+  return w;
+}
+
+// The shared x, bias and output of a matmul case.
+struct MatmulCase {
+  Shape shape;
+  std::vector<float> x, bias, y;
+
+  explicit MatmulCase(Shape s, uint32_t seed)
+      : shape(s),
+        x(random_floats(s.M * s.K, -1.0f, 1.0f, seed)),
+        bias(random_floats(s.N, -1.0f, 1.0f, seed + 7)),
+        y(output_buffer(s.M * s.N)) {
+    if (x.empty()) x.resize(1);  // a valid address even when M K = 0
+  }
+  ArgBlock& common(ArgBlock& args) {
+    return args.buffer("x", x.data())
+        .buffer("bias", bias.data())
+        .buffer("y", y.data())
+        .u64("M", shape.M)
+        .u64("N", shape.N)
+        .u64("K", shape.K);
+  }
+  void run(const ArgBlock& args) { run_all_orders(args, matmul_grid(shape.M, shape.N), y); }
+};
+
+}  // namespace
+
+// ===========================================================================
+// The table
+// ===========================================================================
+
+TEST_CASE("the library table describes axrt.cpu version 1") {
+  const axrt_kernel_library_t& lib = library();
+  CHECK(lib.struct_size == sizeof(axrt_kernel_library_t));
+  CHECK(lib.abi_version == AXRT_KERNEL_ABI_VERSION);
+  CHECK(lib.version == 1);
+  CHECK(std::string_view(lib.name) == "axrt.cpu");
+  CHECK(lib.init == nullptr);
+  CHECK(lib.deinit == nullptr);
+  REQUIRE(lib.kernels != nullptr);
+}
+
+TEST_CASE("every kernel of docs/kernels.md is in the table with its parameters") {
+  constexpr uint32_t B = AXRT_KERNEL_PARAM_KIND_BUFFER;
+  constexpr uint32_t S = AXRT_KERNEL_PARAM_KIND_SCALAR;
+  struct Param {
+    const char* name;
+    uint32_t kind;
+    uint32_t type;
+  };
+  const Param u64 = {nullptr, S, AXRT_DTYPE_UINT64};
+  auto scalar = [&](const char* name) { return Param{name, u64.kind, u64.type}; };
+  const std::vector<Param> binary = {{"a", B, 0}, {"b", B, 0}, {"out", B, 0}, scalar("n")};
+  const std::vector<Param> unary = {{"x", B, 0}, {"out", B, 0}, scalar("n")};
+  const std::vector<Param> matmul = {{"x", B, 0}, {"w", B, 0}, {"bias", B, 0}, {"y", B, 0},
+                                     scalar("M"), scalar("N"), scalar("K")};
+  const std::vector<Param> int8 = {{"x", B, 0}, {"w", B, 0}, {"scale", B, 0}, {"bias", B, 0},
+                                   {"y", B, 0}, scalar("M"), scalar("N"),     scalar("K")};
+  const std::vector<Param> int4 = {
+      {"x", B, 0}, {"qweight", B, 0}, {"scales", B, 0}, {"qzeros", B, 0}, {"bias", B, 0},
+      {"y", B, 0}, scalar("M"),       scalar("N"),      scalar("K"),      scalar("group_size")};
+  const std::vector<Param> fp8 = {
+      {"x", B, 0}, {"w", B, 0}, {"scale", B, 0}, {"bias", B, 0},    {"y", B, 0},
+      scalar("M"), scalar("N"), scalar("K"),     scalar("block_n"), scalar("block_k")};
+  struct Expected {
+    std::vector<Param> params;
+    const char* quantized_param;  // the one parameter with a layout_id
+    const char* layout_id;
+  };
+  const std::map<std::string, Expected> expected = {
+      {"axrt_add_f32", {binary, nullptr, nullptr}},
+      {"axrt_mul_f32", {binary, nullptr, nullptr}},
+      {"axrt_gelu_f32", {unary, nullptr, nullptr}},
+      {"axrt_silu_f32", {unary, nullptr, nullptr}},
+      {"axrt_softmax_f32",
+       {{{"x", B, 0}, {"out", B, 0}, scalar("rows"), scalar("cols")}, nullptr, nullptr}},
+      {"axrt_layernorm_f32",
+       {{{"x", B, 0},
+         {"gamma", B, 0},
+         {"beta", B, 0},
+         {"out", B, 0},
+         scalar("rows"),
+         scalar("cols"),
+         {"epsilon", S, AXRT_DTYPE_FLOAT32}},
+        nullptr,
+        nullptr}},
+      {"axrt_rmsnorm_f32",
+       {{{"x", B, 0},
+         {"gamma", B, 0},
+         {"out", B, 0},
+         scalar("rows"),
+         scalar("cols"),
+         {"epsilon", S, AXRT_DTYPE_FLOAT32}},
+        nullptr,
+        nullptr}},
+      {"axrt_matmul_f32", {matmul, nullptr, nullptr}},
+      {"axrt_matmul_int8_pc_f32", {int8, "w", "int8.per_channel"}},
+      {"axrt_matmul_awq_int4_f32", {int4, "qweight", "awq.int4.g128"}},
+      {"axrt_matmul_gptq_int4_f32", {int4, "qweight", "gptq_v2.int4.g128"}},
+      {"axrt_matmul_gptq_v1_int4_f32", {int4, "qweight", "gptq.int4.g128"}},
+      {"axrt_matmul_fp8_e4m3_f32", {fp8, "w", "fp8.e4m3fn.per_tensor"}},
+      {"axrt_matmul_fp8_e4m3_b128_f32", {fp8, "w", "fp8.e4m3fn.b128x128"}},
+  };
+
+  const axrt_kernel_library_t& lib = library();
+  REQUIRE(lib.kernel_count == expected.size());
+  std::set<std::string> names;
+  for (uint32_t i = 0; i < lib.kernel_count; ++i) {
+    const axrt_kernel_info_t& kernel = lib.kernels[i];
+    INFO("kernel " << kernel.name);
+    CHECK(names.insert(kernel.name).second);  // unique
+    CHECK(kernel.function != nullptr);
+    const auto it = expected.find(kernel.name);
+    REQUIRE(it != expected.end());
+    const Expected& want = it->second;
+    REQUIRE(kernel.param_count == want.params.size());
+    for (uint32_t p = 0; p < kernel.param_count; ++p) {
+      const axrt_kernel_param_info_t& param = kernel.params[p];
+      INFO("parameter " << p << " '" << param.name << "'");
+      CHECK(std::string_view(param.name) == want.params[p].name);
+      CHECK(param.kind == want.params[p].kind);
+      CHECK(param.scalar_type == want.params[p].type);
+      // layout_id exactly on the quantized weight parameter.
+      if (want.quantized_param != nullptr && param.name == std::string(want.quantized_param)) {
+        REQUIRE(param.layout_id != nullptr);
+        CHECK(std::string_view(param.layout_id) == want.layout_id);
+      } else {
+        CHECK(param.layout_id == nullptr);
+      }
+    }
+  }
+}
+
+TEST_CASE("every args_size is the C layout of its parameter table") {
+  const axrt_kernel_library_t& lib = library();
+  for (uint32_t i = 0; i < lib.kernel_count; ++i) {
+    INFO("kernel " << lib.kernels[i].name);
+    CHECK(lib.kernels[i].args_size == c_layout(lib.kernels[i]).size);
+  }
+  // The rules themselves, on the two shapes of block the table has.
+  CHECK(c_layout(find_kernel("axrt_layernorm_f32")).size == 56);  // 6 x 8 + 4, rounded to 8
+  CHECK(c_layout(find_kernel("axrt_matmul_awq_int4_f32")).size == 80);
+}
+
+// ===========================================================================
+// Number formats
+// ===========================================================================
+
+TEST_CASE("half_to_float decodes every binary16 value") {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float got = axrt::kernels::cpu::half_to_float(static_cast<uint16_t>(h));
+    const double want = half_value(static_cast<uint16_t>(h));
+    INFO("half 0x" << std::hex << h);
+    if (std::isnan(want)) {
+      REQUIRE(std::isnan(got));
+    } else {
+      REQUIRE(static_cast<double>(got) == want);
+      REQUIRE(std::signbit(got) == std::signbit(want));
+    }
+  }
+}
+
+TEST_CASE("the e4m3fn table holds every code's value") {
+  for (int code = 0; code < 256; ++code) {
+    const float got = axrt::kernels::cpu::kE4m3fnValues[code];
+    const double want = e4m3fn_value(static_cast<uint8_t>(code));
+    INFO("code 0x" << std::hex << code);
+    if (std::isnan(want)) {
+      REQUIRE(std::isnan(got));
+    } else {
+      REQUIRE(static_cast<double>(got) == want);
+    }
+  }
+  CHECK(e4m3fn_value(0x7e) == 448.0);
+  CHECK(e4m3fn_value(0x01) == std::ldexp(1.0, -9));
+}
+
+TEST_CASE("the test's AWQ packing matches the worked example of docs/format.md") {
+  uint32_t word = 0;
+  for (int n = 0; n < 8; ++n) put_nibble(word, kAwqNibble[n], static_cast<uint32_t>(n + 1));
+  CHECK(word == 0x86427531u);
+}
+
+// ===========================================================================
+// Elementwise
+// ===========================================================================
+
+namespace {
+
+const uint64_t kElementwiseSizes[] = {1, 100, 4095, 4096, 4097, 3 * 4096 + 5, 20000};
+
+void check_binary(const char* name, double (*op)(double, double)) {
+  for (uint64_t n : kElementwiseSizes) {
+    INFO(name << " n = " << n);
+    const auto a = random_floats(n, -8.0f, 8.0f, 11 + static_cast<uint32_t>(n));
+    const auto b = random_floats(n, -8.0f, 8.0f, 12 + static_cast<uint32_t>(n));
+    std::vector<double> want(n);
+    for (uint64_t i = 0; i < n; ++i) want[i] = op(a[i], b[i]);
+
+    std::vector<float> out = output_buffer(n);
+    ArgBlock args(find_kernel(name));
+    args.buffer("a", a.data()).buffer("b", b.data()).buffer("out", out.data()).u64("n", n);
+    run_all_orders(args, elementwise_grid(n), out);
+    check_guard(out, n);
+    check_close(out, want, 0.0, 1e-5);
+
+    // In place: out aliases a.
+    std::vector<float> in_place = a;
+    in_place.resize(n + kGuard, kSentinel);
+    ArgBlock alias(find_kernel(name));
+    alias.buffer("a", in_place.data())
+        .buffer("b", b.data())
+        .buffer("out", in_place.data())
+        .u64("n", n);
+    REQUIRE(dispatch(alias, elementwise_grid(n), Order::kShuffled).code == AXRT_KERNEL_OK);
+    check_guard(in_place, n);
+    check_close(in_place, want, 0.0, 1e-5);
+  }
+}
+
+void check_unary(const char* name, double (*op)(double)) {
+  for (uint64_t n : kElementwiseSizes) {
+    INFO(name << " n = " << n);
+    auto x = random_floats(n, -8.0f, 8.0f, 21 + static_cast<uint32_t>(n));
+    // Zeros, tiny values and both tails, spread over the workgroups.
+    const float extremes[] = {0.0f,   -0.0f, 1e-30f, -1e-30f, 20.0f,
+                              -20.0f, 90.0f, -90.0f, 1e6f,    -1e6f};
+    for (size_t i = 0; i < std::size(extremes) && i < n; ++i) {
+      x[i * (n / std::size(extremes))] = extremes[i];
+    }
+    std::vector<double> want(n);
+    for (uint64_t i = 0; i < n; ++i) want[i] = op(x[i]);
+
+    std::vector<float> out = output_buffer(n);
+    ArgBlock args(find_kernel(name));
+    args.buffer("x", x.data()).buffer("out", out.data()).u64("n", n);
+    run_all_orders(args, elementwise_grid(n), out);
+    check_guard(out, n);
+    check_close(out, want, 1e-6, 1e-5);
+
+    std::vector<float> in_place = x;
+    in_place.resize(n + kGuard, kSentinel);
+    ArgBlock alias(find_kernel(name));
+    alias.buffer("x", in_place.data()).buffer("out", in_place.data()).u64("n", n);
+    REQUIRE(dispatch(alias, elementwise_grid(n), Order::kThreaded).code == AXRT_KERNEL_OK);
+    check_guard(in_place, n);
+    check_close(in_place, want, 1e-6, 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("axrt_add_f32") {
+  check_binary("axrt_add_f32", [](double a, double b) { return a + b; });
+}
+TEST_CASE("axrt_mul_f32") {
+  check_binary("axrt_mul_f32", [](double a, double b) { return a * b; });
+}
+TEST_CASE("axrt_gelu_f32") {
+  check_unary("axrt_gelu_f32", [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); });
+}
+TEST_CASE("axrt_silu_f32") {
+  check_unary("axrt_silu_f32", [](double x) { return x / (1.0 + std::exp(-x)); });
+}
+
+TEST_CASE("an elementwise dispatch of n = 0 has no workgroups and a grid of 1 touches nothing") {
+  std::vector<float> out = output_buffer(0);
+  const float a = 1.0f, b = 2.0f;
+  ArgBlock args(find_kernel("axrt_add_f32"));
+  args.buffer("a", &a).buffer("b", &b).buffer("out", out.data()).u64("n", 0);
+  CHECK(elementwise_grid(0).x == 0);
+  REQUIRE(dispatch(args, {1, 1, 1}).code == AXRT_KERNEL_OK);
+  check_guard(out, 0);
+}
+
+// ===========================================================================
+// Row-wise
+// ===========================================================================
+
+namespace {
+
+struct Rows {
+  uint64_t rows, cols;
+};
+const Rows kRowShapes[] = {{1, 1}, {3, 7}, {4, 1000}, {2, 4097}, {17, 64}, {5, 333}};
+
+}  // namespace
+
+TEST_CASE("axrt_softmax_f32") {
+  for (const Rows s : kRowShapes) {
+    INFO("rows " << s.rows << " cols " << s.cols);
+    const uint64_t n = s.rows * s.cols;
+    auto x = random_floats(n, -10.0f, 10.0f, 31 + static_cast<uint32_t>(n));
+    // A row far from 0 checks that the kernel subtracts the maximum.
+    for (uint64_t c = 0; c < s.cols; ++c) x[c] += 1000.0f;
+    std::vector<double> want(n);
+    for (uint64_t r = 0; r < s.rows; ++r) {
+      const float* row = x.data() + r * s.cols;
+      const double max = *std::max_element(row, row + s.cols);
+      double sum = 0;
+      for (uint64_t c = 0; c < s.cols; ++c) sum += std::exp(double(row[c]) - max);
+      for (uint64_t c = 0; c < s.cols; ++c) {
+        want[r * s.cols + c] = std::exp(double(row[c]) - max) / sum;
+      }
+    }
+    std::vector<float> out = output_buffer(n);
+    ArgBlock args(find_kernel("axrt_softmax_f32"));
+    args.buffer("x", x.data()).buffer("out", out.data()).u64("rows", s.rows).u64("cols", s.cols);
+    run_all_orders(args, rowwise_grid(s.rows), out);
+    check_guard(out, n);
+    check_close(out, want, 0.0, 1e-5);
+
+    std::vector<float> in_place = x;
+    in_place.resize(n + kGuard, kSentinel);
+    ArgBlock alias(find_kernel("axrt_softmax_f32"));
+    alias.buffer("x", in_place.data())
+        .buffer("out", in_place.data())
+        .u64("rows", s.rows)
+        .u64("cols", s.cols);
+    REQUIRE(dispatch(alias, rowwise_grid(s.rows), Order::kShuffled).code == AXRT_KERNEL_OK);
+    check_close(in_place, want, 0.0, 1e-5);
+  }
+}
+
+TEST_CASE("axrt_layernorm_f32") {
+  for (const Rows s : kRowShapes) {
+    INFO("rows " << s.rows << " cols " << s.cols);
+    const uint64_t n = s.rows * s.cols;
+    auto x = random_floats(n, -3.0f, 5.0f, 41 + static_cast<uint32_t>(n));
+    for (uint64_t c = 0; c < s.cols; ++c) x[c] = 100.0f + x[c] * 0.01f;  // mean >> spread
+    const auto gamma = random_floats(s.cols, 0.5f, 1.5f, 42);
+    const auto beta = random_floats(s.cols, -1.0f, 1.0f, 43);
+    const float epsilon = 1e-5f;
+    std::vector<double> want(n);
+    for (uint64_t r = 0; r < s.rows; ++r) {
+      const float* row = x.data() + r * s.cols;
+      double mean = 0, var = 0;
+      for (uint64_t c = 0; c < s.cols; ++c) mean += row[c];
+      mean /= double(s.cols);
+      for (uint64_t c = 0; c < s.cols; ++c) var += (row[c] - mean) * (row[c] - mean);
+      var /= double(s.cols);
+      for (uint64_t c = 0; c < s.cols; ++c) {
+        want[r * s.cols + c] =
+            (row[c] - mean) / std::sqrt(var + double(epsilon)) * gamma[c] + beta[c];
+      }
+    }
+    std::vector<float> out = output_buffer(n);
+    ArgBlock args(find_kernel("axrt_layernorm_f32"));
+    args.buffer("x", x.data())
+        .buffer("gamma", gamma.data())
+        .buffer("beta", beta.data())
+        .buffer("out", out.data())
+        .u64("rows", s.rows)
+        .u64("cols", s.cols)
+        .f32("epsilon", epsilon);
+    run_all_orders(args, rowwise_grid(s.rows), out);
+    check_guard(out, n);
+    check_close(out, want, 0.0, 1e-5);
+  }
+}
+
+TEST_CASE("axrt_rmsnorm_f32") {
+  for (const Rows s : kRowShapes) {
+    INFO("rows " << s.rows << " cols " << s.cols);
+    const uint64_t n = s.rows * s.cols;
+    const auto x = random_floats(n, -4.0f, 4.0f, 51 + static_cast<uint32_t>(n));
+    const auto gamma = random_floats(s.cols, -1.5f, 1.5f, 52);
+    const float epsilon = 1e-6f;
+    std::vector<double> want(n);
+    for (uint64_t r = 0; r < s.rows; ++r) {
+      const float* row = x.data() + r * s.cols;
+      double sum_squares = 0;
+      for (uint64_t c = 0; c < s.cols; ++c) sum_squares += double(row[c]) * row[c];
+      const double inv = 1.0 / std::sqrt(sum_squares / double(s.cols) + double(epsilon));
+      for (uint64_t c = 0; c < s.cols; ++c) want[r * s.cols + c] = row[c] * inv * gamma[c];
+    }
+    std::vector<float> out = output_buffer(n);
+    ArgBlock args(find_kernel("axrt_rmsnorm_f32"));
+    args.buffer("x", x.data())
+        .buffer("gamma", gamma.data())
+        .buffer("out", out.data())
+        .u64("rows", s.rows)
+        .u64("cols", s.cols)
+        .f32("epsilon", epsilon);
+    run_all_orders(args, rowwise_grid(s.rows), out);
+    check_guard(out, n);
+    check_close(out, want, 0.0, 1e-5);
+  }
+}
+
+// ===========================================================================
+// Matmuls
+// ===========================================================================
+
+TEST_CASE("axrt_matmul_f32") {
+  for (bool baseline : {false, true}) {
+    IsaScope isa(baseline);
+    const Shape shapes[] = {{1, 1, 1},      {1, 64, 64},    {3, 5, 7},      {64, 64, 64},
+                            {65, 130, 257}, {100, 72, 300}, {7, 200, 1000}, {128, 192, 512},
+                            {1, 300, 700},  {2, 3, 0}};
+    for (const Shape& s : shapes) {
+      INFO(axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s));
+      MatmulCase c(s, 61 + static_cast<uint32_t>(s.M * 7 + s.N * 3 + s.K));
+      const auto w = random_weights(s.K, s.N, 62 + static_cast<uint32_t>(s.K));
+      const std::vector<float> w_storage = w.empty() ? std::vector<float>(1) : w;
+      ArgBlock args(find_kernel("axrt_matmul_f32"));
+      c.common(args).buffer("w", w_storage.data());
+      c.run(args);
+      check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_int8_pc_f32") {
+  for (bool baseline : {false, true}) {
+    IsaScope isa(baseline);
+    const Shape shapes[] = {{1, 1, 1},    {3, 5, 7},      {65, 130, 257},
+                            {1, 64, 300}, {100, 72, 300}, {64, 128, 1000}};
+    for (const Shape& s : shapes) {
+      INFO(axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s));
+      MatmulCase c(s, 71 + static_cast<uint32_t>(s.M + s.N + s.K));
+      const Int8Weights q = quantize_int8(random_weights(s.K, s.N, 72), s.N, s.K);
+      ArgBlock args(find_kernel("axrt_matmul_int8_pc_f32"));
+      c.common(args).buffer("w", q.w.data()).buffer("scale", q.scale.data());
+      c.run(args);
+      check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
+    }
+  }
+}
+
+namespace {
+
+void check_int4_kernel(const char* name, Int4Kind kind) {
+  for (bool baseline : {false, true}) {
+    IsaScope isa(baseline);
+    struct Case {
+      Shape shape;
+      uint64_t group;
+    };
+    const Case cases[] = {{{1, 8, 128}, 128},   {{5, 72, 256}, 128},  {{70, 136, 384}, 128},
+                          {{64, 64, 128}, 128}, {{3, 200, 640}, 128}, {{1, 4096 / 8, 256}, 128},
+                          {{9, 24, 96}, 32},    {{66, 80, 64}, 8}};
+    for (const Case& t : cases) {
+      const Shape& s = t.shape;
+      INFO(name << " " << axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s)
+                << " group " << t.group);
+      MatmulCase c(s, 81 + static_cast<uint32_t>(s.M + s.N + s.K));
+      const Int4Weights q = quantize_int4(random_weights(s.K, s.N, 82), s.N, s.K, t.group, kind);
+      ArgBlock args(find_kernel(name));
+      c.common(args)
+          .buffer("qweight", q.qweight.data())
+          .buffer("scales", q.scales.data())
+          .buffer("qzeros", q.qzeros.data())
+          .u64("group_size", t.group);
+      c.run(args);
+      check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("axrt_matmul_awq_int4_f32") {
+  check_int4_kernel("axrt_matmul_awq_int4_f32", Int4Kind::kAwq);
+}
+TEST_CASE("axrt_matmul_gptq_int4_f32") {
+  check_int4_kernel("axrt_matmul_gptq_int4_f32", Int4Kind::kGptqV2);
+}
+TEST_CASE("axrt_matmul_gptq_v1_int4_f32") {
+  check_int4_kernel("axrt_matmul_gptq_v1_int4_f32", Int4Kind::kGptqV1);
+}
+
+TEST_CASE("GPTQ v1 stores z - 1 where v2 stores z") {
+  // Symmetric zero points (z = 8) are the words 0x77777777 in v1 and
+  // 0x88888888 in v2 (docs/format.md 9.3); with the same codes and scales the
+  // two kernels must agree exactly.
+  const Shape s{2, 16, 128};
+  const std::vector<uint32_t> qweight(s.K / 8 * s.N, 0x3c5a96f0u);
+  const std::vector<uint16_t> scales(s.N, to_half(0.125));
+  const std::vector<float> x = random_floats(s.M * s.K, -1.0f, 1.0f, 91);
+  const std::vector<float> bias(s.N, 0.0f);
+  std::vector<std::vector<float>> results;
+  for (const auto& [name, zero_word] : {std::pair{"axrt_matmul_gptq_int4_f32", 0x88888888u},
+                                        std::pair{"axrt_matmul_gptq_v1_int4_f32", 0x77777777u}}) {
+    const std::vector<uint32_t> qzeros(s.N / 8, zero_word);
+    std::vector<float> y = output_buffer(s.M * s.N);
+    ArgBlock args(find_kernel(name));
+    args.buffer("x", x.data())
+        .buffer("qweight", qweight.data())
+        .buffer("scales", scales.data())
+        .buffer("qzeros", qzeros.data())
+        .buffer("bias", bias.data())
+        .buffer("y", y.data())
+        .u64("M", s.M)
+        .u64("N", s.N)
+        .u64("K", s.K)
+        .u64("group_size", 128);
+    REQUIRE(dispatch(args, matmul_grid(s.M, s.N)).code == AXRT_KERNEL_OK);
+    results.push_back(y);
+  }
+  CHECK(results[0] == results[1]);
+}
+
+namespace {
+
+void check_fp8_kernel(const char* name, uint64_t block_n, uint64_t block_k,
+                      std::initializer_list<Shape> shapes) {
+  for (bool baseline : {false, true}) {
+    IsaScope isa(baseline);
+    for (const Shape& s : shapes) {
+      INFO(name << " " << axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s)
+                << " blocks " << block_n << "x" << block_k);
+      MatmulCase c(s, 101 + static_cast<uint32_t>(s.M + s.N + s.K));
+      const Fp8Weights q = quantize_fp8(random_weights(s.K, s.N, 102), s.N, s.K, block_n, block_k);
+      ArgBlock args(find_kernel(name));
+      c.common(args)
+          .buffer("w", q.w.data())
+          .buffer("scale", q.scale.data())
+          .u64("block_n", block_n)
+          .u64("block_k", block_k);
+      c.run(args);
+      check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("axrt_matmul_fp8_e4m3_f32, per tensor") {
+  check_fp8_kernel("axrt_matmul_fp8_e4m3_f32", 0, 0,
+                   {{1, 7, 5}, {3, 300, 200}, {65, 130, 257}, {1, 128, 1024}});
+}
+
+TEST_CASE("axrt_matmul_fp8_e4m3_b128_f32, 128x128 blocks") {
+  check_fp8_kernel("axrt_matmul_fp8_e4m3_b128_f32", 128, 128,
+                   {{3, 300, 200}, {65, 130, 257}, {130, 256, 384}, {1, 1000, 300}});
+}
+
+TEST_CASE("the fp8 kernels take any block shape") {
+  check_fp8_kernel("axrt_matmul_fp8_e4m3_f32", 24, 48, {{10, 100, 150}, {70, 70, 70}});
+  check_fp8_kernel("axrt_matmul_fp8_e4m3_b128_f32", 1, 0, {{5, 40, 33}});
+}
+
+TEST_CASE("a matmul workgroup outside the grid writes nothing") {
+  const Shape s{3, 5, 7};
+  MatmulCase c(s, 111);
+  const auto w = random_weights(s.K, s.N, 112);
+  ArgBlock args(find_kernel("axrt_matmul_f32"));
+  c.common(args).buffer("w", w.data());
+  // A grid larger than ceil(N/64) x ceil(M/64): the extra workgroups do nothing.
+  REQUIRE(dispatch(args, {3, 2, 2}, Order::kShuffled).code == AXRT_KERNEL_OK);
+  check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
+}
+
+// ===========================================================================
+// Scalar rules
+// ===========================================================================
+
+TEST_CASE("the int4 kernels refuse scalars that break their rules") {
+  std::vector<float> x(4096, 0.0f), bias(4096, 0.0f), y(4096 * 4, 0.0f);
+  std::vector<uint32_t> words(1 << 16, 0);
+  std::vector<uint16_t> scales(1 << 16, 0x3c00);
+  struct Bad {
+    const char* kernel;
+    uint64_t N, K, group;
+    const char* fragment;  // what the message must say
+  };
+  const Bad cases[] = {
+      {"axrt_matmul_awq_int4_f32", 12, 128, 128, "N = 12"},
+      {"axrt_matmul_gptq_int4_f32", 20, 128, 128, "N = 20"},
+      {"axrt_matmul_awq_int4_f32", 16, 200, 128, "K = 200 is not a multiple of group_size = 128"},
+      {"axrt_matmul_gptq_v1_int4_f32", 16, 100, 0, "group_size is 0"},
+      {"axrt_matmul_gptq_int4_f32", 16, 12, 4, "K = 12 is not a multiple of 8"},
+      {"axrt_matmul_gptq_v1_int4_f32", 16, 12, 4, "K = 12 is not a multiple of 8"},
+  };
+  for (const Bad& bad : cases) {
+    INFO(bad.kernel << " N " << bad.N << " K " << bad.K << " group " << bad.group);
+    ArgBlock args(find_kernel(bad.kernel));
+    args.buffer("x", x.data())
+        .buffer("qweight", words.data())
+        .buffer("scales", scales.data())
+        .buffer("qzeros", words.data())
+        .buffer("bias", bias.data())
+        .buffer("y", y.data())
+        .u64("M", 1)
+        .u64("N", bad.N)
+        .u64("K", bad.K)
+        .u64("group_size", bad.group);
+    const Outcome outcome = dispatch(args, matmul_grid(1, bad.N));
+    CHECK(outcome.code == kInvalidArgument);
+    CHECK_THAT(outcome.message, Catch::Contains(bad.fragment));
+    CHECK_THAT(outcome.message, Catch::Contains(bad.kernel));
+    // A short buffer gets a truncated, terminated message; none is fine too.
+    const Outcome short_message = dispatch(args, matmul_grid(1, bad.N), Order::kSequential, 8);
+    CHECK(short_message.code == kInvalidArgument);
+    CHECK(short_message.message.size() == 7);
+    CHECK(dispatch(args, matmul_grid(1, bad.N), Order::kSequential, 0).code == kInvalidArgument);
+  }
+  // AWQ has no rule on K beyond the group size.
+  ArgBlock ok(find_kernel("axrt_matmul_awq_int4_f32"));
+  ok.buffer("x", x.data())
+      .buffer("qweight", words.data())
+      .buffer("scales", scales.data())
+      .buffer("qzeros", words.data())
+      .buffer("bias", bias.data())
+      .buffer("y", y.data())
+      .u64("M", 1)
+      .u64("N", 16)
+      .u64("K", 12)
+      .u64("group_size", 4);
+  CHECK(dispatch(ok, matmul_grid(1, 16)).code == AXRT_KERNEL_OK);
+}
+
+// ===========================================================================
+// Timing (hidden: run with "[.bench]")
+// ===========================================================================
+
+TEST_CASE("matmul throughput, one thread", "[.bench]") {
+  const Shape s{512, 512, 512};
+  MatmulCase c(s, 121);
+  const auto w = random_weights(s.K, s.N, 122);
+  const Int8Weights q8 = quantize_int8(w, s.N, s.K);
+  const Int4Weights q4 = quantize_int4(w, s.N, s.K, 128, Int4Kind::kAwq);
+  const Fp8Weights qf = quantize_fp8(w, s.N, s.K, 128, 128);
+  ArgBlock f32(find_kernel("axrt_matmul_f32"));
+  c.common(f32).buffer("w", w.data());
+  ArgBlock int8(find_kernel("axrt_matmul_int8_pc_f32"));
+  c.common(int8).buffer("w", q8.w.data()).buffer("scale", q8.scale.data());
+  ArgBlock awq(find_kernel("axrt_matmul_awq_int4_f32"));
+  c.common(awq)
+      .buffer("qweight", q4.qweight.data())
+      .buffer("scales", q4.scales.data())
+      .buffer("qzeros", q4.qzeros.data())
+      .u64("group_size", 128);
+  ArgBlock fp8(find_kernel("axrt_matmul_fp8_e4m3_b128_f32"));
+  c.common(fp8)
+      .buffer("w", qf.w.data())
+      .buffer("scale", qf.scale.data())
+      .u64("block_n", 128)
+      .u64("block_k", 128);
+  for (bool baseline : {false, true}) {
+    IsaScope isa(baseline);
+    for (const ArgBlock* args : {&f32, &int8, &awq, &fp8}) {
+      double best = 1e30;
+      for (int rep = 0; rep < 10; ++rep) {
+        const auto start = std::chrono::steady_clock::now();
+        REQUIRE(dispatch(*args, matmul_grid(s.M, s.N)).code == AXRT_KERNEL_OK);
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      std::printf("%-32s %-9s %s: %7.3f ms, %6.1f GFLOP/s\n", args->kernel().name,
+                  axrt::kernels::cpu::dispatched_isa_name(), shape_name(s).c_str(), best * 1e3,
+                  2.0 * s.M * s.N * s.K / best * 1e-9);
+    }
+  }
+}
