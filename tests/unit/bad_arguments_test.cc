@@ -1868,6 +1868,17 @@ struct WalkExecutable {
     return stale;
   }
 
+  axrt_function_t StaleFunction(const World& world) const {
+    axrt_executable_t owner = nullptr;
+    axrt_function_t stale = nullptr;
+    EXPECT_OK(axrt_executable_load_memory(world.device, bytes.data(), bytes.size(), nullptr,
+                                          &owner));
+    EXPECT_OK(axrt_executable_get_function(owner, 0, &stale));
+    axrt_function_release(stale);
+    axrt_executable_release(owner);
+    return stale;
+  }
+
   std::vector<uint8_t> bytes;
   size_t size = 0;
   axrt_executable_t executable = nullptr;
@@ -2162,25 +2173,13 @@ BAD_ARGUMENTS(axrt_executable_get_device) {
 
 BAD_ARGUMENTS(axrt_function_retain) {
   WalkExecutable walk(*this);
-  axrt_executable_t stale_exe = nullptr;
-  axrt_function_t stale = nullptr;
-  EXPECT_OK(axrt_executable_load_memory(device, walk.bytes.data(), walk.bytes.size(), nullptr,
-                                        &stale_exe));
-  EXPECT_OK(axrt_executable_get_function(stale_exe, 0, &stale));
-  axrt_function_release(stale);
-  axrt_executable_release(stale_exe);
+  const axrt_function_t stale = walk.StaleFunction(*this);
   WalkRetainRelease(*this, &axrt_function_retain, stale, As<axrt_function_t>(walk.executable));
 }
 
 BAD_ARGUMENTS(axrt_function_release) {
   WalkExecutable walk(*this);
-  axrt_executable_t stale_exe = nullptr;
-  axrt_function_t stale = nullptr;
-  EXPECT_OK(axrt_executable_load_memory(device, walk.bytes.data(), walk.bytes.size(), nullptr,
-                                        &stale_exe));
-  EXPECT_OK(axrt_executable_get_function(stale_exe, 0, &stale));
-  axrt_function_release(stale);
-  axrt_executable_release(stale_exe);
+  const axrt_function_t stale = walk.StaleFunction(*this);
   WalkRetainRelease(*this, &axrt_function_release, stale, As<axrt_function_t>(walk.executable));
   // The walk's own function still works.
   axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
