@@ -69,6 +69,7 @@ bench: deps
 	  -DAXRT_BUILD_BENCHMARKS=ON -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BENCH_DIR) -j $(JOBS)
 	$(BENCH_DIR)/tests/bench/axrt_bench --benchmark_counters_tabular=true
+	$(BENCH_DIR)/tests/bench/axrt_kernel_bench --benchmark_counters_tabular=true
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

@@ -5,7 +5,7 @@ set -euo pipefail
 
 debian_packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config binutils make
-  libfmt-dev catch2 libbenchmark-dev
+  libfmt-dev catch2 libbenchmark-dev libopenblas-dev
   libflatbuffers-dev flatbuffers-compiler libdlpack-dev
 )
 python_packages=()

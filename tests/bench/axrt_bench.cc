@@ -17,42 +17,28 @@
 #include <type_traits>
 
 #include "axrt/axrt.h"
+#include "tests/bench/bench_util.h"
+
+namespace axrt_bench {
+axrt_instance_t g_instance = nullptr;
+}  // namespace axrt_bench
 
 namespace {
+
+using namespace axrt_bench;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr uint64_t kBandwidthBytes = 64 * kMiB;
 constexpr uint64_t kSmallCopyBytes = 64;
 
+// The default device (AXRT_DEVICE, else cpu:0).
 axrt_device_t g_device = nullptr;
-
-template <typename T, void (*Release)(T)>
-struct Releaser {
-  void operator()(T handle) const { Release(handle); }
-};
-template <typename Handle, void (*Release)(Handle)>
-using Owned = std::unique_ptr<std::remove_pointer_t<Handle>, Releaser<Handle, Release>>;
-using Buffer = Owned<axrt_buffer_t, axrt_buffer_release>;
-using Stream = Owned<axrt_stream_t, axrt_stream_release>;
-using Event = Owned<axrt_event_t, axrt_event_release>;
 
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 using HostMemory = std::unique_ptr<unsigned char, FreeDeleter>;
-
-// Turns a failure into a skipped benchmark that names the call. Returns true
-// on failure so callers can `if (Failed(...)) return;` or break their loop.
-bool Failed(benchmark::State& state, axrt_status_t status, const char* what) {
-  if (status == nullptr) return false;
-  std::string message = std::string(what) + ": " +
-                        axrt_status_code_name(axrt_status_code(status)) + ": " +
-                        axrt_status_message(status);
-  axrt_status_free(status);
-  state.SkipWithError(message.c_str());
-  return true;
-}
 
 Buffer Allocate(benchmark::State& state, uint64_t size,
                 axrt_memory_type_t type = AXRT_MEMORY_TYPE_DEVICE_LOCAL) {
@@ -317,7 +303,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
 
-  axrt_instance_t instance = nullptr;
+  axrt_instance_t& instance = axrt_bench::g_instance;
   axrt_status_t status = axrt_instance_create(nullptr, &instance);
   if (status == nullptr) status = axrt_instance_find_device(instance, nullptr, &g_device);
   if (status != nullptr) {
