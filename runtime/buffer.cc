@@ -112,6 +112,21 @@ axrt_status_t buffer_allocate(const ApiCall& api, Device* device, uint64_t size,
   return nullptr;
 }
 
+Ref<Buffer> buffer_create_view(Buffer* buffer, uint64_t offset, uint64_t length,
+                               std::string label) {
+  auto* view = new Buffer();
+  view->destroy = destroy_buffer;
+  view->device = buffer->device;
+  view->root = Ref<Buffer>(buffer->allocation());
+  view->offset = buffer->offset + offset;
+  view->size = length;
+  view->label = std::move(label);
+  view->memory_type = buffer->allocation()->memory_type;
+  auto ref = Ref<Buffer>::adopt(view);
+  object_register(view);
+  return ref;
+}
+
 Ref<Buffer> buffer_wrap_external(Device* device, std::byte* host_pointer, uint64_t device_address,
                                  uint64_t size, axrt_memory_type_t memory_type, std::string label,
                                  void (*release)(void* context), void* context) {
@@ -180,16 +195,7 @@ AXRT_API axrt_status_t axrt_buffer_create_view(axrt_buffer_t buffer, uint64_t of
                        "view [offset {}, length {}) does not fit in {}", offset, length,
                        self->describe());
     }
-    auto* view = new Buffer();
-    view->destroy = destroy_buffer;
-    view->device = self->device;
-    view->root = Ref<Buffer>(self->allocation());
-    view->offset = self->offset + offset;
-    view->size = length;
-    view->memory_type = self->allocation()->memory_type;
-    auto ref = Ref<Buffer>::adopt(view);
-    object_register(view);
-    *out_view = to_handle<axrt_buffer_t>(ref.release());
+    *out_view = to_handle<axrt_buffer_t>(buffer_create_view(self, offset, length, "").release());
     return nullptr;
   });
 }

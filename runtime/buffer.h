@@ -71,6 +71,11 @@ axrt_status_t read_buffer_options(const ApiCall& api, const Device* device, uint
 axrt_status_t buffer_allocate(const ApiCall& api, Device* device, uint64_t size,
                               BufferParams params, Ref<Buffer>* out_buffer);
 
+// A registered view of `length` bytes at `offset` of `buffer` (checked by the
+// caller), retaining its allocation.
+Ref<Buffer> buffer_create_view(Buffer* buffer, uint64_t offset, uint64_t length,
+                               std::string label);
+
 // Wraps memory the runtime does not own as a root buffer of `device`:
 // `release(context)` runs once, when the buffer's memory is returned.
 Ref<Buffer> buffer_wrap_external(Device* device, std::byte* host_pointer, uint64_t device_address,

@@ -88,24 +88,18 @@ class Loader {
     exe->device = Ref<Device>(device_);
     exe->name = name_;
     exe->kernels.resize(resolved_.size());
+    std::unordered_map<const axrt_kernel_library_t*, void*> library_states;
     for (size_t i = 0; i < resolved_.size(); ++i) {
       Resolved& r = resolved_[i];
       LoadedKernel& k = exe->kernels[i];
-      void* state = nullptr;
-      bool acquired = false;
-      for (const auto& held : exe->acquired_libraries) {
-        if (held->table == r.library->table) acquired = true;
-      }
-      if (!acquired) {
-        AXRT_RETURN_IF_ERROR(prefix(acquire_kernel_library(device_, *r.library, &state)));
+      // One acquisition per library and executable; its state serves every
+      // kernel of the library.
+      auto [held, first] = library_states.try_emplace(r.library->table, nullptr);
+      if (first) {
+        AXRT_RETURN_IF_ERROR(prefix(acquire_kernel_library(device_, *r.library, &held->second)));
         exe->acquired_libraries.push_back(r.library);
       }
-      {
-        std::lock_guard<std::mutex> lock(device_->kernel_libraries_mutex);
-        for (const auto& use : device_->kernel_libraries) {
-          if (use.table == r.library->table) state = use.state;
-        }
-      }
+      void* const state = held->second;
       k.library = r.library;
       k.host.function = r.info->function;
       k.host.library_state = state;
@@ -353,21 +347,15 @@ class Loader {
   }
 
   static void lay_out(const axe::Kernel& kernel, Resolved* r) {
-    uint32_t offset = 0;
-    uint32_t max_alignment = 1;
     if (kernel.params()) {
       for (const axe::KernelParam* param : *kernel.params()) {
-        const uint32_t size = param->kind() == axe::ParamKind::BUFFER
-                                  ? 8
-                                  : axrt_kernel_scalar_size(static_cast<uint32_t>(param->scalar_type()));
-        offset = (offset + size - 1) / size * size;
-        r->param_offsets.push_back(offset);
-        r->param_sizes.push_back(size);
-        offset += size;
-        max_alignment = std::max(max_alignment, size);
+        r->param_sizes.push_back(
+            param->kind() == axe::ParamKind::BUFFER
+                ? 8
+                : axrt_kernel_scalar_size(static_cast<uint32_t>(param->scalar_type())));
       }
     }
-    r->args_size = (offset + max_alignment - 1) / max_alignment * max_alignment;
+    r->args_size = lay_out_kernel_args(r->param_sizes, &r->param_offsets);
   }
 
   // Literal workgroup counts are checked against the device's limits now;
@@ -378,8 +366,8 @@ class Loader {
     for (const axe::Function* function : *meta_.functions()) {
       if (!function->commands()) continue;
       for (uint32_t c = 0; c < function->commands()->size(); ++c) {
-        const auto* dispatch = function->commands()->GetAs<axe::DispatchCommand>(c);
         if (function->commands_type()->Get(c) != axe::Command::DispatchCommand) continue;
+        const auto* dispatch = function->commands()->GetAs<axe::DispatchCommand>(c);
         const axe::Expr* counts[3] = {dispatch->workgroup_count_x(), dispatch->workgroup_count_y(),
                                       dispatch->workgroup_count_z()};
         for (int d = 0; d < 3; ++d) {
@@ -426,14 +414,9 @@ class Loader {
     for (uint32_t i = 0; i < count; ++i) {
       const axe::Constant& constant = *constants->Get(i);
       const auto data = file_->range_bytes(*constant.data());
-      auto* view = new Buffer();
-      view->destroy = [](Object* o) { delete static_cast<Buffer*>(o); };
-      view->device = Ref<Device>(device_);
-      view->root = file_buffer;
-      view->offset = static_cast<uint64_t>(data.data() - bytes.data());
-      view->size = data.size();
-      view->label = str(constant.name());
-      exe->constants[i].buffer = Ref<Buffer>::adopt(view);
+      exe->constants[i].buffer =
+          buffer_create_view(file_buffer.get(), static_cast<uint64_t>(data.data() - bytes.data()),
+                             data.size(), str(constant.name()));
     }
     return nullptr;
   }
@@ -567,32 +550,12 @@ class Loader {
       } else {
         patch.scalar_type = static_cast<axrt_dtype_t>(param.scalar_type());
         patch.value = value_of(binding.value(), 0);
-        if (!patch.value.expr && encode_scalar(patch, patch.value.literal, block)) continue;
+        if (!patch.value.expr && encode_scalar_argument(patch, patch.value.literal, block)) continue;
         // Literals that do not fit fail every call with the reason.
         patch.value.expr = binding.value();
       }
       out->patches.push_back(patch);
     }
-  }
-
- public:
-  // Writes `value` as the scalar `patch` describes; false when it does not
-  // fit an integer type. Floating-point scalars take the value's low bytes
-  // as their bit pattern.
-  static bool encode_scalar(const ArgumentPatch& patch, uint64_t value, std::byte* block) {
-    switch (patch.scalar_type) {
-      case AXRT_DTYPE_BOOL: if (value > 1) return false; break;
-      case AXRT_DTYPE_INT8: if (value > 0x7f) return false; break;
-      case AXRT_DTYPE_UINT8: if (value > 0xff) return false; break;
-      case AXRT_DTYPE_INT16: if (value > 0x7fff) return false; break;
-      case AXRT_DTYPE_UINT16: if (value > 0xffff) return false; break;
-      case AXRT_DTYPE_INT32: if (value > 0x7fffffff) return false; break;
-      case AXRT_DTYPE_UINT32: if (value > 0xffffffffu) return false; break;
-      case AXRT_DTYPE_INT64: if (value > 0x7fffffffffffffffull) return false; break;
-      default: break;  // unsigned 64-bit and floating point: raw bytes
-    }
-    std::memcpy(block + patch.offset, &value, patch.size);  // little-endian
-    return true;
   }
 
  private:
@@ -609,7 +572,19 @@ class Loader {
 }  // namespace
 
 bool encode_scalar_argument(const ArgumentPatch& patch, uint64_t value, std::byte* block) {
-  return Loader::encode_scalar(patch, value, block);
+  switch (patch.scalar_type) {
+    case AXRT_DTYPE_BOOL: if (value > 1) return false; break;
+    case AXRT_DTYPE_INT8: if (value > 0x7f) return false; break;
+    case AXRT_DTYPE_UINT8: if (value > 0xff) return false; break;
+    case AXRT_DTYPE_INT16: if (value > 0x7fff) return false; break;
+    case AXRT_DTYPE_UINT16: if (value > 0xffff) return false; break;
+    case AXRT_DTYPE_INT32: if (value > 0x7fffffff) return false; break;
+    case AXRT_DTYPE_UINT32: if (value > 0xffffffffu) return false; break;
+    case AXRT_DTYPE_INT64: if (value > 0x7fffffffffffffffull) return false; break;
+    default: break;  // unsigned 64-bit and floating point: raw bytes
+  }
+  std::memcpy(block + patch.offset, &value, patch.size);  // little-endian
+  return true;
 }
 
 axrt_status_t load_executable(Device* device, std::unique_ptr<axe::AxeFile> file,

@@ -17,12 +17,24 @@ bool valid_string(const char* s) { return s != nullptr && *s != '\0'; }
 
 }  // namespace
 
-uint32_t kernel_args_size(std::span<const axrt_kernel_param_info_t> params,
-                          uint32_t* out_bad_param) noexcept {
+uint32_t lay_out_kernel_args(std::span<const uint32_t> sizes, std::vector<uint32_t>* out_offsets) {
   uint64_t offset = 0;
   uint64_t max_alignment = 1;
+  for (const uint32_t size : sizes) {
+    offset = (offset + size - 1) / size * size;
+    if (out_offsets) out_offsets->push_back(static_cast<uint32_t>(offset));
+    offset += size;
+    max_alignment = std::max<uint64_t>(max_alignment, size);
+  }
+  return static_cast<uint32_t>((offset + max_alignment - 1) / max_alignment * max_alignment);
+}
+
+uint32_t kernel_args_size(std::span<const axrt_kernel_param_info_t> params,
+                          uint32_t* out_bad_param) {
+  std::vector<uint32_t> sizes;
+  sizes.reserve(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    uint64_t size = 0;
+    uint32_t size = 0;
     if (params[i].kind == AXRT_KERNEL_PARAM_KIND_BUFFER) {
       size = 8;
     } else if (params[i].kind == AXRT_KERNEL_PARAM_KIND_SCALAR) {
@@ -32,12 +44,9 @@ uint32_t kernel_args_size(std::span<const axrt_kernel_param_info_t> params,
       *out_bad_param = static_cast<uint32_t>(i);
       return 0;
     }
-    offset = (offset + size - 1) / size * size;
-    offset += size;
-    max_alignment = std::max(max_alignment, size);
+    sizes.push_back(size);
   }
-  offset = (offset + max_alignment - 1) / max_alignment * max_alignment;
-  return static_cast<uint32_t>(offset);
+  return lay_out_kernel_args(sizes, nullptr);
 }
 
 axrt_status_t validate_kernel_library(const axrt_kernel_library_t* table, std::string origin,

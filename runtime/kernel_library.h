@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "axrt/kernel_abi.h"
 #include "runtime/status.h"
@@ -37,11 +38,16 @@ struct KernelLibrary {
   }
 };
 
+// Lays out parameters of `sizes` bytes each (1, 2, 4 or 8, aligned to their
+// size) by the C rules: writes their offsets when `out_offsets` is set and
+// returns the block's size, rounded up to its largest alignment.
+uint32_t lay_out_kernel_args(std::span<const uint32_t> sizes, std::vector<uint32_t>* out_offsets);
+
 // The size of the argument block the C layout rules give `params`; sets
 // `*out_bad_param` to the index of a parameter with an unknown kind or
 // scalar type and returns 0 then.
 uint32_t kernel_args_size(std::span<const axrt_kernel_param_info_t> params,
-                          uint32_t* out_bad_param) noexcept;
+                          uint32_t* out_bad_param);
 
 // Checks `table` against the kernel ABI; messages start with `origin`.
 axrt_status_t validate_kernel_library(const axrt_kernel_library_t* table, std::string origin,

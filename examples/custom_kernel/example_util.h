@@ -1,6 +1,6 @@
 /* What the two custom-kernel examples share: reporting a failed status,
- * the host architecture as code-object targets spell it, and moving a
- * tensor's bytes to and from the host. Public API only. */
+ * the host architecture as code-object targets spell it, adding a kernel to a
+ * builder, and moving a tensor's bytes to and from the host. Public API only. */
 #ifndef AXRT_EXAMPLES_CUSTOM_KERNEL_EXAMPLE_UTIL_H_
 #define AXRT_EXAMPLES_CUSTOM_KERNEL_EXAMPLE_UTIL_H_
 
@@ -23,6 +23,24 @@ static inline bool example_failed(axrt_status_t status, const char* what) {
           axrt_status_message(status));
   axrt_status_free(status);
   return true;
+}
+
+/* Adds kernel `name` (entry `entry` in `code_object`, `param_count`
+ * parameters, default launch shape) to `builder`; passes a failure through
+ * so that calls chain. */
+static inline axrt_status_t example_add_kernel(axrt_status_t status, axrt_axe_builder_t builder,
+                                               const char* name, uint32_t code_object,
+                                               const char* entry,
+                                               const axrt_axe_kernel_param_t* params,
+                                               size_t param_count, uint32_t* out_index) {
+  if (status != NULL) return status;
+  axrt_axe_kernel_desc_t desc = AXRT_AXE_KERNEL_DESC_INIT;
+  desc.name = name;
+  desc.code_object = code_object;
+  desc.entry_symbol = entry;
+  desc.params = params;
+  desc.param_count = param_count;
+  return axrt_axe_builder_add_kernel(builder, &desc, out_index);
 }
 
 /* Copies `size` bytes between the host and contiguous `tensor` through

@@ -93,24 +93,10 @@ static axrt_status_t build_executable(void** out_data, size_t* out_size) {
   }
 
   uint32_t saxpy = 0, clamp = 0;
-  if (status == NULL) {
-    axrt_axe_kernel_desc_t desc = AXRT_AXE_KERNEL_DESC_INIT;
-    desc.name = "saxpy";
-    desc.code_object = code;
-    desc.entry_symbol = "example_saxpy_f32";
-    desc.params = saxpy_params;
-    desc.param_count = 5;
-    status = axrt_axe_builder_add_kernel(builder, &desc, &saxpy);
-  }
-  if (status == NULL) {
-    axrt_axe_kernel_desc_t desc = AXRT_AXE_KERNEL_DESC_INIT;
-    desc.name = "clamp";
-    desc.code_object = code;
-    desc.entry_symbol = "example_clamp_f32";
-    desc.params = clamp_params;
-    desc.param_count = 5;
-    status = axrt_axe_builder_add_kernel(builder, &desc, &clamp);
-  }
+  status = example_add_kernel(status, builder, "saxpy", code, "example_saxpy_f32", saxpy_params, 5,
+                              &saxpy);
+  status = example_add_kernel(status, builder, "clamp", code, "example_clamp_f32", clamp_params, 5,
+                              &clamp);
 
   /* saxpy_clamp(x f32[n], y f32[n]) -> (axpy f32[n], clamped f32[n]). */
   axrt_axe_symbol_t n_symbol = AXRT_AXE_SYMBOL_INIT;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/quant_layout.h"
+#include "runtime/tensor.h"
 
 namespace axrt::tools {
 
@@ -20,33 +21,9 @@ std::string unknown(std::string_view what, Enum value) {
 }  // namespace
 
 std::string dtype_name(axe::DType dtype) {
-  using axe::DType;
-  switch (dtype) {
-    case DType::INVALID: return "invalid";
-    case DType::BOOL: return "bool";
-    case DType::INT8: return "int8";
-    case DType::UINT8: return "uint8";
-    case DType::INT16: return "int16";
-    case DType::UINT16: return "uint16";
-    case DType::INT32: return "int32";
-    case DType::UINT32: return "uint32";
-    case DType::INT64: return "int64";
-    case DType::UINT64: return "uint64";
-    case DType::FLOAT16: return "f16";
-    case DType::BFLOAT16: return "bf16";
-    case DType::FLOAT32: return "f32";
-    case DType::FLOAT64: return "f64";
-    case DType::INT4: return "int4";
-    case DType::UINT4: return "uint4";
-    case DType::INT2: return "int2";
-    case DType::UINT2: return "uint2";
-    case DType::FLOAT8_E4M3FN: return "fp8_e4m3fn";
-    case DType::FLOAT8_E5M2: return "fp8_e5m2";
-    case DType::FLOAT8_E4M3FNUZ: return "fp8_e4m3fnuz";
-    case DType::FLOAT8_E5M2FNUZ: return "fp8_e5m2fnuz";
-    case DType::FLOAT4_E2M1: return "fp4_e2m1";
-    case DType::FLOAT8_E8M0FNU: return "ue8m0";
-  }
+  // The runtime's names (axrt_dtype_name), which share the format's numbers.
+  const char* name = axrt::dtype_name(static_cast<axrt_dtype_t>(dtype));
+  if (dtype == axe::DType::INVALID || std::string_view(name) != "invalid") return name;
   return unknown("dtype", dtype);
 }
 
