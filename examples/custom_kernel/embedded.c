@@ -106,10 +106,10 @@ static axrt_status_t write_executable(const unsigned char* code, size_t size, co
       buffer_param("out", AXRT_AXE_ACCESS_WRITE), scalar_param("n", AXRT_AXE_DTYPE_UINT32),
       scalar_param("start", AXRT_AXE_DTYPE_UINT32), scalar_param("step", AXRT_AXE_DTYPE_UINT32)};
   uint32_t transpose = 0, iota = 0;
-  status = example_add_kernel(status, builder, "transpose", code_object, "example_transpose_f32", transpose_params, 4,
-                              &transpose);
-  status = example_add_kernel(status, builder, "iota", code_object, "example_iota_u32", iota_params, 4,
-                              &iota);
+  status = example_add_kernel(status, builder, "transpose", code_object, "example_transpose_f32",
+                              transpose_params, 4, &transpose);
+  status = example_add_kernel(status, builder, "iota", code_object, "example_iota_u32",
+                              iota_params, 4, &iota);
 
   const axrt_axe_dim_t m_dims[2] = {{kRows, -1}, {kCols, -1}};
   const axrt_axe_dim_t mt_dims[2] = {{kCols, -1}, {kRows, -1}};

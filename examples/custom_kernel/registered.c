@@ -93,10 +93,10 @@ static axrt_status_t build_executable(void** out_data, size_t* out_size) {
   }
 
   uint32_t saxpy = 0, clamp = 0;
-  status = example_add_kernel(status, builder, "saxpy", code, "example_saxpy_f32", saxpy_params, 5,
-                              &saxpy);
-  status = example_add_kernel(status, builder, "clamp", code, "example_clamp_f32", clamp_params, 5,
-                              &clamp);
+  status = example_add_kernel(status, builder, "saxpy", code, "example_saxpy_f32",
+                              saxpy_params, 5, &saxpy);
+  status = example_add_kernel(status, builder, "clamp", code, "example_clamp_f32",
+                              clamp_params, 5, &clamp);
 
   /* saxpy_clamp(x f32[n], y f32[n]) -> (axpy f32[n], clamped f32[n]). */
   axrt_axe_symbol_t n_symbol = AXRT_AXE_SYMBOL_INIT;
