@@ -38,7 +38,7 @@ test-release: build
 # The unit tests and the conformance suite again under ASan + UBSan.
 test-asan: deps
 	$(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DAXRT_SANITIZE=address,undefined -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	  -DAXRT_SANITIZE=address,undefined -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
 
@@ -46,7 +46,7 @@ test-asan: deps
 # pool are concurrent code, and a race must fail the run.
 test-tsan: deps
 	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
 	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
 
@@ -70,6 +70,7 @@ bench: deps
 	$(CMAKE) --build $(BENCH_DIR) -j $(JOBS)
 	$(BENCH_DIR)/tests/bench/axrt_bench --benchmark_counters_tabular=true
 	$(BENCH_DIR)/tests/bench/axrt_kernel_bench --benchmark_counters_tabular=true
+	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

@@ -241,14 +241,14 @@ AXRT_API axrt_status_t axrt_buffer_map(axrt_buffer_t buffer, void** out_host_poi
     Buffer* self = nullptr;
     AXRT_RETURN_IF_ERROR(api.resolve(buffer, "buffer", &self));
     AXRT_RETURN_IF_ERROR(api.require_pointer(out_host_pointer, "out_host_pointer"));
+    if (self->is_deallocated()) {
+      return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                       "{} was deallocated (axrt_stream_deallocate_buffer)", self->describe());
+    }
     if (!self->host_visible()) {
       return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
                        "{} is not host-visible; copy it through a stream instead",
                        self->describe());
-    }
-    if (self->is_deallocated()) {
-      return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
-                       "{} was deallocated (axrt_stream_deallocate_buffer)", self->describe());
     }
     *out_host_pointer = self->host_address(self->offset);
     return nullptr;

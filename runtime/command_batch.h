@@ -31,8 +31,9 @@ struct HostKernel {
 struct BatchCommand {
   enum class Kind : uint8_t { kDispatch, kCopy, kFill };
   Kind kind = Kind::kDispatch;
-  // kDispatch
+  // kDispatch: a CPU kernel (host devices) or device code (the others)
   const HostKernel* host_kernel = nullptr;
+  const DeviceKernel* device_kernel = nullptr;
   uint32_t args_offset = 0;  // in bytes into CommandBatch::args
   uint32_t args_size = 0;
   axrt_kernel_dim3_t workgroup_count{1, 1, 1};

@@ -39,16 +39,17 @@ struct Implementation {
   const flatbuffers::String* entry_symbol;
   const axe::Dim3* workgroup_size;
   uint32_t dynamic_shared_memory;
+  const axe::Dim3* cluster_dims;  // may be null
 };
 
 std::vector<Implementation> implementations_of(const axe::Kernel& kernel) {
   std::vector<Implementation> list;
   list.push_back({kernel.code_object(), kernel.entry_symbol(), kernel.workgroup_size(),
-                  kernel.dynamic_shared_memory()});
+                  kernel.dynamic_shared_memory(), kernel.cluster_dims()});
   if (kernel.variants()) {
     for (const axe::KernelVariant* v : *kernel.variants()) {
       list.push_back({v->code_object(), v->entry_symbol() ? v->entry_symbol() : kernel.entry_symbol(),
-                      v->workgroup_size(), v->dynamic_shared_memory()});
+                      v->workgroup_size(), v->dynamic_shared_memory(), v->cluster_dims()});
     }
   }
   return list;
@@ -92,6 +93,17 @@ class Loader {
     for (size_t i = 0; i < resolved_.size(); ++i) {
       Resolved& r = resolved_[i];
       LoadedKernel& k = exe->kernels[i];
+      k.args_size = r.args_size;
+      k.param_offsets = r.param_offsets;
+      k.param_sizes = r.param_sizes;
+      if (r.code) {
+        k.code = r.code;
+        k.device = r.device_kernel;
+        k.device.name = fmt::format("kernel '{}' ({}:{})", str(meta_.kernels()->Get(i)->name()),
+                                    code_object_kind_name(meta_.code_objects()->Get(r.impl.code_object)->kind()),
+                                    str(r.impl.entry_symbol));
+        continue;
+      }
       // One acquisition per library and executable; its state serves every
       // kernel of the library.
       auto [held, first] = library_states.try_emplace(r.library->table, nullptr);
@@ -108,9 +120,6 @@ class Loader {
       k.host.dynamic_shared_memory = r.impl.dynamic_shared_memory;
       k.host.name = fmt::format("kernel '{}' ({}:{})", str(meta_.kernels()->Get(i)->name()),
                                 r.library->name, r.info->name);
-      k.args_size = r.args_size;
-      k.param_offsets = r.param_offsets;
-      k.param_sizes = r.param_sizes;
     }
     AXRT_RETURN_IF_ERROR(make_constants_resident(exe));
     exe->file = std::move(file_);
@@ -123,7 +132,9 @@ class Loader {
 
  private:
   struct Resolved {
-    std::shared_ptr<KernelLibrary> library;
+    std::shared_ptr<KernelLibrary> library;  // host code, or
+    std::shared_ptr<DeviceCode> code;        // device code
+    DeviceKernel device_kernel;
     const axrt_kernel_info_t* info = nullptr;
     Implementation impl{};
     uint32_t args_size = 0;
@@ -208,12 +219,88 @@ class Loader {
         *out = std::move(library);
         return nullptr;
       }
+      case CodeObjectKind::CUDA_CUBIN:
+      case CodeObjectKind::CUDA_FATBIN:
+      case CodeObjectKind::CUDA_PTX:
+        break;  // device code: code_for()
       default:
         break;
     }
     *out_unusable = true;
     return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED, "code object {} is a {} for {}, which {} cannot run",
                        index, code_object_kind_name(co.kind()), target, device_->id());
+  }
+
+  // The device code a code object holds for this device, loaded once per
+  // load, or a reason why there is none (`*out_unusable`: the device cannot
+  // run it, another implementation may do).
+  axrt_status_t code_for(uint32_t index, std::shared_ptr<DeviceCode>* out, bool* out_unusable) {
+    *out_unusable = false;
+    auto cached = codes_.find(index);
+    if (cached != codes_.end()) {
+      *out = cached->second;
+      return nullptr;
+    }
+    const axe::CodeObject& co = *meta_.code_objects()->Get(index);
+    DeviceCodeKind kind;
+    switch (co.kind()) {
+      case CodeObjectKind::CUDA_CUBIN: kind = DeviceCodeKind::kCudaCubin; break;
+      case CodeObjectKind::CUDA_FATBIN: kind = DeviceCodeKind::kCudaFatbin; break;
+      case CodeObjectKind::CUDA_PTX: kind = DeviceCodeKind::kCudaPtx; break;
+      default: return nullptr;  // not device code
+    }
+    const std::string target = str(co.target());
+    if (!device_->vtable->load_code || device_->properties.type != AXRT_DEVICE_TYPE_CUDA) {
+      *out_unusable = true;
+      return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                         "code object {} is a {} for {}, which {} cannot run", index,
+                         code_object_kind_name(co.kind()), target, device_->id());
+    }
+    std::shared_ptr<DeviceCode> code;
+    const auto image = file_->segment_bytes(static_cast<uint32_t>(co.segment()));
+    axrt_status_t status = device_->vtable->load_code(
+        device_, kind, target, std::as_bytes(image), &code);
+    if (status) {
+      *out_unusable = axrt_status_code(status) == AXRT_STATUS_CODE_UNIMPLEMENTED;
+      StatusPtr owned(status);
+      return make_status(axrt_status_code(status), "code object {}: {}", index,
+                         axrt_status_message(status));
+    }
+    codes_[index] = code;
+    *out = std::move(code);
+    return nullptr;
+  }
+
+  static bool is_device_code(CodeObjectKind kind) {
+    return kind == CodeObjectKind::CUDA_CUBIN || kind == CodeObjectKind::CUDA_FATBIN ||
+           kind == CodeObjectKind::CUDA_PTX;
+  }
+
+  // Finds and checks `impl` in device code.
+  axrt_status_t resolve_device_kernel(const axe::Kernel& kernel, const std::string& kname,
+                                      const Implementation& impl, Resolved* r, bool* out_unusable) {
+    std::shared_ptr<DeviceCode> code;
+    AXRT_RETURN_IF_ERROR(code_for(impl.code_object, &code, out_unusable));
+    AXRT_RETURN_IF_ERROR(check_launch(kname, impl));
+    Resolved candidate;
+    candidate.impl = impl;
+    lay_out(kernel, &candidate);
+    DeviceKernelRequest request;
+    request.symbol = impl.entry_symbol ? impl.entry_symbol->string_view() : std::string_view();
+    request.param_offsets = candidate.param_offsets;
+    request.param_sizes = candidate.param_sizes;
+    request.args_size = candidate.args_size;
+    request.workgroup_size = {impl.workgroup_size->x(), impl.workgroup_size->y(),
+                              impl.workgroup_size->z()};
+    if (impl.cluster_dims) {
+      request.cluster_dims = {impl.cluster_dims->x(), impl.cluster_dims->y(),
+                              impl.cluster_dims->z()};
+    }
+    request.dynamic_shared_memory = impl.dynamic_shared_memory;
+    AXRT_RETURN_IF_ERROR(code->get_kernel(request, &candidate.device_kernel));
+    candidate.code = std::move(code);
+    *r = std::move(candidate);
+    return nullptr;
   }
 
   // Compares the executable's parameter table with the library's.
@@ -307,6 +394,18 @@ class Loader {
       for (const Implementation& impl : implementations_of(kernel)) {
         std::shared_ptr<KernelLibrary> library;
         bool unusable = false;
+        const CodeObjectKind kind = meta_.code_objects()->Get(impl.code_object)->kind();
+        if (is_device_code(kind)) {
+          axrt_status_t status = resolve_device_kernel(kernel, kname, impl, &resolved_[k], &unusable);
+          if (!status) {
+            found = true;
+            break;
+          }
+          StatusPtr owned(status);
+          if (!unusable || code == AXRT_STATUS_CODE_UNIMPLEMENTED) code = axrt_status_code(status);
+          reasons.push_back(axrt_status_message(status));
+          continue;
+        }
         axrt_status_t status = library_for(impl.code_object, &library, &unusable);
         if (!status) {
           const std::string symbol = str(impl.entry_symbol);
@@ -395,11 +494,7 @@ class Loader {
     const uint32_t count = constants ? constants->size() : 0;
     exe->constants.resize(count);
     if (count == 0) return nullptr;
-    if (!device_runs_host_code()) {
-      return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
-                         "{}: uploading constants to {} is not supported by its driver", what(),
-                         device_->id());
-    }
+    if (!device_runs_host_code()) return upload_constants(exe);
     // The CPU device reads constants where the file is mapped: one external
     // buffer over the file, a view per constant. The buffer keeps the
     // storage alive.
@@ -419,6 +514,51 @@ class Loader {
                              data.size(), str(constant.name()));
     }
     return nullptr;
+  }
+
+  // Devices that do not read host memory get one buffer holding every
+  // constant, each at its alignment (at least the device's), filled from the
+  // mapped file through a stream of their own.
+  axrt_status_t upload_constants(Executable* exe) {
+    const auto* constants = meta_.constants();
+    const uint32_t count = constants->size();
+    const uint64_t base_alignment = device_->properties.buffer_alignment;
+    std::vector<uint64_t> offsets(count);
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < count; ++i) {
+      const axe::Constant& constant = *constants->Get(i);
+      const uint64_t alignment = std::max<uint64_t>(constant.alignment(), base_alignment);
+      total = (total + alignment - 1) & ~(alignment - 1);
+      offsets[i] = total;
+      total += file_->range_bytes(*constant.data()).size();
+    }
+    static constexpr ApiCall api("axrt_executable_load");
+    BufferParams params;
+    params.alignment = base_alignment;
+    params.label = fmt::format("constants of {}", name_);
+    Ref<Buffer> buffer;
+    AXRT_RETURN_IF_ERROR(prefix(buffer_allocate(api, device_, std::max<uint64_t>(total, 1),
+                                                std::move(params), &buffer)));
+    Stream* raw_stream = nullptr;
+    AXRT_RETURN_IF_ERROR(prefix(device_->vtable->create_stream(device_, &raw_stream)));
+    auto stream = Ref<Stream>::adopt(raw_stream);
+    stream->device = Ref<Device>(device_);
+    stream->label = fmt::format("upload of {}", name_);
+    for (uint32_t i = 0; i < count; ++i) {
+      const axe::Constant& constant = *constants->Get(i);
+      const auto data = file_->range_bytes(*constant.data());
+      exe->constants[i].buffer =
+          buffer_create_view(buffer.get(), offsets[i], data.size(), str(constant.name()));
+      if (data.empty()) continue;
+      CopyCommand copy;
+      copy.src.host = const_cast<std::byte*>(reinterpret_cast<const std::byte*>(data.data()));
+      copy.dst.buffer = buffer.get();
+      copy.dst.offset = offsets[i];
+      copy.width = data.size();
+      copy.height = 1;
+      AXRT_RETURN_IF_ERROR(prefix(stream->vtable->copy(stream.get(), copy)));
+    }
+    return prefix(stream->vtable->synchronize(stream.get()));
   }
 
   static ArgumentSignature signature_of(const axe::TensorSig& sig) {
@@ -566,6 +706,7 @@ class Loader {
   const axe::Executable& meta_;
   std::string name_;
   std::unordered_map<uint32_t, std::shared_ptr<KernelLibrary>> libraries_;
+  std::unordered_map<uint32_t, std::shared_ptr<DeviceCode>> codes_;
   std::vector<Resolved> resolved_;
 };
 

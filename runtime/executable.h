@@ -25,10 +25,13 @@ struct Executable;
 // The most symbolic dimensions one function may have.
 inline constexpr uint32_t kMaxSymbols = 64;
 
-// A kernel resolved for the executable's device.
+// A kernel resolved for the executable's device: a CPU kernel of a library
+// (`library`, `host`) or a kernel of device code (`code`, `device`).
 struct LoadedKernel {
   std::shared_ptr<KernelLibrary> library;  // keeps its code loaded
   HostKernel host;
+  std::shared_ptr<DeviceCode> code;
+  DeviceKernel device;
   uint32_t args_size = 0;
   std::vector<uint32_t> param_offsets;  // into the argument block
   std::vector<uint32_t> param_sizes;

@@ -221,9 +221,17 @@ AXRT_API axrt_status_t axrt_instance_find_device(axrt_instance_t instance, const
         return nullptr;
       }
     }
-    return api.error(AXRT_STATUS_CODE_NOT_FOUND, "no device named '{}'{} (devices: {})", wanted,
+    // A driver without devices says why ("cuda:0": no NVIDIA driver ...).
+    std::string why;
+    const std::string driver = wanted.substr(0, wanted.find(':'));
+    for (const auto& entry : self->drivers) {
+      if (entry.name == driver && !entry.availability.empty()) {
+        why = fmt::format("; driver '{}': {}", driver, entry.availability);
+      }
+    }
+    return api.error(AXRT_STATUS_CODE_NOT_FOUND, "no device named '{}'{} (devices: {}){}", wanted,
                      by_default ? " (the default device, from AXRT_DEVICE or cpu:0)" : "",
-                     device_names(self));
+                     device_names(self), why);
   });
 }
 

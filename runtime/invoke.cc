@@ -249,7 +249,11 @@ axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatc
     out.kind = command.kind;
     if (command.kind == BatchCommand::Kind::kDispatch) {
       const LoadedKernel& kernel = exe.kernels[command.kernel];
-      out.host_kernel = &kernel.host;
+      if (kernel.code) {
+        out.device_kernel = &kernel.device;
+      } else {
+        out.host_kernel = &kernel.host;
+      }
       out.args_offset = args_offset;
       out.args_size = kernel.args_size;
       auto* block = reinterpret_cast<std::byte*>(batch->args.data()) + args_offset;

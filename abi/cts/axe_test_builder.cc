@@ -106,9 +106,22 @@ uint32_t AxeBuilder::AddHostCode(const std::vector<uint8_t>& bytes) {
   return index;
 }
 
+uint32_t AxeBuilder::AddCudaCode(axrt_axe_code_object_kind_t kind, const std::string& target,
+                                 const std::vector<uint8_t>& bytes) {
+  axrt_axe_code_object_desc_t desc = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  desc.kind = kind;
+  desc.target = target.c_str();
+  desc.data = bytes.data();
+  desc.size = bytes.size();
+  uint32_t index = 0;
+  REQUIRE_OK(axrt_axe_builder_add_code_object(builder_, &desc, &index));
+  return index;
+}
+
 uint32_t AxeBuilder::AddKernel(const std::string& name, uint32_t code_object,
                                const std::string& entry, const std::vector<Param>& params,
-                               axrt_kernel_dim3_t workgroup_size, uint32_t dynamic_shared_memory) {
+                               axrt_kernel_dim3_t workgroup_size, uint32_t dynamic_shared_memory,
+                               axrt_kernel_dim3_t cluster_dims) {
   std::vector<axrt_axe_kernel_param_t> c_params;
   for (const Param& p : params) {
     axrt_axe_kernel_param_t param = AXRT_AXE_KERNEL_PARAM_INIT;
@@ -129,9 +142,28 @@ uint32_t AxeBuilder::AddKernel(const std::string& name, uint32_t code_object,
   desc.workgroup_size[1] = workgroup_size.y;
   desc.workgroup_size[2] = workgroup_size.z;
   desc.dynamic_shared_memory = dynamic_shared_memory;
+  desc.cluster_dims[0] = cluster_dims.x;
+  desc.cluster_dims[1] = cluster_dims.y;
+  desc.cluster_dims[2] = cluster_dims.z;
   uint32_t index = 0;
   REQUIRE_OK(axrt_axe_builder_add_kernel(builder_, &desc, &index));
   return index;
+}
+
+void AxeBuilder::AddVariant(uint32_t kernel, uint32_t code_object, const std::string& entry,
+                            axrt_kernel_dim3_t workgroup_size, uint32_t dynamic_shared_memory,
+                            axrt_kernel_dim3_t cluster_dims) {
+  axrt_axe_kernel_variant_desc_t desc = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
+  desc.code_object = code_object;
+  desc.entry_symbol = entry.c_str();
+  desc.workgroup_size[0] = workgroup_size.x;
+  desc.workgroup_size[1] = workgroup_size.y;
+  desc.workgroup_size[2] = workgroup_size.z;
+  desc.dynamic_shared_memory = dynamic_shared_memory;
+  desc.cluster_dims[0] = cluster_dims.x;
+  desc.cluster_dims[1] = cluster_dims.y;
+  desc.cluster_dims[2] = cluster_dims.z;
+  REQUIRE_OK(axrt_axe_builder_add_kernel_variant(builder_, kernel, &desc));
 }
 
 uint32_t AxeBuilder::AddConstant(const std::string& name, axrt_axe_dtype_t dtype,

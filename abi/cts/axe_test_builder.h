@@ -83,9 +83,19 @@ class AxeBuilder {
                       const std::string& target = HostTarget());
   // A HOST_SHARED_OBJECT code object holding `bytes`.
   uint32_t AddHostCode(const std::vector<uint8_t>& bytes);
+  // A CUDA_CUBIN, CUDA_FATBIN or CUDA_PTX code object for `target` ("sm_90",
+  // "sm_80,sm_90", "compute_80") holding `bytes`.
+  uint32_t AddCudaCode(axrt_axe_code_object_kind_t kind, const std::string& target,
+                       const std::vector<uint8_t>& bytes);
+  // Cluster dims all 0: no clusters.
   uint32_t AddKernel(const std::string& name, uint32_t code_object, const std::string& entry,
                      const std::vector<Param>& params, axrt_kernel_dim3_t workgroup_size = {1, 1, 1},
-                     uint32_t dynamic_shared_memory = 0);
+                     uint32_t dynamic_shared_memory = 0, axrt_kernel_dim3_t cluster_dims = {0, 0, 0});
+  // Another implementation of `kernel` in `code_object`, preferred after
+  // those added before; an empty `entry` means the kernel's.
+  void AddVariant(uint32_t kernel, uint32_t code_object, const std::string& entry = "",
+                  axrt_kernel_dim3_t workgroup_size = {1, 1, 1}, uint32_t dynamic_shared_memory = 0,
+                  axrt_kernel_dim3_t cluster_dims = {0, 0, 0});
   uint32_t AddConstant(const std::string& name, axrt_axe_dtype_t dtype,
                        const std::vector<uint64_t>& shape, const std::vector<uint8_t>& bytes,
                        const axrt_axe_quant_layout_t* layout = nullptr);

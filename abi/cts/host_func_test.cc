@@ -181,9 +181,14 @@ TEST_CASE_METHOD(DeviceTest, "host func: a returned status fails the stream "
                kFailure);
 
   // Work behind the failure did not run.
-  CHECK(Read(buffer.get(), 0, kSize) == initial);
-  CHECK(Read(other_buffer.get(), 0, kSize) == initial_other);
-  CHECK(readback == std::vector<uint8_t>(kSize, 0x55));
+  if (Supports(Feature::kSkipQueuedWorkOnFailure)) {
+    CHECK(Read(buffer.get(), 0, kSize) == initial);
+    CHECK(Read(other_buffer.get(), 0, kSize) == initial_other);
+    CHECK(readback == std::vector<uint8_t>(kSize, 0x55));
+  } else {
+    WARN("work queued behind the failure is not checked on " << properties().id << ": "
+         << UnsupportedReason(driver(), Feature::kSkipQueuedWorkOnFailure));
+  }
 
   // Host functions behind it ran once each and were told.
   CHECK(observer.calls == 1);
@@ -293,7 +298,9 @@ TEST_CASE_METHOD(DeviceTest, "host func: a failure on another stream reached "
   CHECK_STATUS(axrt_stream_synchronize(waiter.get()), AXRT_STATUS_CODE_ABORTED,
                kFailure);
   CHECK(Read(before.get(), 0, kSize) == source);
-  CHECK(Read(after.get(), 0, kSize) == initial);
+  if (Supports(Feature::kSkipQueuedWorkOnFailure)) {
+    CHECK(Read(after.get(), 0, kSize) == initial);
+  }
 }
 
 }  // namespace

@@ -16,9 +16,17 @@ struct Entry {
 // One line per gap. A driver that gains the capability loses its line here,
 // and the suite then tests it.
 constexpr std::array kUnsupported = {
-    // The CPU driver is the reference: every capability, but one device.
+    // The CPU driver is the reference: every capability but a second device
+    // and GPU code.
     Entry{"cpu", Feature::kMultipleDevices,
           "the CPU driver exposes a single device (cpu:0)"},
+    Entry{"cuda", Feature::kSkipQueuedWorkOnFailure,
+          "copies and kernels already handed to the GPU behind a host function "
+          "run even when that function fails the stream; the failure still "
+          "reaches synchronize, events, later host functions and waiting "
+          "streams, and work enqueued once it is known is refused"},
+    Entry{"cpu", Feature::kDeviceCode,
+          "the CPU driver runs kernel libraries and host code, not GPU code objects"},
     Entry{"cuda", Feature::kHostVisibleDeviceMemory,
           "CUDA device memory lives in GPU memory and is not mapped into the "
           "host address space; use host-pinned buffers or copies"},
@@ -39,6 +47,10 @@ std::string_view FeatureName(Feature feature) {
       return "multiple devices per driver";
     case Feature::kHostKernels:
       return "CPU kernel libraries";
+    case Feature::kSkipQueuedWorkOnFailure:
+      return "skipping queued work after a failure";
+    case Feature::kDeviceCode:
+      return "device code (CUDA cubin, fatbin, PTX)";
   }
   return "unknown feature";
 }
@@ -51,6 +63,8 @@ uint32_t FeatureFlag(Feature feature) {
       return AXRT_DEVICE_FLAG_EVENT_TIMING;
     case Feature::kMultipleDevices:
     case Feature::kHostKernels:
+    case Feature::kDeviceCode:
+    case Feature::kSkipQueuedWorkOnFailure:
       return 0;
   }
   return 0;

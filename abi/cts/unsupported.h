@@ -22,6 +22,11 @@ enum class Feature : uint32_t {
   // Running CPU kernel libraries (built in, registered or embedded host
   // code) on the device.
   kHostKernels,
+  // Running GPU code objects (CUDA cubin, fatbin or PTX) on the device.
+  kDeviceCode,
+  // Skipping work that was already queued behind a host function when that
+  // function fails the stream (or behind a wait on an event it failed).
+  kSkipQueuedWorkOnFailure,
 };
 
 std::string_view FeatureName(Feature feature);

@@ -6,6 +6,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -197,8 +198,26 @@ class AxeBuilder {
     return index;
   }
 
-  // A kernel whose entry symbol is its name; scalars are u64.
-  uint32_t AddKernel(const char* name, uint32_t code_object, std::initializer_list<Param> params) {
+  // A code object carrying `size` bytes of device code (a CUDA fatbin,
+  // cubin or PTX) built for `target` ("sm_80,sm_90").
+  uint32_t AddCode(axrt_axe_code_object_kind_t kind, const char* target, const void* data,
+                   size_t size) {
+    axrt_axe_code_object_desc_t desc = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+    desc.kind = kind;
+    desc.target = target;
+    desc.data = data;
+    desc.size = size;
+    uint32_t index = 0;
+    Check(axrt_axe_builder_add_code_object(builder_, &desc, &index),
+          std::string("adding code object for ") + target);
+    return index;
+  }
+
+  // A kernel whose entry symbol is its name unless `entry_symbol` is given;
+  // scalars are u64. `workgroup_size` is the CUDA block (1 for CPU kernels).
+  uint32_t AddKernel(const char* name, uint32_t code_object, std::initializer_list<Param> params,
+                     const char* entry_symbol = nullptr,
+                     std::array<uint32_t, 3> workgroup_size = {1, 1, 1}) {
     std::vector<axrt_axe_kernel_param_t> c_params;
     for (const Param& p : params) {
       axrt_axe_kernel_param_t param = AXRT_AXE_KERNEL_PARAM_INIT;
@@ -214,6 +233,8 @@ class AxeBuilder {
     desc.code_object = code_object;
     desc.params = c_params.data();
     desc.param_count = c_params.size();
+    desc.entry_symbol = entry_symbol;
+    for (int i = 0; i < 3; ++i) desc.workgroup_size[i] = workgroup_size[i];
     uint32_t index = 0;
     Check(axrt_axe_builder_add_kernel(builder_, &desc, &index), std::string("adding kernel ") + name);
     return index;

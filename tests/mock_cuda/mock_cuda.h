@@ -1,0 +1,178 @@
+/* A mock of the CUDA Driver API for testing axrt's CUDA driver on machines
+ * without a GPU (libaxrt_mock_cuda.so).
+ *
+ * The library exports exactly two kinds of symbols:
+ *   - cuGetProcAddress_v2, through which the driver fetches every entry point
+ *     listed in AXRT_CUDA_SYMBOLS (runtime/drivers/cuda/cuda_api.h); the
+ *     entry points themselves are not exported;
+ *   - the axrt_mock_cuda_* control functions below, with which a test
+ *     configures the mock, injects faults and checks for leaks.
+ * The library is linked with -z nodelete: once loaded it stays loaded, so its
+ * state (and its stream threads) outlive a dlclose by the driver, and a test
+ * that links the library and a driver that dlopens it share one instance.
+ *
+ * What is modelled
+ *   Devices are host memory: a device pointer is the host address of its
+ *   bytes, so kernels run on the host (registered kernels, including every
+ *   kernel of the built-in "axrt.cpu" library) dereference them directly.
+ *   Every stream has a worker thread that runs its operations in order; the
+ *   NULL stream of each device is a stream of its own. Calls that create
+ *   objects or queue work (allocations, streams, events, modules, libraries,
+ *   copies, launches, cuCtxSynchronize, cuMemGetInfo) need a current context
+ *   that is retained, else CUDA_ERROR_INVALID_CONTEXT; what they create
+ *   belongs to that context's device. Calls on existing objects (synchronize,
+ *   query, destroy, free) work from any thread. A faulting kernel (or an injected
+ *   sticky error: 214, 700, 710, 714-719) poisons its device's context:
+ *   every later call touching that context returns the error, queued work is
+ *   dropped, and destroying or freeing objects still releases them.
+ *   As in the real driver, a copy from pageable host memory (any pointer
+ *   that is not a cuMemHostAlloc allocation) stages the source during the
+ *   call, a copy into pageable memory returns once it is done, and cuMemFree
+ *   (cuMemFreeHost) first waits for the work queued on the streams of the
+ *   memory's device (of every device).
+ *   Device-side ranges of copies and memsets must lie inside live
+ *   allocations (cuMemcpyAsync: both sides, device or pinned memory), else
+ *   CUDA_ERROR_INVALID_VALUE.
+ *   Any CUDA call made from a stream's worker thread (a host function or a
+ *   kernel) returns CUDA_ERROR_NOT_PERMITTED, as the real driver forbids
+ *   CUDA calls from host functions.
+ *
+ * Environment, read by cuInit (devices are reconfigured only while nothing
+ * is allocated, retained or created, so a process can re-init with new
+ * values after tearing everything down):
+ *   AXRT_MOCK_CUDA_DEVICE_COUNT        devices (default 2; 0: cuInit fails
+ *                                      with CUDA_ERROR_NO_DEVICE)
+ *   AXRT_MOCK_CUDA_MEMORY_MB           memory per device in MiB (default 1024)
+ *   AXRT_MOCK_CUDA_COMPUTE_CAPABILITY  major * 10 + minor (default 90 = 9.0)
+ *   AXRT_MOCK_CUDA_INIT_ERROR          a CUresult that cuInit returns instead
+ *                                      of initializing (e.g. 100, NO_DEVICE);
+ *                                      read on every call (an earlier
+ *                                      successful init stays in effect)
+ * Read on every call of the function concerned:
+ *   AXRT_MOCK_CUDA_HIDE                comma-separated entry point names that
+ *                                      cuGetProcAddress_v2 reports as missing
+ *   AXRT_MOCK_CUDA_DRIVER_VERSION      cuDriverGetVersion's answer (12080)
+ *
+ * Code images (cuModuleLoadDataEx, cuLibraryLoadData): a cubin ("\x7f" "ELF"),
+ * a fatbin (little-endian magic 0xBA55ED50) or PTX (text with ".version" and
+ * ".target") provide every registered kernel; a mock image, the line
+ * "AXRTMOCKCUDA" followed by one kernel name per line, provides the listed
+ * names that are registered. Anything else: CUDA_ERROR_INVALID_IMAGE (text
+ * images must be NUL-terminated). PTX containing "mock-jit-error: MESSAGE"
+ * fails with CUDA_ERROR_INVALID_PTX and MESSAGE (to the end of its line) in
+ * the CU_JIT_ERROR_LOG_BUFFER; a successful load writes "mock JIT: ok" into
+ * the CU_JIT_INFO_LOG_BUFFER. Logs are truncated to the *_SIZE_BYTES option
+ * and NUL-terminated, and the bytes written (NUL included) are stored back
+ * into that option's value.
+ *
+ * Every control function is thread-safe and may be called before cuInit. */
+#ifndef AXRT_TESTS_MOCK_CUDA_MOCK_CUDA_H_
+#define AXRT_TESTS_MOCK_CUDA_MOCK_CUDA_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AXRT_MOCK_CUDA_EXPORT __attribute__((visibility("default")))
+
+/* The driver's only entry point (PFN_cuGetProcAddress_v2 in cuda_api.h; the
+ * types here are the same: CUresult and the query result are int). Unknown
+ * or hidden names: CUDA_ERROR_NOT_FOUND with *pfn = NULL and *symbol_status =
+ * CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND; a cuda_version below the entry
+ * point's minimum: CUDA_ERROR_NOT_FOUND with VERSION_NOT_SUFFICIENT. Works
+ * before cuInit. */
+AXRT_MOCK_CUDA_EXPORT int cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
+                                              uint64_t flags, int* symbol_status);
+
+typedef struct axrt_mock_cuda_dim3 {
+  uint32_t x;
+  uint32_t y;
+  uint32_t z;
+} axrt_mock_cuda_dim3;
+
+/* A registered kernel, called once per block of a launch on the stream's
+ * worker thread, blocks in order x fastest, then y, then z. `params` is the
+ * kernel's parameter buffer (16-byte aligned), `shared_memory` the block's
+ * dynamic shared memory (64-byte aligned, NULL when shared_bytes is 0).
+ * Returns 0, or a CUresult that fails the launch: the launch call has already
+ * succeeded, the stream fails and the context is poisoned with that code
+ * (the remaining blocks do not run). */
+typedef int (*axrt_mock_cuda_kernel_fn)(void* user, const void* params,
+                                        const axrt_mock_cuda_dim3* grid,
+                                        const axrt_mock_cuda_dim3* block,
+                                        const axrt_mock_cuda_dim3* block_id, void* shared_memory,
+                                        uint32_t shared_bytes);
+
+/* Live objects, for leak checks. */
+typedef struct axrt_mock_cuda_objects_t {
+  uint64_t device_allocations; /* cuMemAlloc + pool blocks not yet freed */
+  uint64_t pinned_allocations; /* cuMemHostAlloc */
+  uint64_t pools;              /* cuMemPoolCreate */
+  uint64_t streams;            /* cuStreamCreate (not the NULL streams) */
+  uint64_t events;
+  uint64_t modules;            /* modules + libraries */
+  uint64_t context_retains;    /* primary context retain counts, summed */
+} axrt_mock_cuda_objects_t;
+
+/* Clears sticky errors, pending error injections and kernel faults, hidden
+ * symbols (those of the control API; AXRT_MOCK_CUDA_HIDE still applies),
+ * memory limit overrides and call counts. Live objects and registered
+ * kernels stay. */
+AXRT_MOCK_CUDA_EXPORT void axrt_mock_cuda_reset(void);
+
+/* Makes one call of `function` (an AXRT_CUDA_SYMBOLS name such as
+ * "cuMemAlloc") fail with `cuda_result`: the first call after `skip` more
+ * calls of it have succeeded. The failing call does nothing else; a sticky
+ * code (214, 700, 710, 714-719) also poisons the caller's current context.
+ * One injection per function (a new one replaces it). Returns 0, or
+ * CUDA_ERROR_INVALID_VALUE (1) for an unknown name or cuda_result 0. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_inject_error(const char* function, int cuda_result,
+                                                      uint32_t skip);
+
+/* Makes the next launch of the registered kernel `name` fault with
+ * `cuda_result` (the launch call succeeds, the stream then fails and the
+ * context is poisoned; no block runs). Returns 0 or CUDA_ERROR_INVALID_VALUE. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_fail_kernel(const char* name, int cuda_result);
+
+/* Registers (or replaces) the kernel `name` with `param_count` parameters of
+ * `param_sizes` bytes each (1, 2, 4 or 8). The parameters are laid out by C
+ * rules, each at the next multiple of its size; the parameter buffer is last
+ * offset + last size bytes, no tail padding, as the CUDA driver sees a kernel
+ * with those parameters. Modules see the kernel from their next
+ * cuModuleGetFunction / cuLibraryGetKernel on. At load, the mock registers
+ * every kernel of the "axrt.cpu" library (buffers 8 bytes, scalars their
+ * size; a CPU kernel's failure faults with CUDA_ERROR_LAUNCH_FAILED).
+ * Returns 0 or CUDA_ERROR_INVALID_VALUE. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_register_kernel(const char* name,
+                                                         axrt_mock_cuda_kernel_fn fn, void* user,
+                                                         const uint32_t* param_sizes,
+                                                         uint32_t param_count);
+
+/* Makes cuGetProcAddress_v2 report `name` as missing (until reset). Meant to
+ * be called before the driver loads. Returns 0 or CUDA_ERROR_INVALID_VALUE. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_hide_symbol(const char* name);
+
+/* Caps the device's memory (cuMemAlloc bytes plus pool reserved bytes; each
+ * rounded up to 256) at `bytes`, overriding AXRT_MOCK_CUDA_MEMORY_MB for the
+ * limit (cuDeviceTotalMem still reports the configured size). May be called
+ * before cuInit. Returns 0 or CUDA_ERROR_INVALID_VALUE for a negative device. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_memory_limit(int device, uint64_t bytes);
+
+/* Calls of `function` (an AXRT_CUDA_SYMBOLS name or "cuGetProcAddress_v2")
+ * since load or the last reset, failed ones included; 0 for unknown names. */
+AXRT_MOCK_CUDA_EXPORT uint64_t axrt_mock_cuda_call_count(const char* function);
+
+/* Fills *objects with the counts of live objects. */
+AXRT_MOCK_CUDA_EXPORT void axrt_mock_cuda_live_objects(axrt_mock_cuda_objects_t* objects);
+
+/* The device's sticky error (0: none; also 0 for a device that does not
+ * exist). */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_sticky_error(int device);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AXRT_TESTS_MOCK_CUDA_MOCK_CUDA_H_ */

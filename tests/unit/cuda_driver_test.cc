@@ -1,0 +1,677 @@
+// The CUDA driver against the mock Driver API (tests/mock_cuda): what the
+// conformance suite cannot provoke on a healthy GPU. Sticky errors that lose
+// the device, out-of-memory that does not, injected failures of single calls,
+// JIT logs, parameter checks, copies staged through pinned chunks, host
+// functions that release memory, cross-driver waits, and a leak check of
+// every CUDA object after teardown.
+//
+// The driver library is loaded once per process, so each configuration is
+// its own ctest entry running this binary with a tag:
+//   [mock]        AXRT_CUDA_DRIVER_LIBRARY = the mock
+//   [no-driver]   AXRT_CUDA_DRIVER_LIBRARY = a path that does not exist
+//   [init-error]  the mock, with cuInit failing with CUDA_ERROR_NO_DEVICE
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "abi/cts/axe_test_builder.h"
+#include "axrt/axrt.h"
+#include "tests/mock_cuda/mock_cuda.h"
+
+namespace {
+
+using axrt_cts::AxeBuilder;
+using axrt_cts::BindInput;
+using axrt_cts::BindOutput;
+using axrt_cts::BindScalar;
+using axrt_cts::BufferParam;
+using axrt_cts::CeilDiv;
+using axrt_cts::Fixed;
+using axrt_cts::ScalarParam;
+using axrt_cts::Sig;
+using axrt_cts::Sym;
+using axrt_cts::Symbolic;
+
+struct StatusCheck {
+  axrt_status_code_t code;
+  std::string message;
+};
+
+// Takes ownership of `status`.
+StatusCheck Take(axrt_status_t status) {
+  StatusCheck check{axrt_status_code(status), status ? axrt_status_message(status) : ""};
+  axrt_status_free(status);
+  return check;
+}
+
+#define REQUIRE_OK_CALL(call)                                   \
+  do {                                                          \
+    StatusCheck ok_check_ = Take(call);                         \
+    INFO(#call << ": " << ok_check_.message);                   \
+    REQUIRE(ok_check_.code == AXRT_STATUS_CODE_OK);             \
+  } while (0)
+
+struct Instance {
+  axrt_instance_t instance = nullptr;
+  axrt_device_t device = nullptr;
+  explicit Instance(const char* id = "cuda:0") {
+    REQUIRE_OK_CALL(axrt_instance_create(nullptr, &instance));
+    REQUIRE_OK_CALL(axrt_instance_find_device(instance, id, &device));
+  }
+  ~Instance() {
+    axrt_device_release(device);
+    axrt_instance_release(instance);
+  }
+};
+
+axrt_buffer_t NewBuffer(axrt_device_t device, uint64_t size,
+                        axrt_memory_type_t type = AXRT_MEMORY_TYPE_DEVICE_LOCAL) {
+  axrt_buffer_options_t options = AXRT_BUFFER_OPTIONS_INIT;
+  options.memory_type = type;
+  axrt_buffer_t buffer = nullptr;
+  REQUIRE_OK_CALL(axrt_buffer_allocate(device, size, &options, &buffer));
+  return buffer;
+}
+
+axrt_stream_t NewStream(axrt_device_t device) {
+  axrt_stream_t stream = nullptr;
+  REQUIRE_OK_CALL(axrt_stream_create(device, nullptr, &stream));
+  return stream;
+}
+
+// Every CUDA object the mock handed out has been given back. Streams
+// released with work queued are finished by the device in the background,
+// so this waits a little for the count to settle.
+void RequireNoLiveObjects() {
+  axrt_mock_cuda_objects_t live{};
+  for (int i = 0; i < 2500; ++i) {
+    axrt_mock_cuda_live_objects(&live);
+    if (live.streams == 0 && live.context_retains == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  CHECK(live.device_allocations == 0);
+  CHECK(live.pinned_allocations == 0);
+  CHECK(live.pools == 0);
+  CHECK(live.streams == 0);
+  CHECK(live.events == 0);
+  CHECK(live.modules == 0);
+  CHECK(live.context_retains == 0);
+}
+
+// A mock code image providing `names`: the mock's magic line, the names,
+// and the directives that make the text pass the reader as PTX.
+std::vector<uint8_t> MockImage(const std::vector<std::string>& names) {
+  std::string text = "AXRTMOCKCUDA\n";
+  for (const std::string& name : names) text += name + "\n";
+  text += ".version 8.0\n.target sm_80\n";
+  return std::vector<uint8_t>(text.begin(), text.end());
+}
+
+uint32_t AddCudaCode(AxeBuilder& builder, axrt_axe_code_object_kind_t kind,
+                     const std::vector<uint8_t>& bytes, const char* target = "compute_80") {
+  axrt_axe_code_object_desc_t desc = AXRT_AXE_CODE_OBJECT_DESC_INIT;
+  desc.kind = kind;
+  desc.target = target;
+  desc.data = bytes.data();
+  desc.size = bytes.size();
+  uint32_t index = 0;
+  REQUIRE_OK_CALL(axrt_axe_builder_add_code_object(builder.get(), &desc, &index));
+  return index;
+}
+
+// "add": out = x + y over n <= 2^24 floats, by axrt_add_f32 from `image`.
+// `extra_param` declares a parameter the kernel does not have.
+std::vector<uint8_t> AddFile(const std::vector<uint8_t>& image,
+                             axrt_axe_code_object_kind_t kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX,
+                             bool extra_param = false) {
+  AxeBuilder b;
+  const uint32_t code = AddCudaCode(b, kind, image);
+  std::vector<axrt_cts::Param> params = {BufferParam("a"), BufferParam("b"),
+                                         BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+                                         ScalarParam("n", AXRT_AXE_DTYPE_UINT64)};
+  if (extra_param) params.push_back(ScalarParam("extra", AXRT_AXE_DTYPE_UINT64));
+  const uint32_t kernel = b.AddKernel("add", code, "axrt_add_f32", params, {256, 1, 1});
+  const uint32_t fn = b.AddFunction("add", {{"n", uint64_t{1} << 24}},
+                                    {Sig{"x", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+                                     Sig{"y", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}},
+                                    {Sig{"out", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}});
+  std::vector<axrt_cts::Binding> bindings = {BindInput(0), BindInput(1), BindOutput(0),
+                                             BindScalar(Sym(0))};
+  if (extra_param) bindings.push_back(BindScalar(Sym(0)));
+  b.Dispatch(fn, kernel, {CeilDiv(Sym(0), 4096)}, bindings);
+  return b.Bytes();
+}
+
+axrt_executable_t Load(axrt_device_t device, const std::vector<uint8_t>& bytes) {
+  axrt_executable_t exe = nullptr;
+  REQUIRE_OK_CALL(axrt_executable_load_memory(device, bytes.data(), bytes.size(), nullptr, &exe));
+  return exe;
+}
+
+axrt_tensor_t NewTensor(axrt_device_t device, axrt_stream_t stream, const std::vector<float>& data) {
+  const int64_t shape[] = {static_cast<int64_t>(data.size())};
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = AXRT_DTYPE_FLOAT32;
+  desc.rank = 1;
+  desc.shape = shape;
+  axrt_tensor_t tensor = nullptr;
+  REQUIRE_OK_CALL(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
+  axrt_buffer_t buffer = nullptr;
+  REQUIRE_OK_CALL(axrt_tensor_get_buffer(tensor, &buffer));
+  REQUIRE_OK_CALL(axrt_stream_copy_from_host(stream, data.data(), buffer, 0, data.size() * 4));
+  axrt_buffer_release(buffer);
+  return tensor;
+}
+
+std::vector<float> ReadTensor(axrt_stream_t stream, axrt_tensor_t tensor, size_t n) {
+  axrt_buffer_t buffer = nullptr;
+  REQUIRE_OK_CALL(axrt_tensor_get_buffer(tensor, &buffer));
+  std::vector<float> out(n);
+  REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, out.data(), n * 4));
+  axrt_buffer_release(buffer);
+  REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+  return out;
+}
+
+// Runs "add" once on n elements and checks the result.
+void RunAdd(axrt_device_t device, axrt_stream_t stream, axrt_executable_t exe, size_t n) {
+  axrt_function_t fn = nullptr;
+  REQUIRE_OK_CALL(axrt_executable_find_function(exe, "add", &fn));
+  std::vector<float> x(n), y(n);
+  std::iota(x.begin(), x.end(), 1.0f);
+  std::iota(y.begin(), y.end(), -7.0f);
+  axrt_tensor_t tx = NewTensor(device, stream, x), ty = NewTensor(device, stream, y);
+  axrt_tensor_t inputs[] = {tx, ty};
+  axrt_tensor_t outputs[] = {nullptr};
+  REQUIRE_OK_CALL(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+  const std::vector<float> got = ReadTensor(stream, outputs[0], n);
+  for (size_t i = 0; i < n; ++i) REQUIRE(got[i] == x[i] + y[i]);
+  axrt_tensor_release(outputs[0]);
+  axrt_tensor_release(tx);
+  axrt_tensor_release(ty);
+  axrt_function_release(fn);
+}
+
+// Resets the mock's injections after each test, whatever happened.
+struct MockScope {
+  MockScope() { axrt_mock_cuda_reset(); }
+  ~MockScope() { axrt_mock_cuda_reset(); }
+};
+
+}  // namespace
+
+TEST_CASE("cuda: devices report the driver's properties", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_device_properties_t p = AXRT_DEVICE_PROPERTIES_INIT;
+    REQUIRE_OK_CALL(axrt_device_query_properties(in.device, &p));
+    CHECK(std::string(p.id) == "cuda:0");
+    CHECK(std::string(p.driver) == "cuda");
+    CHECK(std::string(p.name).find("mock") != std::string::npos);
+    CHECK(p.type == AXRT_DEVICE_TYPE_CUDA);
+    CHECK(p.compute_capability_major == 9);
+    CHECK(p.compute_capability_minor == 0);
+    CHECK(p.compute_units == 4);
+    CHECK(p.total_memory == uint64_t{1024} << 20);
+    CHECK(p.max_workgroup_invocations == 1024);
+    CHECK(p.max_shared_memory_per_workgroup == 232448);
+    CHECK((p.flags & AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY) == 0);
+    CHECK((p.flags & AXRT_DEVICE_FLAG_EVENT_TIMING) != 0);
+    size_t count = 0;
+    REQUIRE_OK_CALL(axrt_instance_device_count(in.instance, &count));
+    CHECK(count == 3);  // cpu:0, cuda:0, cuda:1
+    // One primary context retained per device, never more.
+    axrt_mock_cuda_objects_t live{};
+    axrt_mock_cuda_live_objects(&live);
+    CHECK(live.context_retains == 2);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: device memory comes from a stream-ordered pool that trim empties", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    for (int i = 0; i < 20; ++i) axrt_buffer_release(NewBuffer(in.device, 1 << 20));
+    CHECK(axrt_mock_cuda_call_count("cuMemAllocFromPoolAsync") == 20);
+    CHECK(axrt_mock_cuda_call_count("cuMemAlloc") == 0);
+    axrt_pool_statistics_t stats = AXRT_POOL_STATISTICS_INIT;
+    REQUIRE_OK_CALL(axrt_device_query_pool_statistics(in.device, &stats));
+    CHECK(stats.allocation_count == 20);
+    CHECK(stats.deallocation_count == 20);
+    CHECK(stats.bytes_in_use == 0);
+    CHECK(stats.peak_bytes_in_use >= (1 << 20));
+    CHECK(stats.bytes_reserved >= (1 << 20));  // cached below the release threshold
+    REQUIRE_OK_CALL(axrt_device_trim_pool(in.device, 0));
+    REQUIRE_OK_CALL(axrt_device_query_pool_statistics(in.device, &stats));
+    CHECK(stats.bytes_reserved == 0);
+    CHECK(axrt_mock_cuda_call_count("cuMemPoolTrimTo") >= 1);
+
+    // Stream-ordered deallocation returns the block on the stream.
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_buffer_t buffer = nullptr;
+    REQUIRE_OK_CALL(axrt_stream_allocate_buffer(stream, 4096, nullptr, &buffer));
+    REQUIRE_OK_CALL(axrt_stream_deallocate_buffer(stream, buffer));
+    CHECK(axrt_mock_cuda_call_count("cuMemFreeAsync") >= 21);
+    axrt_buffer_release(buffer);
+    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: running out of memory is reported and is not sticky", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    REQUIRE(axrt_mock_cuda_set_memory_limit(0, 64 << 20) == 0);
+    axrt_buffer_t buffer = nullptr;
+    const StatusCheck failed = Take(axrt_buffer_allocate(in.device, 128 << 20, nullptr, &buffer));
+    CHECK(failed.code == AXRT_STATUS_CODE_RESOURCE_EXHAUSTED);
+    CHECK(failed.message.find("out of memory") != std::string::npos);
+    CHECK(buffer == nullptr);
+    // The device goes on working.
+    axrt_stream_t stream = NewStream(in.device);
+    buffer = NewBuffer(in.device, 1 << 20);
+    const std::vector<uint8_t> pattern(1 << 20, 0x5a);
+    std::vector<uint8_t> back(1 << 20);
+    REQUIRE_OK_CALL(axrt_stream_copy_from_host(stream, pattern.data(), buffer, 0, pattern.size()));
+    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), back.size()));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    CHECK(back == pattern);
+    axrt_buffer_release(buffer);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: a failing call that is not sticky fails alone", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_buffer_t a = NewBuffer(in.device, 4096), b = NewBuffer(in.device, 4096);
+    REQUIRE(axrt_mock_cuda_inject_error("cuMemcpyAsync", 1 /* INVALID_VALUE */, 0) == 0);
+    const StatusCheck failed = Take(axrt_stream_copy_buffer(stream, a, 0, b, 0, 4096));
+    CHECK(failed.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
+    CHECK(failed.message.find("cuMemcpyAsync") != std::string::npos);
+    CHECK(failed.message.find("CUDA_ERROR_INVALID_VALUE") != std::string::npos);
+    REQUIRE_OK_CALL(axrt_stream_copy_buffer(stream, a, 0, b, 0, 4096));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    axrt_buffer_release(a);
+    axrt_buffer_release(b);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+namespace {
+
+struct HostCallRecord {
+  std::atomic<int> runs{0};
+  axrt_status_code_t told = AXRT_STATUS_CODE_OK;
+  std::string message;
+};
+
+axrt_status_t RecordCall(void* user, axrt_status_t stream_status) {
+  auto* record = static_cast<HostCallRecord*>(user);
+  record->told = axrt_status_code(stream_status);
+  record->message = stream_status ? axrt_status_message(stream_status) : "";
+  record->runs.fetch_add(1);
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a sticky error loses the device; later calls fail fast and teardown completes",
+          "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_device_t other = nullptr;
+    REQUIRE_OK_CALL(axrt_instance_find_device(in.instance, "cuda:1", &other));
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddFile(MockImage({"axrt_add_f32"})));
+    RunAdd(in.device, stream, exe, 5000);
+
+    REQUIRE(axrt_mock_cuda_fail_kernel("axrt_add_f32", 700 /* ILLEGAL_ADDRESS */) == 0);
+    axrt_function_t fn = nullptr;
+    REQUIRE_OK_CALL(axrt_executable_find_function(exe, "add", &fn));
+    const std::vector<float> x(100, 1.0f);
+    axrt_tensor_t tx = NewTensor(in.device, stream, x), ty = NewTensor(in.device, stream, x);
+    axrt_tensor_t inputs[] = {tx, ty};
+    axrt_tensor_t outputs[] = {nullptr};
+    // The launch is accepted; the fault shows when the stream gets there,
+    // which may be before the call returns (it then says so).
+    const StatusCheck invoked = Take(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+    CHECK((invoked.code == AXRT_STATUS_CODE_OK || invoked.code == AXRT_STATUS_CODE_DEVICE_LOST));
+    if (invoked.code == AXRT_STATUS_CODE_OK) axrt_tensor_release(outputs[0]);
+    outputs[0] = nullptr;
+    const StatusCheck lost = Take(axrt_stream_synchronize(stream));
+    CHECK(lost.code == AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(lost.message.find("cuda:0 is lost") != std::string::npos);
+    CHECK(lost.message.find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos);
+
+    // Every later call on the device fails at once, naming the first error.
+    const uint64_t calls_before = axrt_mock_cuda_call_count("cuMemAllocFromPoolAsync");
+    axrt_buffer_t buffer = nullptr;
+    const StatusCheck alloc = Take(axrt_buffer_allocate(in.device, 4096, nullptr, &buffer));
+    CHECK(alloc.code == AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(alloc.message.find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos);
+    CHECK(axrt_mock_cuda_call_count("cuMemAllocFromPoolAsync") == calls_before);
+    axrt_stream_t stream2 = nullptr;
+    CHECK(Take(axrt_stream_create(in.device, nullptr, &stream2)).code ==
+          AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(Take(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr)).code ==
+          AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(Take(axrt_device_synchronize(in.device)).code == AXRT_STATUS_CODE_DEVICE_LOST);
+    axrt_executable_t exe2 = nullptr;
+    const std::vector<uint8_t> file = AddFile(MockImage({"axrt_add_f32"}));
+    CHECK(Take(axrt_executable_load_memory(in.device, file.data(), file.size(), nullptr, &exe2))
+              .code == AXRT_STATUS_CODE_DEVICE_LOST);
+    // A host function still runs once, told why.
+    HostCallRecord record;
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(stream, RecordCall, &record));
+    CHECK(record.runs.load() == 1);
+    CHECK(record.told == AXRT_STATUS_CODE_DEVICE_LOST);
+
+    // The other device is untouched.
+    axrt_stream_t other_stream = NewStream(other);
+    axrt_executable_t other_exe = Load(other, file);
+    RunAdd(other, other_stream, other_exe, 3000);
+    axrt_executable_release(other_exe);
+    axrt_stream_release(other_stream);
+    axrt_device_release(other);
+
+    // Teardown of everything on the lost device completes.
+    axrt_tensor_release(tx);
+    axrt_tensor_release(ty);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: host functions run in order, may release memory, and fail their stream",
+          "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    // A host function dropping the last reference to a buffer: CUDA forbids
+    // the free on its thread, so the driver does it at its next call.
+    axrt_buffer_t doomed = NewBuffer(in.device, 1 << 16);
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+        stream,
+        [](void* user, axrt_status_t) -> axrt_status_t {
+          axrt_buffer_release(static_cast<axrt_buffer_t>(user));
+          return nullptr;
+        },
+        doomed));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    axrt_pool_statistics_t stats = AXRT_POOL_STATISTICS_INIT;
+    REQUIRE_OK_CALL(axrt_device_query_pool_statistics(in.device, &stats));
+    CHECK(stats.bytes_in_use == 0);
+
+    // A failing host function fails the stream for what follows.
+    axrt_event_t event = nullptr;
+    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &event));
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+        stream,
+        [](void*, axrt_status_t) -> axrt_status_t {
+          return axrt_status_create(AXRT_STATUS_CODE_ABORTED, "host step gave up");
+        },
+        nullptr));
+    HostCallRecord after;
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(stream, RecordCall, &after));
+    REQUIRE_OK_CALL(axrt_stream_record_event(stream, event));
+    const StatusCheck sync = Take(axrt_stream_synchronize(stream));
+    CHECK(sync.code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(sync.message.find("host step gave up") != std::string::npos);
+    CHECK(after.runs.load() == 1);
+    CHECK(after.told == AXRT_STATUS_CODE_ABORTED);
+    CHECK(Take(axrt_event_wait(event, AXRT_TIMEOUT_INFINITE)).code == AXRT_STATUS_CODE_ABORTED);
+    // A stream that waits for the failed event fails with it.
+    axrt_stream_t waiter = NewStream(in.device);
+    REQUIRE_OK_CALL(axrt_stream_wait_event(waiter, event));
+    CHECK(Take(axrt_stream_synchronize(waiter)).code == AXRT_STATUS_CODE_ABORTED);
+    axrt_stream_release(waiter);
+    axrt_event_release(event);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: a stream released with work queued finishes it, then frees everything",
+          "[mock]") {
+  MockScope mock;
+  std::atomic<bool> open{false};
+  std::vector<uint8_t> back(1 << 20, 0);  // written after the handles are gone
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_buffer_t buffer = NewBuffer(in.device, 1 << 20);
+    // The stream waits behind a host function until the test opens it.
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+        stream,
+        [](void* user, axrt_status_t) -> axrt_status_t {
+          auto* flag = static_cast<std::atomic<bool>*>(user);
+          while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return nullptr;
+        },
+        &open));
+    const uint8_t pattern = 0x42;
+    REQUIRE_OK_CALL(axrt_stream_fill_buffer(stream, buffer, 0, 1 << 20, &pattern, 1));
+    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), back.size()));
+    // Neither release waits for the work, and nothing is freed under it.
+    axrt_buffer_release(buffer);
+    axrt_stream_release(stream);
+    axrt_mock_cuda_objects_t live{};
+    axrt_mock_cuda_live_objects(&live);
+    CHECK(live.streams >= 1);
+    open.store(true);
+    // The instance goes too: the device lives until the stream finished.
+    // Releasing the instance does not wait either.
+  }
+  // The device's reaper finishes the stream, then the instance goes.
+  RequireNoLiveObjects();
+  CHECK(back == std::vector<uint8_t>(1 << 20, 0x42));
+}
+
+TEST_CASE("cuda: pageable copies go through pinned chunks, pinned ones straight", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    const size_t size = (10 << 20) + 123;  // three chunks and a bit
+    std::vector<uint8_t> src(size), back(size, 0);
+    for (size_t i = 0; i < size; ++i) src[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
+    axrt_buffer_t buffer = NewBuffer(in.device, size);
+    const uint64_t host_funcs = axrt_mock_cuda_call_count("cuLaunchHostFunc");
+    REQUIRE_OK_CALL(axrt_stream_copy_from_host(stream, src.data(), buffer, 0, size));
+    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), size));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    CHECK(back == src);
+    CHECK(axrt_mock_cuda_call_count("cuLaunchHostFunc") - host_funcs == 6);
+
+    // 2-D: every other 100-byte row of a pageable image.
+    std::vector<uint8_t> image(64 * 256), rows(64 * 100, 0);
+    for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<uint8_t>(i);
+    axrt_copy_2d_t copy = AXRT_COPY_2D_INIT;
+    copy.src.host_pointer = image.data();
+    copy.src.pitch = 256;
+    copy.dst.buffer = buffer;
+    copy.dst.pitch = 100;
+    copy.width = 100;
+    copy.height = 64;
+    REQUIRE_OK_CALL(axrt_stream_copy_2d(stream, &copy));
+    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, rows.data(), rows.size()));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    for (size_t r = 0; r < 64; ++r) {
+      REQUIRE(std::memcmp(rows.data() + r * 100, image.data() + r * 256, 100) == 0);
+    }
+
+    // Pinned memory is reached directly: no host functions.
+    axrt_buffer_t pinned = NewBuffer(in.device, 1 << 20, AXRT_MEMORY_TYPE_HOST_PINNED);
+    void* mapped = nullptr;
+    REQUIRE_OK_CALL(axrt_buffer_map(pinned, &mapped));
+    std::memset(mapped, 0x3c, 1 << 20);
+    const uint64_t before = axrt_mock_cuda_call_count("cuLaunchHostFunc");
+    REQUIRE_OK_CALL(axrt_stream_copy_buffer(stream, pinned, 0, buffer, 0, 1 << 20));
+    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, mapped, 1 << 20));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    CHECK(axrt_mock_cuda_call_count("cuLaunchHostFunc") == before);
+    CHECK(static_cast<uint8_t*>(mapped)[12345] == 0x3c);
+    axrt_buffer_release(pinned);
+    axrt_buffer_release(buffer);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: code objects that do not load say why, with the JIT log", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    const std::string ptx =
+        ".version 8.0\n.target sm_80\n// mock-jit-error: ptxas: line 3: unknown opcode 'fma.xyz'\n";
+    const std::vector<uint8_t> bad = AddFile(std::vector<uint8_t>(ptx.begin(), ptx.end()),
+                                             AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX);
+    axrt_executable_t exe = nullptr;
+    StatusCheck failed =
+        Take(axrt_executable_load_memory(in.device, bad.data(), bad.size(), nullptr, &exe));
+    CHECK(failed.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
+    CHECK(failed.message.find("CUDA_ERROR_INVALID_PTX") != std::string::npos);
+    CHECK(failed.message.find("unknown opcode 'fma.xyz'") != std::string::npos);
+
+    // A symbol the image lacks.
+    const std::vector<uint8_t> missing = AddFile(MockImage({"axrt_mul_f32"}));
+    failed = Take(axrt_executable_load_memory(in.device, missing.data(), missing.size(), nullptr,
+                                              &exe));
+    CHECK(failed.code == AXRT_STATUS_CODE_NOT_FOUND);
+    CHECK(failed.message.find("axrt_add_f32") != std::string::npos);
+
+    // Parameters the kernel does not take.
+    const std::vector<uint8_t> extra =
+        AddFile(MockImage({"axrt_add_f32"}), AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX, true);
+    failed =
+        Take(axrt_executable_load_memory(in.device, extra.data(), extra.size(), nullptr, &exe));
+    CHECK(failed.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
+    CHECK(failed.message.find("takes parameters") != std::string::npos);
+    CHECK(exe == nullptr);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: streams wait for CPU events and CPU streams for CUDA events", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_device_t cpu = nullptr;
+    REQUIRE_OK_CALL(axrt_instance_find_device(in.instance, "cpu:0", &cpu));
+    axrt_stream_t cpu_stream = NewStream(cpu), cuda_stream = NewStream(in.device);
+    axrt_event_t cpu_event = nullptr, cuda_event = nullptr;
+    REQUIRE_OK_CALL(axrt_event_create(cpu, nullptr, &cpu_event));
+    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &cuda_event));
+
+    // CPU writes a pinned buffer, CUDA copies it after waiting, CPU reads the
+    // copy after waiting for CUDA.
+    axrt_buffer_t pinned = NewBuffer(in.device, 4096, AXRT_MEMORY_TYPE_HOST_PINNED);
+    axrt_buffer_t device = NewBuffer(in.device, 4096);
+    void* mapped = nullptr;
+    REQUIRE_OK_CALL(axrt_buffer_map(pinned, &mapped));
+    std::memset(mapped, 0, 4096);
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+        cpu_stream,
+        [](void* user, axrt_status_t) -> axrt_status_t {
+          std::memset(user, 0x77, 4096);
+          return nullptr;
+        },
+        mapped));
+    REQUIRE_OK_CALL(axrt_stream_record_event(cpu_stream, cpu_event));
+    REQUIRE_OK_CALL(axrt_stream_wait_event(cuda_stream, cpu_event));
+    REQUIRE_OK_CALL(axrt_stream_copy_buffer(cuda_stream, pinned, 0, device, 0, 4096));
+    REQUIRE_OK_CALL(axrt_stream_record_event(cuda_stream, cuda_event));
+    std::vector<uint8_t> back(4096, 0);
+    REQUIRE_OK_CALL(axrt_stream_wait_event(cpu_stream, cuda_event));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(cpu_stream));
+    REQUIRE_OK_CALL(axrt_stream_copy_to_host(cuda_stream, device, 0, back.data(), 4096));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(cuda_stream));
+    CHECK(back == std::vector<uint8_t>(4096, 0x77));
+
+    int64_t ns = -1;
+    axrt_event_t start = nullptr;
+    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &start));
+    REQUIRE_OK_CALL(axrt_stream_record_event(cuda_stream, start));
+    REQUIRE_OK_CALL(axrt_stream_copy_buffer(cuda_stream, pinned, 0, device, 0, 4096));
+    REQUIRE_OK_CALL(axrt_stream_record_event(cuda_stream, cuda_event));
+    REQUIRE_OK_CALL(axrt_event_wait(cuda_event, AXRT_TIMEOUT_INFINITE));
+    REQUIRE_OK_CALL(axrt_event_elapsed_time(start, cuda_event, &ns));
+    CHECK(ns >= 0);
+
+    axrt_event_release(start);
+    axrt_buffer_release(pinned);
+    axrt_buffer_release(device);
+    axrt_event_release(cpu_event);
+    axrt_event_release(cuda_event);
+    axrt_stream_release(cpu_stream);
+    axrt_stream_release(cuda_stream);
+    axrt_device_release(cpu);
+  }
+  RequireNoLiveObjects();
+}
+
+namespace {
+
+// The CUDA driver's entry in `instance`.
+axrt_driver_info_t CudaDriverInfo(axrt_instance_t instance) {
+  size_t drivers = 0;
+  REQUIRE_OK_CALL(axrt_instance_driver_count(instance, &drivers));
+  for (size_t i = 0; i < drivers; ++i) {
+    axrt_driver_info_t info = AXRT_DRIVER_INFO_INIT;
+    REQUIRE_OK_CALL(axrt_instance_query_driver_info(instance, i, &info));
+    if (std::string(info.name) == "cuda") return info;
+  }
+  FAIL("the instance has no CUDA driver");
+  return AXRT_DRIVER_INFO_INIT;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: without a driver library there are no CUDA devices and the CPU works",
+          "[no-driver]") {
+  axrt_instance_t instance = nullptr;
+  REQUIRE_OK_CALL(axrt_instance_create(nullptr, &instance));
+  const axrt_driver_info_t info = CudaDriverInfo(instance);
+  CHECK(info.device_count == 0);
+  CHECK(std::string(info.availability).find("could not be loaded") != std::string::npos);
+  axrt_device_t device = nullptr;
+  const StatusCheck missing = Take(axrt_instance_find_device(instance, "cuda:0", &device));
+  CHECK(missing.code == AXRT_STATUS_CODE_NOT_FOUND);
+  CHECK(missing.message.find("could not be loaded") != std::string::npos);
+  REQUIRE_OK_CALL(axrt_instance_find_device(instance, "cpu:0", &device));
+  axrt_stream_t stream = NewStream(device);
+  REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+  axrt_stream_release(stream);
+  axrt_device_release(device);
+  axrt_instance_release(instance);
+}
+
+TEST_CASE("cuda: a driver that finds no GPU gives zero devices and its reason", "[init-error]") {
+  axrt_instance_t instance = nullptr;
+  REQUIRE_OK_CALL(axrt_instance_create(nullptr, &instance));
+  const axrt_driver_info_t info = CudaDriverInfo(instance);
+  CHECK(info.device_count == 0);
+  CHECK(std::string(info.availability).find("no CUDA device") != std::string::npos);
+  axrt_instance_release(instance);
+  RequireNoLiveObjects();
+}
