@@ -42,20 +42,22 @@ test-asan: deps
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
 
-# The same again under ThreadSanitizer: streams, events and the workgroup
-# pool are concurrent code, and a race must fail the run.
+# The multi-threaded tests (label `threaded`) again under ThreadSanitizer:
+# streams, events, pools and drivers are concurrent code, and a race must
+# fail the run.
 test-tsan: deps
 	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
-	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
+	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS) --target axrt_threaded_tests
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L threaded
 
 # The .axe reader under libFuzzer (clang, ASan + UBSan) in a tree of its own;
 # fuzz/run.sh seeds the corpus, runs, and on a finding names the reproducer.
 fuzz-build: deps
 	$(CMAKE) -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXRT_BUILD_FUZZERS=ON \
-	  -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	  -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_DRIVER_CUDA=OFF \
+	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
 	$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS) --target axe_reader_fuzzer axe_fuzz_seeds
 
 fuzz: fuzz-build

@@ -305,6 +305,7 @@ AXRT_API axrt_status_t axrt_tensor_query_info(axrt_tensor_t tensor, axrt_tensor_
     info.element_count = self->element_count();
     info.byte_size = self->contiguous_bytes();
     info.contiguous = self->contiguous();
+    info.flags = self->read_only ? AXRT_TENSOR_FLAG_READ_ONLY : 0;
     write_query_struct(info, out_info);
     return nullptr;
   });

@@ -26,6 +26,9 @@ struct Tensor : Object {
   std::array<int64_t, AXRT_TENSOR_MAX_RANK> shape{};
   std::array<int64_t, AXRT_TENSOR_MAX_RANK> strides{};  // in elements
   uint64_t byte_offset = 0;  // of element 0 within `buffer`
+  // Must not be written through (AXRT_TENSOR_FLAG_READ_ONLY): imported from
+  // a read-only DLPack tensor. Invocations refuse it as an output.
+  bool read_only = false;
 
   std::span<const int64_t> dims() const noexcept { return {shape.data(), rank}; }
   uint64_t element_count() const noexcept;

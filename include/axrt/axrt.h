@@ -56,4 +56,13 @@
 #include "axrt/memory.h"
 #include "axrt/stream.h"
 
+/* DLPack exchange needs the system's <dlpack/dlpack.h>: included when the
+ * compiler finds it (define AXRT_NO_DLPACK to leave it out); elsewhere
+ * include "axrt/dlpack.h" directly. */
+#if !defined(AXRT_NO_DLPACK) && defined(__has_include)
+#if __has_include(<dlpack/dlpack.h>)
+#include "axrt/dlpack.h"
+#endif
+#endif
+
 #endif /* AXRT_AXRT_H_ */

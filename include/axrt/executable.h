@@ -74,6 +74,15 @@ AXRT_API void axrt_tensor_retain(axrt_tensor_t tensor);
 /* Drops a reference to `tensor`. NULL is a no-op. */
 AXRT_API void axrt_tensor_release(axrt_tensor_t tensor);
 
+/* Properties of a tensor beyond its layout (axrt_tensor_info_t.flags). */
+typedef uint64_t axrt_tensor_flags_t;
+enum {
+  /* The tensor's memory must not be written through it: imported from a
+   * read-only DLPack tensor (axrt/dlpack.h). axrt_function_invoke() refuses
+   * it as an output. */
+  AXRT_TENSOR_FLAG_READ_ONLY = 1u << 0,
+};
+
 typedef struct axrt_tensor_info_t {
   size_t struct_size;
   const void* next;
@@ -87,10 +96,14 @@ typedef struct axrt_tensor_info_t {
   uint64_t element_count;
   uint64_t byte_size;     /* bytes of the elements when contiguous */
   bool contiguous;        /* row-major, no gaps */
+  /* AXRT_TENSOR_FLAG_* bits. 64-bit so that it lies past the end of the
+   * struct as it was before the field (whose tail padding a library without
+   * the field may write): a library that does not know it leaves it 0. */
+  axrt_tensor_flags_t flags;
 } axrt_tensor_info_t;
 
 #define AXRT_TENSOR_INFO_INIT \
-  { sizeof(axrt_tensor_info_t), NULL, AXRT_DTYPE_INVALID, 0, NULL, NULL, 0, 0, 0, false }
+  { sizeof(axrt_tensor_info_t), NULL, AXRT_DTYPE_INVALID, 0, NULL, NULL, 0, 0, 0, false, 0 }
 
 /* Fills `*out_info` (whose struct_size the caller sets). */
 AXRT_API axrt_status_t axrt_tensor_query_info(axrt_tensor_t tensor,
@@ -289,7 +302,7 @@ typedef struct axrt_invoke_options_t {
  * extents equal and symbolic extents consistent and within their bounds.
  * `outputs` has `output_count` entries: a non-NULL entry is a tensor the
  * caller supplies (checked like an input, against the shape the inputs
- * imply); a NULL entry is allocated from the device's pool and, on success
+ * imply, and not read-only); a NULL entry is allocated from the device's pool and, on success
  * only, written with a tensor the caller owns. Every tensor is retained
  * until the call completes; inputs must not be written until then.
  * `options` may be NULL.

@@ -24,6 +24,7 @@
 #include <catch2/catch.hpp>
 
 #include "axrt/axrt.h"
+#include "axrt/dlpack.h"
 
 #ifndef AXRT_PUBLIC_HEADER_DIR
 #error "AXRT_PUBLIC_HEADER_DIR must name include/axrt (set by tests/unit/CMakeLists.txt)"
@@ -2274,6 +2275,15 @@ BAD_ARGUMENTS(axrt_function_invoke) {
                  "deallocated");
   axrt_tensor_release(on_doomed);
   axrt_buffer_release(doomed);
+  // A read-only output (imported from a read-only DLPack tensor).
+  DLManagedTensorVersioned* exported = nullptr;
+  EXPECT_OK(axrt_tensor_export_dlpack_versioned(walk.input, AXRT_DLPACK_FLAG_READ_ONLY, &exported));
+  axrt_tensor_t read_only = nullptr;
+  EXPECT_OK(axrt_tensor_import_dlpack_versioned(instance, exported, &read_only));
+  axrt_tensor_t read_only_outputs[] = {read_only};
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, read_only_outputs, 1, nullptr),
+                 "output 0 ('y') is read-only");
+  axrt_tensor_release(read_only);
   axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
   options.flags = 1;
   EXPECT_ERROR(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &options),
@@ -2288,6 +2298,144 @@ BAD_ARGUMENTS(axrt_function_invoke) {
   CHECK(outputs[0] != nullptr);
   axrt_tensor_release(outputs[0]);
   ExpectHealthy();
+}
+
+// ---------------------------------------------------------------------------
+// dlpack.h
+// ---------------------------------------------------------------------------
+
+// A producer's f32[4] over memory of its own, whose deleters count calls.
+struct WalkProducer {
+  float data[4] = {0, 1, 2, 3};
+  int64_t shape[1] = {4};
+  int deleted = 0;
+  DLManagedTensorVersioned versioned{};
+  DLManagedTensor legacy{};
+
+  DLTensor Describe() {
+    DLTensor t{};
+    t.data = data;
+    t.device.device_type = kDLCPU;
+    t.device.device_id = 0;
+    t.ndim = 1;
+    t.dtype.code = kDLFloat;
+    t.dtype.bits = 32;
+    t.dtype.lanes = 1;
+    t.shape = shape;
+    return t;
+  }
+  DLManagedTensorVersioned* Versioned(uint32_t major = 1) {
+    versioned.version.major = major;
+    versioned.version.minor = 0;
+    versioned.manager_ctx = this;
+    versioned.deleter = [](DLManagedTensorVersioned* self) {
+      ++static_cast<WalkProducer*>(self->manager_ctx)->deleted;
+    };
+    versioned.flags = 0;
+    versioned.dl_tensor = Describe();
+    return &versioned;
+  }
+  DLManagedTensor* Legacy() {
+    legacy.manager_ctx = this;
+    legacy.deleter = [](DLManagedTensor* self) {
+      ++static_cast<WalkProducer*>(self->manager_ctx)->deleted;
+    };
+    legacy.dl_tensor = Describe();
+    return &legacy;
+  }
+};
+
+BAD_ARGUMENTS(axrt_tensor_export_dlpack_versioned) {
+  axrt_tensor_t tensor = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &tensor));
+  DLManagedTensorVersioned* out = Sentinel<DLManagedTensorVersioned*>();
+  EXPECT_INVALID(axrt_tensor_export_dlpack_versioned(nullptr, 0, &out), "tensor");
+  EXPECT_INVALID(axrt_tensor_export_dlpack_versioned(tensor, 0, nullptr), "out");
+  EXPECT_INVALID(axrt_tensor_export_dlpack_versioned(As<axrt_tensor_t>(buffer), 0, &out),
+                 "buffer");
+  EXPECT_ERROR(axrt_tensor_export_dlpack_versioned(tensor, 0x80000000u, &out),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "flags");
+  axrt_buffer_t doomed = nullptr;
+  EXPECT_OK(axrt_buffer_allocate(device, 64, nullptr, &doomed));
+  axrt_tensor_t on_doomed = nullptr;
+  EXPECT_OK(axrt_tensor_create(doomed, &kWalkDesc, &on_doomed));
+  EXPECT_OK(axrt_stream_deallocate_buffer(stream, doomed));
+  EXPECT_ERROR(axrt_tensor_export_dlpack_versioned(on_doomed, 0, &out),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "deallocated");
+  axrt_tensor_release(on_doomed);
+  axrt_buffer_release(doomed);
+  axrt_tensor_release(tensor);
+  EXPECT_RELEASED(axrt_tensor_export_dlpack_versioned(tensor, 0, &out), "released");
+  CHECK(out == Sentinel<DLManagedTensorVersioned*>());
+  ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_tensor_export_dlpack) {
+  axrt_tensor_t tensor = nullptr;
+  EXPECT_OK(axrt_tensor_create(buffer, &kWalkDesc, &tensor));
+  DLManagedTensor* out = Sentinel<DLManagedTensor*>();
+  EXPECT_INVALID(axrt_tensor_export_dlpack(nullptr, &out), "tensor");
+  EXPECT_INVALID(axrt_tensor_export_dlpack(tensor, nullptr), "out");
+  EXPECT_INVALID(axrt_tensor_export_dlpack(As<axrt_tensor_t>(stream), &out), "stream");
+  axrt_tensor_release(tensor);
+  EXPECT_RELEASED(axrt_tensor_export_dlpack(tensor, &out), "released");
+  CHECK(out == Sentinel<DLManagedTensor*>());
+}
+
+BAD_ARGUMENTS(axrt_tensor_import_dlpack_versioned) {
+  WalkProducer producer;
+  axrt_tensor_t out = Sentinel<axrt_tensor_t>();
+  EXPECT_INVALID(axrt_tensor_import_dlpack_versioned(nullptr, producer.Versioned(), &out),
+                 "instance");
+  EXPECT_RELEASED(axrt_tensor_import_dlpack_versioned(StaleInstance(), producer.Versioned(), &out),
+                  "released");
+  EXPECT_INVALID(
+      axrt_tensor_import_dlpack_versioned(As<axrt_instance_t>(stream), producer.Versioned(), &out),
+      "stream");
+  EXPECT_INVALID(axrt_tensor_import_dlpack_versioned(instance, nullptr, &out), "managed");
+  EXPECT_INVALID(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), nullptr),
+                 "out");
+  EXPECT_ERROR(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(2), &out),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "managed->version");
+  DLManagedTensorVersioned* managed = producer.Versioned();
+  managed->dl_tensor.dtype.lanes = 2;
+  EXPECT_ERROR(axrt_tensor_import_dlpack_versioned(instance, managed, &out),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "lanes");
+  managed = producer.Versioned();
+  managed->dl_tensor.shape = nullptr;
+  EXPECT_INVALID(axrt_tensor_import_dlpack_versioned(instance, managed, &out), "shape");
+  managed = producer.Versioned();
+  managed->dl_tensor.data = nullptr;
+  EXPECT_INVALID(axrt_tensor_import_dlpack_versioned(instance, managed, &out), "data");
+  CHECK(out == Sentinel<axrt_tensor_t>());
+  CHECK(producer.deleted == 0);
+  EXPECT_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &out));
+  axrt_tensor_release(out);
+  CHECK(producer.deleted == 1);
+}
+
+BAD_ARGUMENTS(axrt_tensor_import_dlpack) {
+  WalkProducer producer;
+  axrt_tensor_t out = Sentinel<axrt_tensor_t>();
+  EXPECT_INVALID(axrt_tensor_import_dlpack(nullptr, producer.Legacy(), &out), "instance");
+  EXPECT_RELEASED(axrt_tensor_import_dlpack(StaleInstance(), producer.Legacy(), &out),
+                  "released");
+  EXPECT_INVALID(axrt_tensor_import_dlpack(As<axrt_instance_t>(buffer), producer.Legacy(), &out),
+                 "buffer");
+  EXPECT_INVALID(axrt_tensor_import_dlpack(instance, nullptr, &out), "managed");
+  EXPECT_INVALID(axrt_tensor_import_dlpack(instance, producer.Legacy(), nullptr), "out");
+  DLManagedTensor* managed = producer.Legacy();
+  managed->dl_tensor.ndim = -1;
+  EXPECT_INVALID(axrt_tensor_import_dlpack(instance, managed, &out), "ndim");
+  managed = producer.Legacy();
+  managed->dl_tensor.device.device_type = kDLOpenCL;
+  EXPECT_ERROR(axrt_tensor_import_dlpack(instance, managed, &out),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "kDLOpenCL");
+  CHECK(out == Sentinel<axrt_tensor_t>());
+  CHECK(producer.deleted == 0);
+  EXPECT_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &out));
+  axrt_tensor_release(out);
+  CHECK(producer.deleted == 1);
 }
 
 // ---------------------------------------------------------------------------
