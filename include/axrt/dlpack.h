@@ -66,6 +66,8 @@
  *   leaves the managed tensor with the caller and calls nothing.
  *   Queued work that reads or writes the memory is ordered by the caller,
  *   as for any buffer: DLPack exchange does not synchronise streams.
+ *   The functions below borrow `tensor` and `instance` (an export takes its
+ *   own reference) and are thread-safe.
  *
  * Read-only
  *   A tensor can be read-only (AXRT_TENSOR_FLAG_READ_ONLY of

@@ -24,6 +24,7 @@
 #include <catch2/catch.hpp>
 
 #include "axrt/axrt.h"
+#include "tests/unit/copy_executable.h"
 #include "axrt/dlpack.h"
 
 #ifndef AXRT_PUBLIC_HEADER_DIR
@@ -1755,24 +1756,9 @@ BAD_ARGUMENTS(axrt_axe_memory_free) {
 // ---------------------------------------------------------------------------
 
 // A one-kernel library for the walk: out[i] = in[i] over `n` floats.
-axrt_kernel_result_t WalkCopyKernel(const void* args, const axrt_kernel_dispatch_t*,
-                                    const axrt_kernel_workgroup_t*) {
-  struct Args {
-    const float* in;
-    float* out;
-    uint64_t n;
-  };
-  const auto* a = static_cast<const Args*>(args);
-  for (uint64_t i = 0; i < a->n; ++i) a->out[i] = a->in[i];
-  return AXRT_KERNEL_OK;
-}
-
-const axrt_kernel_param_info_t kWalkParams[] = {
-    {"in", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
-    {"out", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
-    {"n", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_UINT64, nullptr},
-};
-const axrt_kernel_info_t kWalkKernels[] = {{"walk_copy", WalkCopyKernel, kWalkParams, 3, 24}};
+using axrt_test::CopyFloatsKernel;
+using axrt_test::kCopyFloatsParams;
+const axrt_kernel_info_t kWalkKernels[] = {{"walk_copy", CopyFloatsKernel, kCopyFloatsParams, 3, 24}};
 const axrt_kernel_library_t kWalkLibrary = {
     sizeof(axrt_kernel_library_t), AXRT_KERNEL_ABI_VERSION, 1, "walk.kernels", kWalkKernels, 1,
     nullptr, nullptr};
@@ -1782,70 +1768,7 @@ const axrt_kernel_library_t kWalkLibrary = {
 struct WalkExecutable {
   explicit WalkExecutable(const World& world) {
     EXPECT_OK(axrt_instance_register_kernel_library(world.instance, &kWalkLibrary));
-    axrt_axe_builder_t b = nullptr;
-    EXPECT_OK(axrt_axe_builder_create(nullptr, &b));
-    axrt_axe_code_object_desc_t co = AXRT_AXE_CODE_OBJECT_DESC_INIT;
-    co.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
-#if defined(__aarch64__)
-    co.target = "aarch64";
-#else
-    co.target = "x86_64";
-#endif
-    co.library_name = "walk.kernels";
-    uint32_t index = 0;
-    EXPECT_OK(axrt_axe_builder_add_code_object(b, &co, &index));
-    axrt_axe_kernel_param_t params[3] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT,
-                                         AXRT_AXE_KERNEL_PARAM_INIT};
-    params[0].name = "in";
-    params[1].name = "out";
-    params[1].access = AXRT_AXE_ACCESS_WRITE;
-    params[2].name = "n";
-    params[2].kind = AXRT_AXE_PARAM_KIND_SCALAR;
-    params[2].scalar_type = AXRT_AXE_DTYPE_UINT64;
-    axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
-    kernel.name = "copy";
-    kernel.entry_symbol = "walk_copy";
-    kernel.params = params;
-    kernel.param_count = 3;
-    EXPECT_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
-    axrt_axe_symbol_t symbol = AXRT_AXE_SYMBOL_INIT;
-    symbol.name = "n";
-    symbol.upper_bound = 64;
-    const axrt_axe_dim_t dim = {0, 0};
-    axrt_axe_tensor_sig_t x = AXRT_AXE_TENSOR_SIG_INIT;
-    x.name = "x";
-    x.dtype = AXRT_AXE_DTYPE_FLOAT32;
-    x.rank = 1;
-    x.dims = &dim;
-    axrt_axe_tensor_sig_t y = x;
-    y.name = "y";
-    axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
-    function.name = "copy";
-    function.symbols = &symbol;
-    function.symbol_count = 1;
-    function.inputs = &x;
-    function.input_count = 1;
-    function.outputs = &y;
-    function.output_count = 1;
-    EXPECT_OK(axrt_axe_builder_add_function(b, &function, &index));
-    const axrt_axe_expr_op_t one = {AXRT_AXE_EXPR_OPCODE_CONST, 1};
-    const axrt_axe_expr_op_t n = {AXRT_AXE_EXPR_OPCODE_SYMBOL, 0};
-    axrt_axe_binding_t bindings[3] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
-                                      AXRT_AXE_BINDING_INIT};
-    bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
-    bindings[1].kind = AXRT_AXE_BINDING_KIND_OUTPUT;
-    bindings[2].kind = AXRT_AXE_BINDING_KIND_SCALAR;
-    bindings[2].value = {&n, 1};
-    axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
-    dispatch.workgroup_count_x = {&one, 1};
-    dispatch.bindings = bindings;
-    dispatch.binding_count = 3;
-    EXPECT_OK(axrt_axe_builder_add_dispatch(b, 0, &dispatch));
-    void* data = nullptr;
-    EXPECT_OK(axrt_axe_builder_write_memory(b, &data, &size));
-    bytes.assign(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
-    axrt_axe_memory_free(data);
-    axrt_axe_builder_release(b);
+    EXPECT_OK(axrt_test::BuildCopyExecutable("walk.kernels", "walk_copy", &bytes));
     EXPECT_OK(axrt_executable_load_memory(world.device, bytes.data(), bytes.size(), nullptr,
                                           &executable));
     EXPECT_OK(axrt_executable_get_function(executable, 0, &function_handle));
@@ -1881,7 +1804,6 @@ struct WalkExecutable {
   }
 
   std::vector<uint8_t> bytes;
-  size_t size = 0;
   axrt_executable_t executable = nullptr;
   axrt_function_t function_handle = nullptr;
   axrt_tensor_t input = nullptr;
@@ -2054,9 +1976,9 @@ BAD_ARGUMENTS(axrt_instance_register_kernel_library) {
   EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "no function");
   const axrt_kernel_param_info_t bad_scalar[] = {
       {"s", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_INT4, nullptr}};
-  kernels[1] = {"other", WalkCopyKernel, bad_scalar, 1, 1};
+  kernels[1] = {"other", CopyFloatsKernel, bad_scalar, 1, 1};
   EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "does not define");
-  kernels[1] = {"other", WalkCopyKernel, nullptr, 2, 16};
+  kernels[1] = {"other", CopyFloatsKernel, nullptr, 2, 16};
   EXPECT_INVALID(axrt_instance_register_kernel_library(instance, &library), "params is NULL");
   EXPECT_OK(axrt_instance_register_kernel_library(instance, &kWalkLibrary));
   EXPECT_ERROR(axrt_instance_register_kernel_library(instance, &kWalkLibrary),

@@ -21,6 +21,7 @@
 
 #include "axrt/axrt.h"
 #include "axrt/dlpack.h"
+#include "tests/unit/copy_executable.h"
 
 namespace {
 
@@ -811,24 +812,8 @@ TEST_CASE_METHOD(Cpu, "older axrt_tensor_info_t structs are filled up to their s
 }
 
 // A one-kernel library: out[i] = in[i] over `n` floats.
-axrt_kernel_result_t CopyKernel(const void* args, const axrt_kernel_dispatch_t*,
-                                const axrt_kernel_workgroup_t*) {
-  struct Args {
-    const float* in;
-    float* out;
-    uint64_t n;
-  };
-  const auto* a = static_cast<const Args*>(args);
-  for (uint64_t i = 0; i < a->n; ++i) a->out[i] = a->in[i];
-  return AXRT_KERNEL_OK;
-}
-
-const axrt_kernel_param_info_t kCopyParams[] = {
-    {"in", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
-    {"out", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
-    {"n", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_UINT64, nullptr},
-};
-const axrt_kernel_info_t kCopyKernels[] = {{"dlpack_copy", CopyKernel, kCopyParams, 3, 24}};
+const axrt_kernel_info_t kCopyKernels[] = {
+    {"dlpack_copy", axrt_test::CopyFloatsKernel, axrt_test::kCopyFloatsParams, 3, 24}};
 const axrt_kernel_library_t kCopyLibrary = {
     sizeof(axrt_kernel_library_t), AXRT_KERNEL_ABI_VERSION, 1, "dlpack.test.kernels",
     kCopyKernels, 1, nullptr, nullptr};
@@ -836,73 +821,10 @@ const axrt_kernel_library_t kCopyLibrary = {
 // Loads "copy(x: f32[n<=64]) -> y: f32[n]" on cpu:0.
 axrt_function_t LoadCopy(const Cpu& cpu, axrt_executable_t* out_executable) {
   REQUIRE_OK(axrt_instance_register_kernel_library(cpu.instance, &kCopyLibrary));
-  axrt_axe_builder_t b = nullptr;
-  REQUIRE_OK(axrt_axe_builder_create(nullptr, &b));
-  axrt_axe_code_object_desc_t co = AXRT_AXE_CODE_OBJECT_DESC_INIT;
-  co.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
-#if defined(__aarch64__)
-  co.target = "aarch64";
-#else
-  co.target = "x86_64";
-#endif
-  co.library_name = "dlpack.test.kernels";
-  uint32_t index = 0;
-  REQUIRE_OK(axrt_axe_builder_add_code_object(b, &co, &index));
-  axrt_axe_kernel_param_t params[3] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT,
-                                       AXRT_AXE_KERNEL_PARAM_INIT};
-  params[0].name = "in";
-  params[1].name = "out";
-  params[1].access = AXRT_AXE_ACCESS_WRITE;
-  params[2].name = "n";
-  params[2].kind = AXRT_AXE_PARAM_KIND_SCALAR;
-  params[2].scalar_type = AXRT_AXE_DTYPE_UINT64;
-  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
-  kernel.name = "copy";
-  kernel.entry_symbol = "dlpack_copy";
-  kernel.params = params;
-  kernel.param_count = 3;
-  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
-  axrt_axe_symbol_t symbol = AXRT_AXE_SYMBOL_INIT;
-  symbol.name = "n";
-  symbol.upper_bound = 64;
-  const axrt_axe_dim_t dim = {0, 0};
-  axrt_axe_tensor_sig_t x = AXRT_AXE_TENSOR_SIG_INIT;
-  x.name = "x";
-  x.dtype = AXRT_AXE_DTYPE_FLOAT32;
-  x.rank = 1;
-  x.dims = &dim;
-  axrt_axe_tensor_sig_t y = x;
-  y.name = "y";
-  axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
-  function.name = "copy";
-  function.symbols = &symbol;
-  function.symbol_count = 1;
-  function.inputs = &x;
-  function.input_count = 1;
-  function.outputs = &y;
-  function.output_count = 1;
-  REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &index));
-  const axrt_axe_expr_op_t one = {AXRT_AXE_EXPR_OPCODE_CONST, 1};
-  const axrt_axe_expr_op_t n = {AXRT_AXE_EXPR_OPCODE_SYMBOL, 0};
-  axrt_axe_binding_t bindings[3] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
-                                    AXRT_AXE_BINDING_INIT};
-  bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
-  bindings[1].kind = AXRT_AXE_BINDING_KIND_OUTPUT;
-  bindings[2].kind = AXRT_AXE_BINDING_KIND_SCALAR;
-  bindings[2].value = {&n, 1};
-  axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
-  dispatch.workgroup_count_x = {&one, 1};
-  dispatch.bindings = bindings;
-  dispatch.binding_count = 3;
-  REQUIRE_OK(axrt_axe_builder_add_dispatch(b, 0, &dispatch));
-  void* data = nullptr;
-  size_t size = 0;
-  REQUIRE_OK(axrt_axe_builder_write_memory(b, &data, &size));
-  axrt_axe_builder_release(b);
-  axrt_status_t status = axrt_executable_load_memory(cpu.device, data, size, nullptr,
-                                                     out_executable);
-  axrt_axe_memory_free(data);
-  REQUIRE_OK(status);
+  std::vector<uint8_t> bytes;
+  REQUIRE_OK(axrt_test::BuildCopyExecutable("dlpack.test.kernels", "dlpack_copy", &bytes));
+  REQUIRE_OK(axrt_executable_load_memory(cpu.device, bytes.data(), bytes.size(), nullptr,
+                                         out_executable));
   axrt_function_t function_handle = nullptr;
   REQUIRE_OK(axrt_executable_get_function(*out_executable, 0, &function_handle));
   return function_handle;

@@ -396,23 +396,14 @@ axrt_status_t run_copy(CudaStream* s, const CopyCommand& copy) {
   const Endpoint src = resolve(d, copy.src, copy.width);
   const Endpoint dst = resolve(d, copy.dst, copy.width);
   if (src.addressable && dst.addressable) return copy_direct(s, src, dst, copy.width, copy.height);
-  if (!src.addressable && dst.addressable) {
+  // One side is a buffer (the core allows no host-to-host copy), and
+  // buffers are always addressable: the other side is pageable memory.
+  if (dst.addressable) {
     return copy_staged(s, src.host, src.pitch, dst.address, dst.pitch, copy.width, copy.height,
                        true);
   }
-  if (src.addressable && !dst.addressable) {
-    return copy_staged(s, dst.host, dst.pitch, src.address, src.pitch, copy.width, copy.height,
-                       false);
-  }
-  // Host to host, both pageable: in stream order on the callback thread.
-  Endpoint from = src, to = dst;
-  const uint64_t width = copy.width, height = copy.height;
-  return enqueue_host_call(s, s->stream, [from, to, width, height](axrt_status_t) {
-    for (uint64_t r = 0; r < height; ++r) {
-      std::memcpy(to.host + r * to.pitch, from.host + r * from.pitch, width);
-    }
-    return axrt_status_t{nullptr};
-  });
+  return copy_staged(s, dst.host, dst.pitch, src.address, src.pitch, copy.width, copy.height,
+                     false);
 }
 
 axrt_status_t run_fill(CudaStream* s, Buffer* buffer, uint64_t offset, uint64_t length,
@@ -499,6 +490,14 @@ axrt_status_t fail_with(CudaStream* s, axrt_status_t status) {
 
 // --- Stream vtable ------------------------------------------------------------
 
+// What every copy, fill and batch checks first: the device is not lost, and
+// work enqueued once the stream is known to have failed never runs.
+axrt_status_t begin_work(CudaStream* s) {
+  AXRT_RETURN_IF_ERROR(s->cuda_device()->enter());
+  if (FailurePtr failure = s->failure()) return status_from_failure(failure);
+  return nullptr;
+}
+
 void stream_destroy(Stream* stream) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
@@ -512,9 +511,7 @@ void stream_destroy(Stream* stream) {
 axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(d->enter());
-  // Work enqueued once the stream is known to have failed never runs.
-  if (FailurePtr failure = s->failure()) return status_from_failure(failure);
+  AXRT_RETURN_IF_ERROR(begin_work(s));
   ContextScope scope(d);
   s->sequence.fetch_add(1, std::memory_order_relaxed);
   AXRT_RETURN_IF_ERROR(run_copy(s, copy));
@@ -528,9 +525,7 @@ axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint6
                           uint64_t pattern, uint32_t pattern_size) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(d->enter());
-  // Work enqueued once the stream is known to have failed never runs.
-  if (FailurePtr failure = s->failure()) return status_from_failure(failure);
+  AXRT_RETURN_IF_ERROR(begin_work(s));
   ContextScope scope(d);
   s->sequence.fetch_add(1, std::memory_order_relaxed);
   AXRT_RETURN_IF_ERROR(run_fill(s, buffer, offset, length, pattern, pattern_size));
@@ -644,10 +639,8 @@ axrt_status_t stream_deallocate_buffer(Stream* stream, Buffer* buffer) {
 axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(d->enter());
+  AXRT_RETURN_IF_ERROR(begin_work(s));
   ContextScope scope(d);
-  // Work enqueued once the stream is known to have failed never runs.
-  if (FailurePtr failure = s->failure()) return status_from_failure(failure);
   s->sequence.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < batch->commands.size(); ++i) {
     const BatchCommand& command = batch->commands[i];
