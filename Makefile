@@ -73,6 +73,7 @@ bench: deps
 	$(BENCH_DIR)/tests/bench/axrt_bench --benchmark_counters_tabular=true
 	$(BENCH_DIR)/tests/bench/axrt_kernel_bench --benchmark_counters_tabular=true
 	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true
+	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/python_bench.py
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

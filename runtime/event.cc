@@ -114,4 +114,27 @@ AXRT_API axrt_status_t axrt_event_elapsed_time(axrt_event_t start, axrt_event_t 
   return first->vtable->elapsed_time(first, second, out_nanoseconds);
 }
 
+AXRT_API axrt_status_t axrt_event_enqueue_native_wait(axrt_event_t event, void* native_stream) {
+  static constexpr ApiCall api("axrt_event_enqueue_native_wait");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Event* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(event, "event", &self));
+    if (!native_stream) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`native_stream` is NULL, which would name the legacy or the per-thread "
+                       "default stream depending on how the caller was compiled; name one "
+                       "explicitly (for CUDA, CU_STREAM_LEGACY ((void*)1) or "
+                       "CU_STREAM_PER_THREAD ((void*)2))");
+    }
+    if (!self->vtable->enqueue_native_wait) {
+      return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                       "`event` ({}) cannot make a native queue wait: the '{}' driver has no "
+                       "native queues",
+                       self->describe(), self->device->properties.driver);
+    }
+    AXRT_RETURN_IF_ERROR(require_recorded(api, self, "event"));
+    return self->vtable->enqueue_native_wait(self, native_stream);
+  });
+}
+
 }  // extern "C"

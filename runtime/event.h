@@ -20,6 +20,10 @@ struct EventVtable {
   axrt_status_t (*wait)(Event* event, uint64_t timeout_ns);
   // Both events belong to the same device and completed.
   axrt_status_t (*elapsed_time)(Event* start, Event* end, int64_t* out_nanoseconds);
+  // (optional) Makes `native_stream`, a queue of this driver's native API
+  // (not NULL), wait for the latest record. Null for drivers without native
+  // queues: the core answers UNIMPLEMENTED.
+  axrt_status_t (*enqueue_native_wait)(Event* event, void* native_stream);
 };
 
 struct Event : Object {

@@ -397,4 +397,20 @@ AXRT_API axrt_status_t axrt_stream_query(axrt_stream_t stream, bool* out_idle) {
   });
 }
 
+AXRT_API axrt_status_t axrt_stream_get_native_handle(axrt_stream_t stream, void** out_handle) {
+  static constexpr ApiCall api("axrt_stream_get_native_handle");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Stream* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_handle, "out_handle"));
+    if (!self->vtable->get_native_handle) {
+      return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                       "{} has no native queue to hand out: the '{}' driver has no native "
+                       "queues",
+                       self->describe(), self->device->properties.driver);
+    }
+    return self->vtable->get_native_handle(self, out_handle);
+  });
+}
+
 }  // extern "C"

@@ -54,6 +54,9 @@ struct StreamVtable {
   axrt_status_t (*submit_batch)(Stream* stream, std::unique_ptr<CommandBatch> batch);
   axrt_status_t (*synchronize)(Stream* stream);
   axrt_status_t (*query)(Stream* stream, bool* out_idle);
+  // (optional) The driver's own queue behind the stream (a CUstream). Null
+  // for drivers without native queues: the core answers UNIMPLEMENTED.
+  axrt_status_t (*get_native_handle)(Stream* stream, void** out_handle);
 };
 
 struct Stream : Object {

@@ -6,9 +6,18 @@ set -euo pipefail
 debian_packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config binutils make
   libfmt-dev catch2 libbenchmark-dev libopenblas-dev
-  libflatbuffers-dev flatbuffers-compiler libdlpack-dev
+  libflatbuffers-dev flatbuffers-compiler libdlpack-dev python3-dev
 )
-python_packages=()
+# "module|pip requirement": the Python package (bindings/python) and its
+# tests. JAX on the CPU is what the DLPack interop tests exchange with.
+python_packages=(
+  "pybind11|pybind11>=2.10"
+  "scikit_build_core|scikit-build-core>=0.8"
+  "numpy|numpy>=1.22"
+  "ml_dtypes|ml_dtypes>=0.3"
+  "pytest|pytest>=7"
+  "jax|jax[cpu]"
+)
 
 missing=()
 for pkg in "${debian_packages[@]}"; do
@@ -25,11 +34,13 @@ if ((${#missing[@]})); then
 fi
 
 python=${PYTHON:-python3}
-for spec in "${python_packages[@]}"; do
-  module=${spec%%=*}
-  module=${module%%[<>]*}
-  if ! "$python" -c "import ${module//-/_}" 2>/dev/null; then
-    echo "bootstrap: installing Python package $spec"
-    "$python" -m pip install --quiet "$spec"
+missing=()
+for entry in "${python_packages[@]}"; do
+  if ! "$python" -c "import ${entry%%|*}" 2>/dev/null; then
+    missing+=("${entry#*|}")
   fi
 done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing Python packages: ${missing[*]}"
+  "$python" -m pip install --quiet "${missing[@]}"
+fi

@@ -1,5 +1,5 @@
 // Events: record, query, host wait with timeout, elapsed time, cross-stream
-// waits (event.h, stream.h).
+// waits, native queues made to wait (event.h, stream.h).
 #include <chrono>
 #include <string>
 #include <thread>
@@ -308,6 +308,83 @@ TEST_CASE_METHOD(DeviceTest, "event: queued records and waits keep their "
   gate.Open();
   REQUIRE_OK(axrt_stream_synchronize(consumer.get()));
   CHECK(seen == data);
+}
+
+TEST_CASE_METHOD(DeviceTest, "event: a native queue waits on the device for "
+                 "a record", "[cts][event][native]") {
+  void* const legacy = reinterpret_cast<void*>(uintptr_t{1});  // CU_STREAM_LEGACY
+  Stream producer = NewStream();
+  Stream consumer = NewStream();
+  Event event = NewEvent();
+  if (!Supports(Feature::kNativeQueues)) {
+    void* handle = nullptr;
+    CHECK_STATUS(axrt_stream_get_native_handle(consumer.get(), &handle),
+                 AXRT_STATUS_CODE_UNIMPLEMENTED, "native queue");
+    CHECK(handle == nullptr);
+    REQUIRE_OK(axrt_stream_record_event(producer.get(), event.get()));
+    CHECK_STATUS(axrt_event_enqueue_native_wait(event.get(), legacy),
+                 AXRT_STATUS_CODE_UNIMPLEMENTED, "native queues");
+    CTS_REQUIRE_FEATURE(Feature::kNativeQueues);
+    return;
+  }
+  // One handle per stream, the same on every call.
+  void* native = nullptr;
+  void* again = nullptr;
+  void* other = nullptr;
+  REQUIRE_OK(axrt_stream_get_native_handle(consumer.get(), &native));
+  REQUIRE_OK(axrt_stream_get_native_handle(consumer.get(), &again));
+  REQUIRE_OK(axrt_stream_get_native_handle(producer.get(), &other));
+  CHECK(native != nullptr);
+  CHECK(again == native);
+  CHECK(other != native);
+  CHECK_STATUS(axrt_event_enqueue_native_wait(event.get(), native),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "record");
+
+  // The producer writes behind a gate; the consumer's native queue is made to
+  // wait for that, and the consumer's later work must see the bytes.
+  constexpr uint64_t kSize = 1 << 16;
+  const std::vector<uint8_t> data = PatternBytes(kSize, 87);
+  Buffer buffer = NewBuffer(kSize);
+  Write(buffer.get(), 0, std::vector<uint8_t>(kSize, 0));
+  Gate gate;
+  REQUIRE_OK(axrt_stream_launch_host_func(producer.get(), &Gate::HostFunc, &gate));
+  REQUIRE_OK(axrt_stream_copy_from_host(producer.get(), data.data(), buffer.get(),
+                                        0, kSize));
+  REQUIRE_OK(axrt_stream_record_event(producer.get(), event.get()));
+  REQUIRE_OK(axrt_event_enqueue_native_wait(event.get(), native));
+  std::vector<uint8_t> seen(kSize, 0xFF);
+  REQUIRE_OK(axrt_stream_copy_to_host(consumer.get(), buffer.get(), 0, seen.data(),
+                                      kSize));
+  // The wait refers to the record current at the call: recording the event
+  // again on an idle stream, and releasing it, does not let the consumer go.
+  Stream idle_stream = NewStream();
+  REQUIRE_OK(axrt_stream_record_event(idle_stream.get(), event.get()));
+  REQUIRE_OK(axrt_stream_synchronize(idle_stream.get()));
+  event.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  bool idle = true;
+  REQUIRE_OK(axrt_stream_query(consumer.get(), &idle));
+  CHECK(!idle);
+  gate.Open();
+  REQUIRE_OK(axrt_stream_synchronize(consumer.get()));
+  CHECK(seen == data);
+  REQUIRE_OK(axrt_stream_synchronize(producer.get()));
+
+  // A record known to fail is refused: a native queue cannot fail with it.
+  Stream failing = NewStream();
+  Event failed = NewEvent();
+  REQUIRE_OK(axrt_stream_launch_host_func(
+      failing.get(),
+      [](void*, axrt_status_t) -> axrt_status_t {
+        return axrt_status_create(AXRT_STATUS_CODE_ABORTED, "producer gave up");
+      },
+      nullptr));
+  REQUIRE_OK(axrt_stream_record_event(failing.get(), failed.get()));
+  CHECK_STATUS(axrt_stream_synchronize(failing.get()), AXRT_STATUS_CODE_ABORTED,
+               "producer gave up");
+  CHECK_STATUS(axrt_event_enqueue_native_wait(failed.get(), native),
+               AXRT_STATUS_CODE_ABORTED, "producer gave up");
+  REQUIRE_OK(axrt_stream_synchronize(consumer.get()));
 }
 
 TEST_CASE_METHOD(DeviceTest, "event: events of another device",

@@ -27,6 +27,9 @@ constexpr std::array kUnsupported = {
           "streams, and work enqueued once it is known is refused"},
     Entry{"cpu", Feature::kDeviceCode,
           "the CPU driver runs kernel libraries and host code, not GPU code objects"},
+    Entry{"cpu", Feature::kNativeQueues,
+          "the CPU driver runs streams on its own worker threads; there is no "
+          "native queue to hand out or to make wait"},
     Entry{"cuda", Feature::kHostVisibleDeviceMemory,
           "CUDA device memory lives in GPU memory and is not mapped into the "
           "host address space; use host-pinned buffers or copies"},
@@ -51,6 +54,8 @@ std::string_view FeatureName(Feature feature) {
       return "skipping queued work after a failure";
     case Feature::kDeviceCode:
       return "device code (CUDA cubin, fatbin, PTX)";
+    case Feature::kNativeQueues:
+      return "native queues (CUstream)";
   }
   return "unknown feature";
 }
@@ -65,6 +70,7 @@ uint32_t FeatureFlag(Feature feature) {
     case Feature::kHostKernels:
     case Feature::kDeviceCode:
     case Feature::kSkipQueuedWorkOnFailure:
+    case Feature::kNativeQueues:
       return 0;
   }
   return 0;

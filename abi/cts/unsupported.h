@@ -27,6 +27,9 @@ enum class Feature : uint32_t {
   // Skipping work that was already queued behind a host function when that
   // function fails the stream (or behind a wait on an event it failed).
   kSkipQueuedWorkOnFailure,
+  // Streams over a native API's queues (axrt_stream_get_native_handle,
+  // axrt_event_enqueue_native_wait): the DLPack stream protocol.
+  kNativeQueues,
 };
 
 std::string_view FeatureName(Feature feature);

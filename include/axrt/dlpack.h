@@ -65,7 +65,10 @@
  *   deleter may run on any thread, a stream's included. A failed import
  *   leaves the managed tensor with the caller and calls nothing.
  *   Queued work that reads or writes the memory is ordered by the caller,
- *   as for any buffer: DLPack exchange does not synchronise streams.
+ *   as for any buffer: DLPack exchange does not synchronise streams. For
+ *   the DLPack stream protocol, record an event behind the producer's work
+ *   and pass the consumer's stream to axrt_event_enqueue_native_wait()
+ *   (event.h).
  *   The functions below borrow `tensor` and `instance` (an export takes its
  *   own reference) and are thread-safe.
  *

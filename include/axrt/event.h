@@ -67,6 +67,30 @@ AXRT_API axrt_status_t axrt_event_elapsed_time(axrt_event_t start,
                                                axrt_event_t end,
                                                int64_t* out_nanoseconds);
 
+/* Makes work enqueued later on `native_stream` wait, on the device, for the
+ * latest record of `event`, without blocking the calling thread: the
+ * producer's half of the DLPack stream protocol. `native_stream` is a queue
+ * of the driver of `event`'s device: for CUDA, a CUstream of any CUDA device
+ * of the process (such as axrt_stream_get_native_handle() gives), or one of
+ * the special handles CU_STREAM_LEGACY ((void*)1) and CU_STREAM_PER_THREAD
+ * ((void*)2), which name the legacy and the calling thread's default stream
+ * of the primary context of `event`'s device. NULL is INVALID_ARGUMENT (it
+ * means either of those, depending on how the consumer was compiled; pass
+ * one of them explicitly).
+ *
+ * The wait covers everything the record waits for, host functions and
+ * waits on events of other drivers included. It refers to the record
+ * current at the call: `event` may be recorded again or released at once.
+ * A native queue cannot fail: when the record is already known to complete
+ * with a failure, that failure is returned and nothing is enqueued; a
+ * failure known only later does not hold the native queue back once the
+ * record is reached (axrt_event_query() and the recording stream report
+ * it).
+ * FAILED_PRECONDITION when `event` was never recorded; UNIMPLEMENTED for a
+ * device whose driver has no native queues (the CPU device). */
+AXRT_API axrt_status_t axrt_event_enqueue_native_wait(axrt_event_t event,
+                                                      void* native_stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

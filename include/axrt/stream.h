@@ -171,6 +171,17 @@ AXRT_API axrt_status_t axrt_stream_synchronize(axrt_stream_t stream);
 AXRT_API axrt_status_t axrt_stream_query(axrt_stream_t stream,
                                          bool* out_idle);
 
+/* Writes the driver's own queue behind `stream` to `*out_handle`, for
+ * exchange with other libraries (the DLPack stream protocol): a CUstream for
+ * a CUDA device. The same handle on every call. Borrowed: valid until the
+ * last reference to `stream` goes; do not destroy it. Work another library
+ * enqueues on it runs in order with the stream's own work, and
+ * axrt_stream_synchronize() waits for it too, but its failures are not the
+ * stream's. UNIMPLEMENTED for a device whose driver has no native queue (the
+ * CPU device); `*out_handle` is then left unwritten. */
+AXRT_API axrt_status_t axrt_stream_get_native_handle(axrt_stream_t stream,
+                                                     void** out_handle);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -425,10 +425,18 @@ CUresult start_worker(CUstream_st* stream) {
   return CUDA_SUCCESS;
 }
 
-// A stream handle, without sticky checks: 0 is the current device's NULL
-// stream (null when there is no current context or the handle is unknown).
+// 0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD: the current device's NULL
+// stream (the mock keeps no per-thread streams).
+bool is_default_stream(CUstream handle) {
+  return handle == nullptr || handle == AXRT_CU_STREAM_LEGACY ||
+         handle == AXRT_CU_STREAM_PER_THREAD;
+}
+
+// A stream handle, without sticky checks: a default stream handle is the
+// current device's NULL stream (null when there is no current context or the
+// handle is unknown).
 std::shared_ptr<CUstream_st> lookup_stream(State& s, CUstream handle, Device* current) {
-  if (handle == nullptr) {
+  if (is_default_stream(handle)) {
     if (current == nullptr) return nullptr;
     if (!current->null_stream) current->null_stream = std::make_shared<CUstream_st>(current, 0u);
     return current->null_stream;
@@ -1155,7 +1163,9 @@ CUresult mock_cuStreamSynchronize(CUstream stream) {
   State& s = state();
   std::unique_lock lock(s.mu);
   const std::shared_ptr<CUstream_st> st = lookup_stream(s, stream, current_device(s));
-  if (!st) return stream == nullptr ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
+  if (!st) {
+    return is_default_stream(stream) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
+  }
   wait_stream(s, lock, st.get());
   return st->device->sticky;
 }
@@ -1164,7 +1174,9 @@ CUresult mock_cuStreamQuery(CUstream stream) {
   State& s = state();
   std::lock_guard lock(s.mu);
   const std::shared_ptr<CUstream_st> st = lookup_stream(s, stream, current_device(s));
-  if (!st) return stream == nullptr ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
+  if (!st) {
+    return is_default_stream(stream) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
+  }
   if (st->device->sticky != CUDA_SUCCESS) return st->device->sticky;
   return st->completed < st->enqueued ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }

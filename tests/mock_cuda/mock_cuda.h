@@ -16,10 +16,12 @@
  *   bytes, so kernels run on the host (registered kernels, including every
  *   kernel of the built-in "axrt.cpu" library) dereference them directly.
  *   Every stream has a worker thread that runs its operations in order; the
- *   NULL stream of each device is a stream of its own. Calls that create
- *   objects or queue work (allocations, streams, events, modules, libraries,
- *   copies, launches, cuCtxSynchronize, cuMemGetInfo) need a current context
- *   that is retained, else CUDA_ERROR_INVALID_CONTEXT; what they create
+ *   NULL stream of each device is a stream of its own, which the special
+ *   handles CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) name too (the
+ *   mock keeps no per-thread streams). Calls that create objects or queue
+ *   work (allocations, streams, events, modules, libraries, copies,
+ *   launches, cuCtxSynchronize, cuMemGetInfo) need a current context that
+ *   is retained, else CUDA_ERROR_INVALID_CONTEXT; what they create
  *   belongs to that context's device. Calls on existing objects (synchronize,
  *   query, destroy, free) work from any thread. A faulting kernel (or an injected
  *   sticky error: 214, 700, 710, 714-719) poisons its device's context:

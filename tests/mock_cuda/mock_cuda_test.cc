@@ -13,34 +13,11 @@
 
 #include "runtime/drivers/cuda/cuda_api.h"
 #include "tests/mock_cuda/mock_cuda.h"
+#include "tests/mock_cuda/mock_cuda_table.h"
 
 namespace {
 
-// Every entry point, fetched at its listed version.
-struct Cuda {
-#define AXRT_TEST_MEMBER(name, ret, params, version, required) ret(*name) params = nullptr;
-  AXRT_CUDA_SYMBOLS(AXRT_TEST_MEMBER)
-#undef AXRT_TEST_MEMBER
-};
-
-const Cuda& cu() {
-  static const Cuda table = [] {
-    Cuda c;
-#define AXRT_TEST_LOAD(name, ret, params, version, required)                              \
-  {                                                                                       \
-    void* pfn = nullptr;                                                                  \
-    int status = -1;                                                                      \
-    if (cuGetProcAddress_v2(#name, &pfn, version, 0, &status) == CUDA_SUCCESS &&          \
-        status == CU_GET_PROC_ADDRESS_SUCCESS) {                                          \
-      c.name = reinterpret_cast<decltype(c.name)>(pfn);                                   \
-    }                                                                                     \
-  }
-    AXRT_CUDA_SYMBOLS(AXRT_TEST_LOAD)
-#undef AXRT_TEST_LOAD
-    return c;
-  }();
-  return table;
-}
+const axrt::mock_cuda::Table& cu() { return axrt::mock_cuda::table(); }
 
 bool g_initialized = false;
 
@@ -246,7 +223,7 @@ TEST_CASE("contexts are retained and current per thread", "[mock_cuda]") {
 }
 
 TEST_CASE_METHOD(Fixture, "memory: allocate, copy, set, limits", "[mock_cuda]") {
-  const Cuda& c = cu();
+  const auto& c = cu();
   CUdeviceptr d = 0;
   REQUIRE(c.cuMemAlloc(&d, 1024) == CUDA_SUCCESS);
   CHECK(d % 256 == 0);
@@ -348,7 +325,7 @@ TEST_CASE_METHOD(Fixture, "memory: allocate, copy, set, limits", "[mock_cuda]") 
 }
 
 TEST_CASE_METHOD(Fixture, "memory pools: async allocation, caching, trimming", "[mock_cuda]") {
-  const Cuda& c = cu();
+  const auto& c = cu();
   CUmemPoolProps props = {};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -416,7 +393,7 @@ TEST_CASE_METHOD(Fixture, "memory pools: async allocation, caching, trimming", "
 }
 
 TEST_CASE_METHOD(Fixture, "streams, events and host functions", "[mock_cuda]") {
-  const Cuda& c = cu();
+  const auto& c = cu();
   CUstream s1 = nullptr, s2 = nullptr;
   REQUIRE(c.cuStreamCreate(&s1, 0) == CUDA_SUCCESS);
   REQUIRE(c.cuStreamCreate(&s2, 0) == CUDA_SUCCESS);
@@ -472,6 +449,27 @@ TEST_CASE_METHOD(Fixture, "streams, events and host functions", "[mock_cuda]") {
   CHECK(c.cuStreamQuery(s1) == CUDA_SUCCESS);
   CHECK(c.cuCtxSynchronize() == CUDA_SUCCESS);
 
+  // CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name the NULL stream, and wait
+  // like any stream.
+  std::atomic<bool> held{false};
+  std::atomic<int> special_runs{0};
+  REQUIRE(c.cuLaunchHostFunc(s1, wait_until, &held) == CUDA_SUCCESS);
+  REQUIRE(c.cuEventRecord(done, s1) == CUDA_SUCCESS);
+  for (CUstream special : {AXRT_CU_STREAM_LEGACY, AXRT_CU_STREAM_PER_THREAD}) {
+    REQUIRE(c.cuStreamWaitEvent(special, done, 0) == CUDA_SUCCESS);
+    REQUIRE(c.cuLaunchHostFunc(special, [](void* user) {
+              static_cast<std::atomic<int>*>(user)->fetch_add(1);
+            }, &special_runs) == CUDA_SUCCESS);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(c.cuStreamQuery(AXRT_CU_STREAM_PER_THREAD) == CUDA_ERROR_NOT_READY);
+  CHECK(special_runs.load() == 0);
+  held = true;
+  CHECK(c.cuStreamSynchronize(AXRT_CU_STREAM_LEGACY) == CUDA_SUCCESS);
+  CHECK(special_runs.load() == 2);
+  CHECK(c.cuStreamQuery(nullptr) == CUDA_SUCCESS);
+  CHECK(c.cuStreamDestroy(AXRT_CU_STREAM_LEGACY) == CUDA_ERROR_INVALID_HANDLE);
+
   CHECK(c.cuStreamCreate(&s1, 4) == CUDA_ERROR_INVALID_VALUE);
   CHECK(c.cuStreamDestroy(nullptr) == CUDA_ERROR_INVALID_HANDLE);
   CHECK(c.cuEventDestroy(start) == CUDA_SUCCESS);
@@ -484,7 +482,7 @@ TEST_CASE_METHOD(Fixture, "streams, events and host functions", "[mock_cuda]") {
 }
 
 TEST_CASE_METHOD(Fixture, "registered kernels: launches, parameters, validation", "[mock_cuda]") {
-  const Cuda& c = cu();
+  const auto& c = cu();
   REQUIRE(axrt_mock_cuda_register_kernel("saxpy_test", saxpy, nullptr, kSaxpySizes, 4) == 0);
   const uint32_t bad_size = 3;
   CHECK(axrt_mock_cuda_register_kernel("bad", saxpy, nullptr, &bad_size, 1) ==
@@ -599,7 +597,7 @@ TEST_CASE_METHOD(Fixture, "registered kernels: launches, parameters, validation"
 
 TEST_CASE_METHOD(Fixture, "a faulting kernel poisons the context; teardown completes",
                  "[mock_cuda]") {
-  const Cuda& c = cu();
+  const auto& c = cu();
   REQUIRE(axrt_mock_cuda_register_kernel("fault_test", faulting_kernel, nullptr, nullptr, 0) == 0);
   REQUIRE(axrt_mock_cuda_register_kernel("noop_test", noop_kernel, nullptr, nullptr, 0) == 0);
   CUmodule module = nullptr;
@@ -664,7 +662,7 @@ TEST_CASE_METHOD(Fixture, "a faulting kernel poisons the context; teardown compl
 }
 
 TEST_CASE_METHOD(Fixture, "code images and the JIT logs", "[mock_cuda]") {
-  const Cuda& c = cu();
+  const auto& c = cu();
   char error_log[16] = {};
   char info_log[64] = {};
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,

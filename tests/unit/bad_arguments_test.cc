@@ -763,6 +763,25 @@ BAD_ARGUMENTS(axrt_event_elapsed_time) {
   CHECK(out == 4242);
 }
 
+BAD_ARGUMENTS(axrt_event_enqueue_native_wait) {
+  void* const legacy = reinterpret_cast<void*>(uintptr_t{1});  // CU_STREAM_LEGACY
+  EXPECT_INVALID(axrt_event_enqueue_native_wait(nullptr, legacy), "event");
+  EXPECT_INVALID(axrt_event_enqueue_native_wait(recorded, nullptr),
+                 "native_stream");
+  EXPECT_INVALID(
+      axrt_event_enqueue_native_wait(As<axrt_event_t>(stream), legacy),
+      "stream");
+  EXPECT_RELEASED(axrt_event_enqueue_native_wait(StaleEvent(), legacy),
+                  "event");
+  // The CPU driver has no native queues, recorded event or not (the
+  // never-recorded case is tested on a CUDA device).
+  EXPECT_ERROR(axrt_event_enqueue_native_wait(recorded, legacy),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "native queues");
+  EXPECT_ERROR(axrt_event_enqueue_native_wait(never_recorded, legacy),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "native queues");
+  ExpectHealthy();
+}
+
 // ---------------------------------------------------------------------------
 // stream.h
 // ---------------------------------------------------------------------------
@@ -1143,6 +1162,20 @@ BAD_ARGUMENTS(axrt_stream_query) {
   EXPECT_INVALID(axrt_stream_query(As<axrt_stream_t>(buffer), &idle), "buffer");
   EXPECT_RELEASED(axrt_stream_query(StaleStream(), &idle), "stream");
   CHECK(!idle);
+}
+
+BAD_ARGUMENTS(axrt_stream_get_native_handle) {
+  void* out = Sentinel<void*>();
+  EXPECT_INVALID(axrt_stream_get_native_handle(nullptr, &out), "stream");
+  EXPECT_INVALID(axrt_stream_get_native_handle(stream, nullptr), "out_handle");
+  EXPECT_INVALID(axrt_stream_get_native_handle(As<axrt_stream_t>(buffer), &out),
+                 "buffer");
+  EXPECT_RELEASED(axrt_stream_get_native_handle(StaleStream(), &out), "stream");
+  // The CPU device runs streams on its own threads: there is no native queue.
+  EXPECT_ERROR(axrt_stream_get_native_handle(stream, &out),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "native queue");
+  CHECK(out == Sentinel<void*>());
+  ExpectHealthy();
 }
 
 // ---------------------------------------------------------------------------

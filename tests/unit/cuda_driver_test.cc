@@ -2,8 +2,9 @@
 // conformance suite cannot provoke on a healthy GPU. Sticky errors that lose
 // the device, out-of-memory that does not, injected failures of single calls,
 // JIT logs, parameter checks, copies staged through pinned chunks, host
-// functions that release memory, cross-driver waits, and a leak check of
-// every CUDA object after teardown.
+// functions that release memory, cross-driver waits, native CUDA streams of
+// other libraries waiting for axrt events, and a leak check of every CUDA
+// object after teardown.
 //
 // The driver library is loaded once per process, so each configuration is
 // its own ctest entry running this binary with a tag:
@@ -23,7 +24,9 @@
 
 #include "abi/cts/axe_test_builder.h"
 #include "axrt/axrt.h"
+#include "runtime/drivers/cuda/cuda_api.h"
 #include "tests/mock_cuda/mock_cuda.h"
+#include "tests/mock_cuda/mock_cuda_table.h"
 
 namespace {
 
@@ -341,6 +344,9 @@ TEST_CASE("cuda: a sticky error loses the device; later calls fail fast and tear
     axrt_stream_t stream = NewStream(in.device);
     axrt_executable_t exe = Load(in.device, AddFile(MockImage({"axrt_add_f32"})));
     RunAdd(in.device, stream, exe, 5000);
+    axrt_event_t recorded = nullptr;
+    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &recorded));
+    REQUIRE_OK_CALL(axrt_stream_record_event(stream, recorded));
 
     REQUIRE(axrt_mock_cuda_fail_kernel("axrt_add_f32", 700 /* ILLEGAL_ADDRESS */) == 0);
     axrt_function_t fn = nullptr;
@@ -373,6 +379,14 @@ TEST_CASE("cuda: a sticky error loses the device; later calls fail fast and tear
     CHECK(Take(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr)).code ==
           AXRT_STATUS_CODE_DEVICE_LOST);
     CHECK(Take(axrt_device_synchronize(in.device)).code == AXRT_STATUS_CODE_DEVICE_LOST);
+    void* native = nullptr;
+    CHECK(Take(axrt_stream_get_native_handle(stream, &native)).code ==
+          AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(native == nullptr);
+    const uint64_t waits_before = axrt_mock_cuda_call_count("cuStreamWaitEvent");
+    CHECK(Take(axrt_event_enqueue_native_wait(recorded, AXRT_CU_STREAM_LEGACY)).code ==
+          AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(axrt_mock_cuda_call_count("cuStreamWaitEvent") == waits_before);
     axrt_executable_t exe2 = nullptr;
     const std::vector<uint8_t> file = AddFile(MockImage({"axrt_add_f32"}));
     CHECK(Take(axrt_executable_load_memory(in.device, file.data(), file.size(), nullptr, &exe2))
@@ -392,6 +406,7 @@ TEST_CASE("cuda: a sticky error loses the device; later calls fail fast and tear
     axrt_device_release(other);
 
     // Teardown of everything on the lost device completes.
+    axrt_event_release(recorded);
     axrt_tensor_release(tx);
     axrt_tensor_release(ty);
     axrt_function_release(fn);
@@ -625,6 +640,193 @@ TEST_CASE("cuda: streams wait for CPU events and CPU streams for CUDA events", "
     axrt_event_release(cuda_event);
     axrt_stream_release(cpu_stream);
     axrt_stream_release(cuda_stream);
+    axrt_device_release(cpu);
+  }
+  RequireNoLiveObjects();
+}
+
+namespace {
+
+const axrt::mock_cuda::Table& cu() { return axrt::mock_cuda::table(); }
+
+// Makes cuda:0's primary context current on this thread for the scope, as a
+// library sharing the GPU with axrt would.
+struct ForeignContext {
+  ForeignContext() {
+    REQUIRE(cu().cuDevicePrimaryCtxRetain(&context, 0) == CUDA_SUCCESS);
+    REQUIRE(cu().cuCtxSetCurrent(context) == CUDA_SUCCESS);
+  }
+  ~ForeignContext() {
+    cu().cuCtxSetCurrent(nullptr);
+    cu().cuDevicePrimaryCtxRelease(0);
+  }
+  CUcontext context = nullptr;
+};
+
+// What a host function on a native stream saw when it ran.
+struct Observation {
+  std::atomic<bool> ran{false};
+  const uint8_t* device_bytes = nullptr;  // mock device memory is host memory
+  const uint8_t* pinned_bytes = nullptr;
+  std::vector<uint8_t> device_seen;
+  std::vector<uint8_t> pinned_seen;
+};
+
+void Observe(void* user) {
+  auto* o = static_cast<Observation*>(user);
+  if (o->device_bytes) o->device_seen.assign(o->device_bytes, o->device_bytes + 4096);
+  if (o->pinned_bytes) o->pinned_seen.assign(o->pinned_bytes, o->pinned_bytes + 4096);
+  o->ran.store(true);
+}
+
+axrt_status_t WaitForOpen(void* user, axrt_status_t) {
+  auto* open = static_cast<std::atomic<bool>*>(user);
+  while (!open->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: native streams wait on the device for axrt events behind host work",
+          "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    ForeignContext foreign_context;
+    const auto& c = cu();
+    CUstream foreign = nullptr;
+    REQUIRE(c.cuStreamCreate(&foreign, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+
+    // An axrt stream's handle is a CUstream of the driver, the same every
+    // time; another library's work on it runs in order with axrt's, and
+    // synchronising the axrt stream waits for it.
+    axrt_stream_t consumer = NewStream(in.device);
+    void* handle = nullptr;
+    void* again = nullptr;
+    REQUIRE_OK_CALL(axrt_stream_get_native_handle(consumer, &handle));
+    REQUIRE_OK_CALL(axrt_stream_get_native_handle(consumer, &again));
+    REQUIRE(handle != nullptr);
+    CHECK(again == handle);
+    CHECK(c.cuStreamQuery(static_cast<CUstream>(handle)) == CUDA_SUCCESS);
+    std::atomic<bool> open{false};
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(consumer, WaitForOpen, &open));
+    Observation after_axrt;
+    REQUIRE(c.cuLaunchHostFunc(static_cast<CUstream>(handle), Observe, &after_axrt) ==
+            CUDA_SUCCESS);
+    open.store(true);
+    REQUIRE_OK_CALL(axrt_stream_synchronize(consumer));
+    CHECK(after_axrt.ran.load());
+
+    // The producer: a CUDA stream that waits for a CPU event held behind a
+    // gated CPU stream, then fills device memory and writes pinned memory.
+    axrt_device_t cpu = nullptr;
+    REQUIRE_OK_CALL(axrt_instance_find_device(in.instance, "cpu:0", &cpu));
+    axrt_stream_t cpu_stream = NewStream(cpu);
+    axrt_event_t cpu_event = nullptr;
+    REQUIRE_OK_CALL(axrt_event_create(cpu, nullptr, &cpu_event));
+    axrt_stream_t producer = NewStream(in.device);
+    axrt_buffer_t device = NewBuffer(in.device, 4096);
+    axrt_buffer_t pinned = NewBuffer(in.device, 4096, AXRT_MEMORY_TYPE_HOST_PINNED);
+    axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
+    REQUIRE_OK_CALL(axrt_buffer_query_info(device, &info));
+    void* mapped = nullptr;
+    REQUIRE_OK_CALL(axrt_buffer_map(pinned, &mapped));
+    std::memset(mapped, 0, 4096);
+    const uint8_t zero = 0;
+    REQUIRE_OK_CALL(axrt_stream_fill_buffer(producer, device, 0, 4096, &zero, 1));
+    REQUIRE_OK_CALL(axrt_stream_synchronize(producer));
+
+    axrt_event_t event = nullptr;
+    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &event));
+    const StatusCheck never = Take(axrt_event_enqueue_native_wait(event, foreign));
+    CHECK(never.code == AXRT_STATUS_CODE_FAILED_PRECONDITION);
+    CHECK(never.message.find("never recorded") != std::string::npos);
+
+    std::atomic<bool> gate{false};
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(cpu_stream, WaitForOpen, &gate));
+    REQUIRE_OK_CALL(axrt_stream_record_event(cpu_stream, cpu_event));
+    REQUIRE_OK_CALL(axrt_stream_wait_event(producer, cpu_event));
+    const uint8_t pattern = 0x5A;
+    REQUIRE_OK_CALL(axrt_stream_fill_buffer(producer, device, 0, 4096, &pattern, 1));
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+        producer,
+        [](void* user, axrt_status_t) -> axrt_status_t {
+          std::memset(user, 0x77, 4096);
+          return nullptr;
+        },
+        mapped));
+    REQUIRE_OK_CALL(axrt_stream_record_event(producer, event));
+
+    // Native streams of every kind wait for that record; the calls return at
+    // once, and what is enqueued after them sees the producer's writes.
+    const CUstream natives[] = {foreign, static_cast<CUstream>(handle), AXRT_CU_STREAM_LEGACY,
+                                AXRT_CU_STREAM_PER_THREAD};
+    Observation seen[4];
+    const uint64_t waits_before = axrt_mock_cuda_call_count("cuStreamWaitEvent");
+    for (int i = 0; i < 4; ++i) {
+      REQUIRE_OK_CALL(axrt_event_enqueue_native_wait(event, natives[i]));
+      seen[i].device_bytes = reinterpret_cast<const uint8_t*>(info.device_address);
+      seen[i].pinned_bytes = static_cast<const uint8_t*>(mapped);
+      REQUIRE(c.cuLaunchHostFunc(natives[i], Observe, &seen[i]) == CUDA_SUCCESS);
+    }
+    CHECK(axrt_mock_cuda_call_count("cuStreamWaitEvent") == waits_before + 4);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    for (const Observation& o : seen) CHECK(!o.ran.load());
+    CHECK(c.cuStreamQuery(foreign) == CUDA_ERROR_NOT_READY);
+    gate.store(true);
+    REQUIRE(c.cuStreamSynchronize(foreign) == CUDA_SUCCESS);
+    REQUIRE(c.cuStreamSynchronize(AXRT_CU_STREAM_LEGACY) == CUDA_SUCCESS);
+    REQUIRE_OK_CALL(axrt_stream_synchronize(consumer));
+    for (const Observation& o : seen) {
+      REQUIRE(o.ran.load());
+      CHECK(o.device_seen == std::vector<uint8_t>(4096, 0x5A));
+      CHECK(o.pinned_seen == std::vector<uint8_t>(4096, 0x77));
+    }
+
+    // A handle CUDA does not know is the caller's mistake.
+    CUstream gone = nullptr;
+    REQUIRE(c.cuStreamCreate(&gone, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    REQUIRE(c.cuStreamDestroy(gone) == CUDA_SUCCESS);
+    const StatusCheck unknown = Take(axrt_event_enqueue_native_wait(event, gone));
+    CHECK(unknown.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
+    CHECK(unknown.message.find("native_stream") != std::string::npos);
+    CHECK(unknown.message.find("CUDA_ERROR_INVALID_HANDLE") != std::string::npos);
+
+    // A failure known only after the wait was enqueued cannot fail the native
+    // stream: it goes on once the record is reached, and the event reports
+    // the failure. Once known, the failure is returned and nothing waits.
+    std::atomic<bool> give_up{false};
+    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+        producer,
+        [](void* user, axrt_status_t) -> axrt_status_t {
+          WaitForOpen(user, nullptr);
+          return axrt_status_create(AXRT_STATUS_CODE_ABORTED, "producer gave up");
+        },
+        &give_up));
+    REQUIRE_OK_CALL(axrt_stream_record_event(producer, event));
+    REQUIRE_OK_CALL(axrt_event_enqueue_native_wait(event, foreign));
+    Observation late;
+    REQUIRE(c.cuLaunchHostFunc(foreign, Observe, &late) == CUDA_SUCCESS);
+    give_up.store(true);
+    REQUIRE(c.cuStreamSynchronize(foreign) == CUDA_SUCCESS);
+    CHECK(late.ran.load());
+    CHECK(Take(axrt_event_wait(event, AXRT_TIMEOUT_INFINITE)).code == AXRT_STATUS_CODE_ABORTED);
+    const uint64_t waits_after = axrt_mock_cuda_call_count("cuStreamWaitEvent");
+    const StatusCheck failed = Take(axrt_event_enqueue_native_wait(event, foreign));
+    CHECK(failed.code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(failed.message.find("producer gave up") != std::string::npos);
+    CHECK(axrt_mock_cuda_call_count("cuStreamWaitEvent") == waits_after);
+
+    REQUIRE(c.cuStreamDestroy(foreign) == CUDA_SUCCESS);
+    CHECK(Take(axrt_stream_synchronize(producer)).code == AXRT_STATUS_CODE_ABORTED);
+    REQUIRE_OK_CALL(axrt_stream_synchronize(cpu_stream));
+    axrt_event_release(event);
+    axrt_event_release(cpu_event);
+    axrt_buffer_release(device);
+    axrt_buffer_release(pinned);
+    axrt_stream_release(producer);
+    axrt_stream_release(consumer);
+    axrt_stream_release(cpu_stream);
     axrt_device_release(cpu);
   }
   RequireNoLiveObjects();

@@ -184,6 +184,11 @@ enum : CUfunction_attribute {
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
 };
 
+// The special stream handles: the legacy default stream and the calling
+// thread's default stream of the current context.
+#define AXRT_CU_STREAM_LEGACY ((CUstream)0x1)
+#define AXRT_CU_STREAM_PER_THREAD ((CUstream)0x2)
+
 // Launches.
 #define AXRT_CU_LAUNCH_PARAM_END ((void*)0x00)
 #define AXRT_CU_LAUNCH_PARAM_BUFFER_POINTER ((void*)0x01)

@@ -730,6 +730,13 @@ axrt_status_t stream_query(Stream* stream, bool* out_idle) {
   return nullptr;
 }
 
+axrt_status_t stream_get_native_handle(Stream* stream, void** out_handle) {
+  CudaStream* s = cuda(stream);
+  AXRT_RETURN_IF_ERROR(s->cuda_device()->enter());
+  *out_handle = s->stream;
+  return nullptr;
+}
+
 // --- Events -----------------------------------------------------------------
 
 void event_destroy(Event* event) {
@@ -798,11 +805,42 @@ axrt_status_t event_elapsed_time(Event* start, Event* end, int64_t* out_nanoseco
   return nullptr;
 }
 
+// Every axrt record is a cuEventRecord on the recording stream's CUDA stream,
+// in stream order behind its host functions and cross-driver waits, so the
+// CUDA event stands for the latest record exactly.
+axrt_status_t event_enqueue_native_wait(Event* event, void* native_stream) {
+  auto* e = static_cast<CudaEvent*>(event);
+  CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
+  AXRT_RETURN_IF_ERROR(d->enter());
+  // The special handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) name the
+  // default streams of the current context.
+  ContextScope scope(d);
+  std::lock_guard<std::mutex> lock(e->record_mutex);
+  auto* source = static_cast<CudaStream*>(e->recorded_on.get());
+  if (FailurePtr failure = source ? source->failure_before(e->recorded_sequence) : nullptr) {
+    // A native queue cannot fail, so it is not made to wait for a failure.
+    return make_status(failure->code,
+                       "axrt_event_enqueue_native_wait: the latest record of {} completes with a "
+                       "failure, so no native stream is made to wait for it: {}",
+                       e->describe(), failure->message);
+  }
+  const CUresult result =
+      d->cu.cuStreamWaitEvent(static_cast<CUstream>(native_stream), e->event, 0);
+  if (result == CUDA_ERROR_INVALID_HANDLE) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "axrt_event_enqueue_native_wait: `native_stream` {} is not a live CUstream "
+                       "(cuStreamWaitEvent on {}: {})",
+                       native_stream, d->id(), d->cu.describe(result));
+  }
+  return d->check(result, "cuStreamWaitEvent");
+}
+
 const EventVtable kCudaEventVtable = {
     .destroy = event_destroy,
     .query = event_query,
     .wait = event_wait,
     .elapsed_time = event_elapsed_time,
+    .enqueue_native_wait = event_enqueue_native_wait,
 };
 
 }  // namespace
@@ -854,6 +892,7 @@ const StreamVtable kCudaStreamVtable = {
     .submit_batch = stream_submit_batch,
     .synchronize = stream_synchronize,
     .query = stream_query,
+    .get_native_handle = stream_get_native_handle,
 };
 
 CudaEvent::CudaEvent(CudaDevice* d) : Event(&kCudaEventVtable) { device = Ref<Device>(d); }

@@ -1,0 +1,85 @@
+"""axrt: load and run .axe executables from Python.
+
+    import axrt, numpy as np
+    exe = axrt.load("model.axe")          # onto the default device
+    y = exe.main(np.ones((4, 256), np.float32))
+    print(y.numpy())
+
+Calls take numpy arrays, any DLPack producer (JAX, PyTorch, CuPy) or
+axrt.Tensor, and return axrt.Tensor, which numpy, JAX and PyTorch take back
+without a copy (DLPack, the buffer protocol, __array__). See docs/python.md.
+"""
+
+from ._axrt import (
+    AbortedError,
+    AlreadyExistsError,
+    CancelledError,
+    DataLossError,
+    DeadlineExceededError,
+    Device,
+    DeviceLostError,
+    Error,
+    Event,
+    Executable,
+    FailedPreconditionError,
+    Function,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    Stream,
+    Tensor,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+    UnknownError,
+    __version__,
+    asarray,
+    device,
+    devices,
+    drivers,
+    empty,
+    from_dlpack,
+    load,
+)
+from . import builder
+from .builder import Builder
+
+__all__ = [
+    "AbortedError",
+    "AlreadyExistsError",
+    "Builder",
+    "CancelledError",
+    "DataLossError",
+    "DeadlineExceededError",
+    "Device",
+    "DeviceLostError",
+    "Error",
+    "Event",
+    "Executable",
+    "FailedPreconditionError",
+    "Function",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "Stream",
+    "Tensor",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "UnknownError",
+    "__version__",
+    "asarray",
+    "builder",
+    "device",
+    "devices",
+    "drivers",
+    "empty",
+    "from_dlpack",
+    "load",
+]

@@ -1,0 +1,179 @@
+// What the files of the extension module share: the process-wide runtime
+// (one axrt instance and its devices), the wrapper objects Python sees, and
+// each file's init_<area>().
+#ifndef AXRT_PYTHON_BINDING_H_
+#define AXRT_PYTHON_BINDING_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "axrt/axrt.h"
+#include "handles.h"
+#include "status.h"
+
+namespace axrt_py {
+
+namespace py = pybind11;
+
+// ---------------------------------------------------------------------------
+// Devices
+
+class Stream;
+
+// One per axrt device for the life of the process, so that Python sees one
+// object per device. Holds the device's default stream, made on first use.
+class Device {
+ public:
+  explicit Device(Handle<axrt_device_t> handle);
+
+  axrt_device_t handle() const { return handle_.get(); }
+  const axrt_device_properties_t& properties() const { return properties_; }
+  const std::string& id() const { return id_; }
+  bool host_accessible() const { return properties_.type == AXRT_DEVICE_TYPE_CPU; }
+  // (kDLCPU, 0) or (kDLCUDA, ordinal).
+  std::pair<int, int> dlpack_device() const;
+
+  std::shared_ptr<Stream> default_stream();
+
+ private:
+  Handle<axrt_device_t> handle_;
+  axrt_device_properties_t properties_ = AXRT_DEVICE_PROPERTIES_INIT;
+  std::string id_;
+  std::mutex mutex_;
+  std::shared_ptr<Stream> default_stream_;
+};
+
+// The process-wide instance, created on first use (so that importing axrt
+// costs nothing and AXRT_DEVICE is read when a device is first asked for).
+axrt_instance_t instance();
+const std::vector<std::shared_ptr<Device>>& all_devices();
+// The wrapper of `handle` (borrowed).
+std::shared_ptr<Device> device_of(axrt_device_t handle);
+// None: the default device; a str: that device; a Device: itself.
+std::shared_ptr<Device> resolve_device(const py::object& device);
+// The host device (cpu:0): where host memory lives.
+std::shared_ptr<Device> host_device();
+
+// ---------------------------------------------------------------------------
+// Streams and events
+
+class Stream {
+ public:
+  Stream(std::shared_ptr<Device> device, Handle<axrt_stream_t> handle)
+      : device_(std::move(device)), handle_(std::move(handle)) {}
+  axrt_stream_t handle() const { return handle_.get(); }
+  const std::shared_ptr<Device>& device() const { return device_; }
+  void synchronize();
+
+ private:
+  std::shared_ptr<Device> device_;
+  Handle<axrt_stream_t> handle_;
+};
+
+// None: the device's default stream; a Stream of that device: itself.
+std::shared_ptr<Stream> resolve_stream(const py::object& stream, const std::shared_ptr<Device>& device);
+
+// Makes later work on `consumer` wait for everything queued so far on
+// `producer` (an event record and wait; nothing when they are one stream).
+void order_after(axrt_stream_t producer, axrt_stream_t consumer, axrt_device_t producer_device);
+
+// ---------------------------------------------------------------------------
+// Tensors
+
+class Tensor {
+ public:
+  // `producer`: the stream whose queued work writes the tensor, or null when
+  // its contents are ready.
+  Tensor(Handle<axrt_tensor_t> handle, std::shared_ptr<Device> device,
+         std::shared_ptr<Stream> producer);
+
+  axrt_tensor_t handle() const { return handle_.get(); }
+  const std::shared_ptr<Device>& device() const { return device_; }
+  const axrt_tensor_info_t& info() const { return info_; }
+  std::vector<int64_t> shape() const { return {info_.shape, info_.shape + info_.rank}; }
+  bool read_only() const { return (info_.flags & AXRT_TENSOR_FLAG_READ_ONLY) != 0; }
+  // Whether the host can read the memory (once its producer finished).
+  bool host_visible() const { return host_visible_; }
+  // Host-pinned memory (of a CUDA device, or imported as such).
+  bool pinned() const { return pinned_; }
+
+  const std::shared_ptr<Stream>& producer() const { return producer_; }
+  void set_producer(std::shared_ptr<Stream> producer);
+  // Waits (GIL released) for the work that writes the tensor.
+  void synchronize();
+  // The host address of element 0 (host-accessible devices only), after
+  // synchronize().
+  char* host_data();
+
+ private:
+  Handle<axrt_tensor_t> handle_;
+  std::shared_ptr<Device> device_;
+  std::mutex mutex_;
+  std::shared_ptr<Stream> producer_;
+  axrt_tensor_info_t info_ = AXRT_TENSOR_INFO_INIT;
+  bool host_visible_ = false;
+  bool pinned_ = false;
+};
+
+// The numpy dtype of an axrt dtype (bfloat16 and fp8 through ml_dtypes);
+// TypeError when there is none.
+py::dtype numpy_dtype(axrt_dtype_t dtype);
+// The axrt dtype of a numpy dtype; TypeError when there is none.
+axrt_dtype_t axrt_dtype(const py::dtype& dtype);
+// Accepts an axrt dtype name ("f32", "bf16"), a numpy dtype or anything
+// numpy.dtype() takes.
+axrt_dtype_t parse_dtype(const py::handle& dtype);
+
+// An axrt tensor for `obj` on `device`, for work queued on `stream`:
+// an axrt.Tensor as is (ordered after its producer), host arrays and DLPack
+// producers of the device's memory without a copy, others copied to the
+// device in stream order. `writable`: the tensor is written (out=). Other
+// objects (lists, Python scalars) become numpy arrays of `dtype` when it is
+// given, of numpy's choice otherwise.
+std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<Device>& device,
+                                  const std::shared_ptr<Stream>& stream, bool writable,
+                                  axrt_dtype_t dtype = AXRT_DTYPE_INVALID);
+
+// Imports a DLPack capsule ("dltensor_versioned" or "dltensor"), renaming it
+// once consumed.
+std::shared_ptr<Tensor> import_capsule(const py::capsule& capsule);
+
+// Zero-copy import of a numpy array that lives in host memory.
+std::shared_ptr<Tensor> import_numpy(const py::array& array, bool writable);
+
+// axrt.from_dlpack(obj, device=, copy=).
+std::shared_ptr<Tensor> from_dlpack(py::object obj, py::object device, py::object copy);
+
+// A new contiguous tensor on `device` of the dtype and shape of `info`.
+Handle<axrt_tensor_t> allocate_like(const axrt_tensor_info_t& info, const Device& device);
+
+// A numpy array in host memory lent to axrt without a copy, as a tensor
+// handle (what calls need; import_numpy wraps it).
+Handle<axrt_tensor_t> lend_numpy(const py::array& array);
+
+// Tensor.to(device, stream=).
+std::shared_ptr<Tensor> tensor_to(const std::shared_ptr<Tensor>& self, const std::shared_ptr<Device>& device,
+                                  const py::object& stream_arg);
+
+// ---------------------------------------------------------------------------
+// Module parts
+
+void init_errors(py::module_& m);
+void init_dtypes(py::module_& m);
+void init_device(py::module_& m);
+void init_stream(py::module_& m);
+void init_tensor(py::module_& m);
+void init_dlpack(py::module_& m);
+void init_executable(py::module_& m);
+void init_builder(py::module_& m);
+
+}  // namespace axrt_py
+
+#endif  // AXRT_PYTHON_BINDING_H_
