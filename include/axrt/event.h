@@ -87,7 +87,8 @@ AXRT_API axrt_status_t axrt_event_elapsed_time(axrt_event_t start,
  * record is reached (axrt_event_query() and the recording stream report
  * it).
  * FAILED_PRECONDITION when `event` was never recorded; UNIMPLEMENTED for a
- * device whose driver has no native queues (the CPU device). */
+ * device whose driver has no native queues (the CPU device). Borrows `event`
+ * and `native_stream` (the wait holds what it needs); thread-safe. */
 AXRT_API axrt_status_t axrt_event_enqueue_native_wait(axrt_event_t event,
                                                       void* native_stream);
 

@@ -178,7 +178,8 @@ AXRT_API axrt_status_t axrt_stream_query(axrt_stream_t stream,
  * enqueues on it runs in order with the stream's own work, and
  * axrt_stream_synchronize() waits for it too, but its failures are not the
  * stream's. UNIMPLEMENTED for a device whose driver has no native queue (the
- * CPU device); `*out_handle` is then left unwritten. */
+ * CPU device); `*out_handle` is then left unwritten. Borrows `stream`;
+ * thread-safe. */
 AXRT_API axrt_status_t axrt_stream_get_native_handle(axrt_stream_t stream,
                                                      void** out_handle);
 

@@ -27,6 +27,7 @@
 #include "runtime/drivers/cuda/cuda_api.h"
 #include "tests/mock_cuda/mock_cuda.h"
 #include "tests/mock_cuda/mock_cuda_table.h"
+#include "tests/unit/status_check.h"
 
 namespace {
 
@@ -42,31 +43,15 @@ using axrt_cts::Sig;
 using axrt_cts::Sym;
 using axrt_cts::Symbolic;
 
-struct StatusCheck {
-  axrt_status_code_t code;
-  std::string message;
-};
-
-// Takes ownership of `status`.
-StatusCheck Take(axrt_status_t status) {
-  StatusCheck check{axrt_status_code(status), status ? axrt_status_message(status) : ""};
-  axrt_status_free(status);
-  return check;
-}
-
-#define REQUIRE_OK_CALL(call)                                   \
-  do {                                                          \
-    StatusCheck ok_check_ = Take(call);                         \
-    INFO(#call << ": " << ok_check_.message);                   \
-    REQUIRE(ok_check_.code == AXRT_STATUS_CODE_OK);             \
-  } while (0)
+using StatusCheck = axrt_test::Outcome;
+using axrt_test::Take;
 
 struct Instance {
   axrt_instance_t instance = nullptr;
   axrt_device_t device = nullptr;
   explicit Instance(const char* id = "cuda:0") {
-    REQUIRE_OK_CALL(axrt_instance_create(nullptr, &instance));
-    REQUIRE_OK_CALL(axrt_instance_find_device(instance, id, &device));
+    REQUIRE_CALL_OK(axrt_instance_create(nullptr, &instance));
+    REQUIRE_CALL_OK(axrt_instance_find_device(instance, id, &device));
   }
   ~Instance() {
     axrt_device_release(device);
@@ -79,13 +64,13 @@ axrt_buffer_t NewBuffer(axrt_device_t device, uint64_t size,
   axrt_buffer_options_t options = AXRT_BUFFER_OPTIONS_INIT;
   options.memory_type = type;
   axrt_buffer_t buffer = nullptr;
-  REQUIRE_OK_CALL(axrt_buffer_allocate(device, size, &options, &buffer));
+  REQUIRE_CALL_OK(axrt_buffer_allocate(device, size, &options, &buffer));
   return buffer;
 }
 
 axrt_stream_t NewStream(axrt_device_t device) {
   axrt_stream_t stream = nullptr;
-  REQUIRE_OK_CALL(axrt_stream_create(device, nullptr, &stream));
+  REQUIRE_CALL_OK(axrt_stream_create(device, nullptr, &stream));
   return stream;
 }
 
@@ -125,7 +110,7 @@ uint32_t AddCudaCode(AxeBuilder& builder, axrt_axe_code_object_kind_t kind,
   desc.data = bytes.data();
   desc.size = bytes.size();
   uint32_t index = 0;
-  REQUIRE_OK_CALL(axrt_axe_builder_add_code_object(builder.get(), &desc, &index));
+  REQUIRE_CALL_OK(axrt_axe_builder_add_code_object(builder.get(), &desc, &index));
   return index;
 }
 
@@ -154,7 +139,7 @@ std::vector<uint8_t> AddFile(const std::vector<uint8_t>& image,
 
 axrt_executable_t Load(axrt_device_t device, const std::vector<uint8_t>& bytes) {
   axrt_executable_t exe = nullptr;
-  REQUIRE_OK_CALL(axrt_executable_load_memory(device, bytes.data(), bytes.size(), nullptr, &exe));
+  REQUIRE_CALL_OK(axrt_executable_load_memory(device, bytes.data(), bytes.size(), nullptr, &exe));
   return exe;
 }
 
@@ -165,35 +150,35 @@ axrt_tensor_t NewTensor(axrt_device_t device, axrt_stream_t stream, const std::v
   desc.rank = 1;
   desc.shape = shape;
   axrt_tensor_t tensor = nullptr;
-  REQUIRE_OK_CALL(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
+  REQUIRE_CALL_OK(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
   axrt_buffer_t buffer = nullptr;
-  REQUIRE_OK_CALL(axrt_tensor_get_buffer(tensor, &buffer));
-  REQUIRE_OK_CALL(axrt_stream_copy_from_host(stream, data.data(), buffer, 0, data.size() * 4));
+  REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
+  REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, data.data(), buffer, 0, data.size() * 4));
   axrt_buffer_release(buffer);
   return tensor;
 }
 
 std::vector<float> ReadTensor(axrt_stream_t stream, axrt_tensor_t tensor, size_t n) {
   axrt_buffer_t buffer = nullptr;
-  REQUIRE_OK_CALL(axrt_tensor_get_buffer(tensor, &buffer));
+  REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
   std::vector<float> out(n);
-  REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, out.data(), n * 4));
+  REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, out.data(), n * 4));
   axrt_buffer_release(buffer);
-  REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
   return out;
 }
 
 // Runs "add" once on n elements and checks the result.
 void RunAdd(axrt_device_t device, axrt_stream_t stream, axrt_executable_t exe, size_t n) {
   axrt_function_t fn = nullptr;
-  REQUIRE_OK_CALL(axrt_executable_find_function(exe, "add", &fn));
+  REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add", &fn));
   std::vector<float> x(n), y(n);
   std::iota(x.begin(), x.end(), 1.0f);
   std::iota(y.begin(), y.end(), -7.0f);
   axrt_tensor_t tx = NewTensor(device, stream, x), ty = NewTensor(device, stream, y);
   axrt_tensor_t inputs[] = {tx, ty};
   axrt_tensor_t outputs[] = {nullptr};
-  REQUIRE_OK_CALL(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+  REQUIRE_CALL_OK(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
   const std::vector<float> got = ReadTensor(stream, outputs[0], n);
   for (size_t i = 0; i < n; ++i) REQUIRE(got[i] == x[i] + y[i]);
   axrt_tensor_release(outputs[0]);
@@ -215,7 +200,7 @@ TEST_CASE("cuda: devices report the driver's properties", "[mock]") {
   {
     Instance in;
     axrt_device_properties_t p = AXRT_DEVICE_PROPERTIES_INIT;
-    REQUIRE_OK_CALL(axrt_device_query_properties(in.device, &p));
+    REQUIRE_CALL_OK(axrt_device_query_properties(in.device, &p));
     CHECK(std::string(p.id) == "cuda:0");
     CHECK(std::string(p.driver) == "cuda");
     CHECK(std::string(p.name).find("mock") != std::string::npos);
@@ -229,7 +214,7 @@ TEST_CASE("cuda: devices report the driver's properties", "[mock]") {
     CHECK((p.flags & AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY) == 0);
     CHECK((p.flags & AXRT_DEVICE_FLAG_EVENT_TIMING) != 0);
     size_t count = 0;
-    REQUIRE_OK_CALL(axrt_instance_device_count(in.instance, &count));
+    REQUIRE_CALL_OK(axrt_instance_device_count(in.instance, &count));
     CHECK(count == 3);  // cpu:0, cuda:0, cuda:1
     // One primary context retained per device, never more.
     axrt_mock_cuda_objects_t live{};
@@ -247,25 +232,25 @@ TEST_CASE("cuda: device memory comes from a stream-ordered pool that trim emptie
     CHECK(axrt_mock_cuda_call_count("cuMemAllocFromPoolAsync") == 20);
     CHECK(axrt_mock_cuda_call_count("cuMemAlloc") == 0);
     axrt_pool_statistics_t stats = AXRT_POOL_STATISTICS_INIT;
-    REQUIRE_OK_CALL(axrt_device_query_pool_statistics(in.device, &stats));
+    REQUIRE_CALL_OK(axrt_device_query_pool_statistics(in.device, &stats));
     CHECK(stats.allocation_count == 20);
     CHECK(stats.deallocation_count == 20);
     CHECK(stats.bytes_in_use == 0);
     CHECK(stats.peak_bytes_in_use >= (1 << 20));
     CHECK(stats.bytes_reserved >= (1 << 20));  // cached below the release threshold
-    REQUIRE_OK_CALL(axrt_device_trim_pool(in.device, 0));
-    REQUIRE_OK_CALL(axrt_device_query_pool_statistics(in.device, &stats));
+    REQUIRE_CALL_OK(axrt_device_trim_pool(in.device, 0));
+    REQUIRE_CALL_OK(axrt_device_query_pool_statistics(in.device, &stats));
     CHECK(stats.bytes_reserved == 0);
     CHECK(axrt_mock_cuda_call_count("cuMemPoolTrimTo") >= 1);
 
     // Stream-ordered deallocation returns the block on the stream.
     axrt_stream_t stream = NewStream(in.device);
     axrt_buffer_t buffer = nullptr;
-    REQUIRE_OK_CALL(axrt_stream_allocate_buffer(stream, 4096, nullptr, &buffer));
-    REQUIRE_OK_CALL(axrt_stream_deallocate_buffer(stream, buffer));
+    REQUIRE_CALL_OK(axrt_stream_allocate_buffer(stream, 4096, nullptr, &buffer));
+    REQUIRE_CALL_OK(axrt_stream_deallocate_buffer(stream, buffer));
     CHECK(axrt_mock_cuda_call_count("cuMemFreeAsync") >= 21);
     axrt_buffer_release(buffer);
-    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     axrt_stream_release(stream);
   }
   RequireNoLiveObjects();
@@ -286,9 +271,9 @@ TEST_CASE("cuda: running out of memory is reported and is not sticky", "[mock]")
     buffer = NewBuffer(in.device, 1 << 20);
     const std::vector<uint8_t> pattern(1 << 20, 0x5a);
     std::vector<uint8_t> back(1 << 20);
-    REQUIRE_OK_CALL(axrt_stream_copy_from_host(stream, pattern.data(), buffer, 0, pattern.size()));
-    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), back.size()));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, pattern.data(), buffer, 0, pattern.size()));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), back.size()));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     CHECK(back == pattern);
     axrt_buffer_release(buffer);
     axrt_stream_release(stream);
@@ -307,8 +292,8 @@ TEST_CASE("cuda: a failing call that is not sticky fails alone", "[mock]") {
     CHECK(failed.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
     CHECK(failed.message.find("cuMemcpyAsync") != std::string::npos);
     CHECK(failed.message.find("CUDA_ERROR_INVALID_VALUE") != std::string::npos);
-    REQUIRE_OK_CALL(axrt_stream_copy_buffer(stream, a, 0, b, 0, 4096));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_copy_buffer(stream, a, 0, b, 0, 4096));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     axrt_buffer_release(a);
     axrt_buffer_release(b);
     axrt_stream_release(stream);
@@ -340,17 +325,17 @@ TEST_CASE("cuda: a sticky error loses the device; later calls fail fast and tear
   {
     Instance in;
     axrt_device_t other = nullptr;
-    REQUIRE_OK_CALL(axrt_instance_find_device(in.instance, "cuda:1", &other));
+    REQUIRE_CALL_OK(axrt_instance_find_device(in.instance, "cuda:1", &other));
     axrt_stream_t stream = NewStream(in.device);
     axrt_executable_t exe = Load(in.device, AddFile(MockImage({"axrt_add_f32"})));
     RunAdd(in.device, stream, exe, 5000);
     axrt_event_t recorded = nullptr;
-    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &recorded));
-    REQUIRE_OK_CALL(axrt_stream_record_event(stream, recorded));
+    REQUIRE_CALL_OK(axrt_event_create(in.device, nullptr, &recorded));
+    REQUIRE_CALL_OK(axrt_stream_record_event(stream, recorded));
 
     REQUIRE(axrt_mock_cuda_fail_kernel("axrt_add_f32", 700 /* ILLEGAL_ADDRESS */) == 0);
     axrt_function_t fn = nullptr;
-    REQUIRE_OK_CALL(axrt_executable_find_function(exe, "add", &fn));
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add", &fn));
     const std::vector<float> x(100, 1.0f);
     axrt_tensor_t tx = NewTensor(in.device, stream, x), ty = NewTensor(in.device, stream, x);
     axrt_tensor_t inputs[] = {tx, ty};
@@ -393,7 +378,7 @@ TEST_CASE("cuda: a sticky error loses the device; later calls fail fast and tear
               .code == AXRT_STATUS_CODE_DEVICE_LOST);
     // A host function still runs once, told why.
     HostCallRecord record;
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(stream, RecordCall, &record));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, RecordCall, &record));
     CHECK(record.runs.load() == 1);
     CHECK(record.told == AXRT_STATUS_CODE_DEVICE_LOST);
 
@@ -425,30 +410,30 @@ TEST_CASE("cuda: host functions run in order, may release memory, and fail their
     // A host function dropping the last reference to a buffer: CUDA forbids
     // the free on its thread, so the driver does it at its next call.
     axrt_buffer_t doomed = NewBuffer(in.device, 1 << 16);
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(
         stream,
         [](void* user, axrt_status_t) -> axrt_status_t {
           axrt_buffer_release(static_cast<axrt_buffer_t>(user));
           return nullptr;
         },
         doomed));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     axrt_pool_statistics_t stats = AXRT_POOL_STATISTICS_INIT;
-    REQUIRE_OK_CALL(axrt_device_query_pool_statistics(in.device, &stats));
+    REQUIRE_CALL_OK(axrt_device_query_pool_statistics(in.device, &stats));
     CHECK(stats.bytes_in_use == 0);
 
     // A failing host function fails the stream for what follows.
     axrt_event_t event = nullptr;
-    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &event));
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+    REQUIRE_CALL_OK(axrt_event_create(in.device, nullptr, &event));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(
         stream,
         [](void*, axrt_status_t) -> axrt_status_t {
           return axrt_status_create(AXRT_STATUS_CODE_ABORTED, "host step gave up");
         },
         nullptr));
     HostCallRecord after;
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(stream, RecordCall, &after));
-    REQUIRE_OK_CALL(axrt_stream_record_event(stream, event));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, RecordCall, &after));
+    REQUIRE_CALL_OK(axrt_stream_record_event(stream, event));
     const StatusCheck sync = Take(axrt_stream_synchronize(stream));
     CHECK(sync.code == AXRT_STATUS_CODE_ABORTED);
     CHECK(sync.message.find("host step gave up") != std::string::npos);
@@ -457,7 +442,7 @@ TEST_CASE("cuda: host functions run in order, may release memory, and fail their
     CHECK(Take(axrt_event_wait(event, AXRT_TIMEOUT_INFINITE)).code == AXRT_STATUS_CODE_ABORTED);
     // A stream that waits for the failed event fails with it.
     axrt_stream_t waiter = NewStream(in.device);
-    REQUIRE_OK_CALL(axrt_stream_wait_event(waiter, event));
+    REQUIRE_CALL_OK(axrt_stream_wait_event(waiter, event));
     CHECK(Take(axrt_stream_synchronize(waiter)).code == AXRT_STATUS_CODE_ABORTED);
     axrt_stream_release(waiter);
     axrt_event_release(event);
@@ -476,7 +461,7 @@ TEST_CASE("cuda: a stream released with work queued finishes it, then frees ever
     axrt_stream_t stream = NewStream(in.device);
     axrt_buffer_t buffer = NewBuffer(in.device, 1 << 20);
     // The stream waits behind a host function until the test opens it.
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(
         stream,
         [](void* user, axrt_status_t) -> axrt_status_t {
           auto* flag = static_cast<std::atomic<bool>*>(user);
@@ -485,8 +470,8 @@ TEST_CASE("cuda: a stream released with work queued finishes it, then frees ever
         },
         &open));
     const uint8_t pattern = 0x42;
-    REQUIRE_OK_CALL(axrt_stream_fill_buffer(stream, buffer, 0, 1 << 20, &pattern, 1));
-    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), back.size()));
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(stream, buffer, 0, 1 << 20, &pattern, 1));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), back.size()));
     // Neither release waits for the work, and nothing is freed under it.
     axrt_buffer_release(buffer);
     axrt_stream_release(stream);
@@ -512,9 +497,9 @@ TEST_CASE("cuda: pageable copies go through pinned chunks, pinned ones straight"
     for (size_t i = 0; i < size; ++i) src[i] = static_cast<uint8_t>(i * 131 + (i >> 12));
     axrt_buffer_t buffer = NewBuffer(in.device, size);
     const uint64_t host_funcs = axrt_mock_cuda_call_count("cuLaunchHostFunc");
-    REQUIRE_OK_CALL(axrt_stream_copy_from_host(stream, src.data(), buffer, 0, size));
-    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), size));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, src.data(), buffer, 0, size));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, back.data(), size));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     CHECK(back == src);
     CHECK(axrt_mock_cuda_call_count("cuLaunchHostFunc") - host_funcs == 6);
 
@@ -528,9 +513,9 @@ TEST_CASE("cuda: pageable copies go through pinned chunks, pinned ones straight"
     copy.dst.pitch = 100;
     copy.width = 100;
     copy.height = 64;
-    REQUIRE_OK_CALL(axrt_stream_copy_2d(stream, &copy));
-    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, rows.data(), rows.size()));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_copy_2d(stream, &copy));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, rows.data(), rows.size()));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     for (size_t r = 0; r < 64; ++r) {
       REQUIRE(std::memcmp(rows.data() + r * 100, image.data() + r * 256, 100) == 0);
     }
@@ -538,12 +523,12 @@ TEST_CASE("cuda: pageable copies go through pinned chunks, pinned ones straight"
     // Pinned memory is reached directly: no host functions.
     axrt_buffer_t pinned = NewBuffer(in.device, 1 << 20, AXRT_MEMORY_TYPE_HOST_PINNED);
     void* mapped = nullptr;
-    REQUIRE_OK_CALL(axrt_buffer_map(pinned, &mapped));
+    REQUIRE_CALL_OK(axrt_buffer_map(pinned, &mapped));
     std::memset(mapped, 0x3c, 1 << 20);
     const uint64_t before = axrt_mock_cuda_call_count("cuLaunchHostFunc");
-    REQUIRE_OK_CALL(axrt_stream_copy_buffer(stream, pinned, 0, buffer, 0, 1 << 20));
-    REQUIRE_OK_CALL(axrt_stream_copy_to_host(stream, buffer, 0, mapped, 1 << 20));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_copy_buffer(stream, pinned, 0, buffer, 0, 1 << 20));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, mapped, 1 << 20));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     CHECK(axrt_mock_cuda_call_count("cuLaunchHostFunc") == before);
     CHECK(static_cast<uint8_t*>(mapped)[12345] == 0x3c);
     axrt_buffer_release(pinned);
@@ -592,45 +577,45 @@ TEST_CASE("cuda: streams wait for CPU events and CPU streams for CUDA events", "
   {
     Instance in;
     axrt_device_t cpu = nullptr;
-    REQUIRE_OK_CALL(axrt_instance_find_device(in.instance, "cpu:0", &cpu));
+    REQUIRE_CALL_OK(axrt_instance_find_device(in.instance, "cpu:0", &cpu));
     axrt_stream_t cpu_stream = NewStream(cpu), cuda_stream = NewStream(in.device);
     axrt_event_t cpu_event = nullptr, cuda_event = nullptr;
-    REQUIRE_OK_CALL(axrt_event_create(cpu, nullptr, &cpu_event));
-    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &cuda_event));
+    REQUIRE_CALL_OK(axrt_event_create(cpu, nullptr, &cpu_event));
+    REQUIRE_CALL_OK(axrt_event_create(in.device, nullptr, &cuda_event));
 
     // CPU writes a pinned buffer, CUDA copies it after waiting, CPU reads the
     // copy after waiting for CUDA.
     axrt_buffer_t pinned = NewBuffer(in.device, 4096, AXRT_MEMORY_TYPE_HOST_PINNED);
     axrt_buffer_t device = NewBuffer(in.device, 4096);
     void* mapped = nullptr;
-    REQUIRE_OK_CALL(axrt_buffer_map(pinned, &mapped));
+    REQUIRE_CALL_OK(axrt_buffer_map(pinned, &mapped));
     std::memset(mapped, 0, 4096);
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(
         cpu_stream,
         [](void* user, axrt_status_t) -> axrt_status_t {
           std::memset(user, 0x77, 4096);
           return nullptr;
         },
         mapped));
-    REQUIRE_OK_CALL(axrt_stream_record_event(cpu_stream, cpu_event));
-    REQUIRE_OK_CALL(axrt_stream_wait_event(cuda_stream, cpu_event));
-    REQUIRE_OK_CALL(axrt_stream_copy_buffer(cuda_stream, pinned, 0, device, 0, 4096));
-    REQUIRE_OK_CALL(axrt_stream_record_event(cuda_stream, cuda_event));
+    REQUIRE_CALL_OK(axrt_stream_record_event(cpu_stream, cpu_event));
+    REQUIRE_CALL_OK(axrt_stream_wait_event(cuda_stream, cpu_event));
+    REQUIRE_CALL_OK(axrt_stream_copy_buffer(cuda_stream, pinned, 0, device, 0, 4096));
+    REQUIRE_CALL_OK(axrt_stream_record_event(cuda_stream, cuda_event));
     std::vector<uint8_t> back(4096, 0);
-    REQUIRE_OK_CALL(axrt_stream_wait_event(cpu_stream, cuda_event));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(cpu_stream));
-    REQUIRE_OK_CALL(axrt_stream_copy_to_host(cuda_stream, device, 0, back.data(), 4096));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(cuda_stream));
+    REQUIRE_CALL_OK(axrt_stream_wait_event(cpu_stream, cuda_event));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(cpu_stream));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(cuda_stream, device, 0, back.data(), 4096));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(cuda_stream));
     CHECK(back == std::vector<uint8_t>(4096, 0x77));
 
     int64_t ns = -1;
     axrt_event_t start = nullptr;
-    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &start));
-    REQUIRE_OK_CALL(axrt_stream_record_event(cuda_stream, start));
-    REQUIRE_OK_CALL(axrt_stream_copy_buffer(cuda_stream, pinned, 0, device, 0, 4096));
-    REQUIRE_OK_CALL(axrt_stream_record_event(cuda_stream, cuda_event));
-    REQUIRE_OK_CALL(axrt_event_wait(cuda_event, AXRT_TIMEOUT_INFINITE));
-    REQUIRE_OK_CALL(axrt_event_elapsed_time(start, cuda_event, &ns));
+    REQUIRE_CALL_OK(axrt_event_create(in.device, nullptr, &start));
+    REQUIRE_CALL_OK(axrt_stream_record_event(cuda_stream, start));
+    REQUIRE_CALL_OK(axrt_stream_copy_buffer(cuda_stream, pinned, 0, device, 0, 4096));
+    REQUIRE_CALL_OK(axrt_stream_record_event(cuda_stream, cuda_event));
+    REQUIRE_CALL_OK(axrt_event_wait(cuda_event, AXRT_TIMEOUT_INFINITE));
+    REQUIRE_CALL_OK(axrt_event_elapsed_time(start, cuda_event, &ns));
     CHECK(ns >= 0);
 
     axrt_event_release(start);
@@ -703,59 +688,59 @@ TEST_CASE("cuda: native streams wait on the device for axrt events behind host w
     axrt_stream_t consumer = NewStream(in.device);
     void* handle = nullptr;
     void* again = nullptr;
-    REQUIRE_OK_CALL(axrt_stream_get_native_handle(consumer, &handle));
-    REQUIRE_OK_CALL(axrt_stream_get_native_handle(consumer, &again));
+    REQUIRE_CALL_OK(axrt_stream_get_native_handle(consumer, &handle));
+    REQUIRE_CALL_OK(axrt_stream_get_native_handle(consumer, &again));
     REQUIRE(handle != nullptr);
     CHECK(again == handle);
     CHECK(c.cuStreamQuery(static_cast<CUstream>(handle)) == CUDA_SUCCESS);
     std::atomic<bool> open{false};
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(consumer, WaitForOpen, &open));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(consumer, WaitForOpen, &open));
     Observation after_axrt;
     REQUIRE(c.cuLaunchHostFunc(static_cast<CUstream>(handle), Observe, &after_axrt) ==
             CUDA_SUCCESS);
     open.store(true);
-    REQUIRE_OK_CALL(axrt_stream_synchronize(consumer));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(consumer));
     CHECK(after_axrt.ran.load());
 
     // The producer: a CUDA stream that waits for a CPU event held behind a
     // gated CPU stream, then fills device memory and writes pinned memory.
     axrt_device_t cpu = nullptr;
-    REQUIRE_OK_CALL(axrt_instance_find_device(in.instance, "cpu:0", &cpu));
+    REQUIRE_CALL_OK(axrt_instance_find_device(in.instance, "cpu:0", &cpu));
     axrt_stream_t cpu_stream = NewStream(cpu);
     axrt_event_t cpu_event = nullptr;
-    REQUIRE_OK_CALL(axrt_event_create(cpu, nullptr, &cpu_event));
+    REQUIRE_CALL_OK(axrt_event_create(cpu, nullptr, &cpu_event));
     axrt_stream_t producer = NewStream(in.device);
     axrt_buffer_t device = NewBuffer(in.device, 4096);
     axrt_buffer_t pinned = NewBuffer(in.device, 4096, AXRT_MEMORY_TYPE_HOST_PINNED);
     axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
-    REQUIRE_OK_CALL(axrt_buffer_query_info(device, &info));
+    REQUIRE_CALL_OK(axrt_buffer_query_info(device, &info));
     void* mapped = nullptr;
-    REQUIRE_OK_CALL(axrt_buffer_map(pinned, &mapped));
+    REQUIRE_CALL_OK(axrt_buffer_map(pinned, &mapped));
     std::memset(mapped, 0, 4096);
     const uint8_t zero = 0;
-    REQUIRE_OK_CALL(axrt_stream_fill_buffer(producer, device, 0, 4096, &zero, 1));
-    REQUIRE_OK_CALL(axrt_stream_synchronize(producer));
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(producer, device, 0, 4096, &zero, 1));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(producer));
 
     axrt_event_t event = nullptr;
-    REQUIRE_OK_CALL(axrt_event_create(in.device, nullptr, &event));
+    REQUIRE_CALL_OK(axrt_event_create(in.device, nullptr, &event));
     const StatusCheck never = Take(axrt_event_enqueue_native_wait(event, foreign));
     CHECK(never.code == AXRT_STATUS_CODE_FAILED_PRECONDITION);
     CHECK(never.message.find("never recorded") != std::string::npos);
 
     std::atomic<bool> gate{false};
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(cpu_stream, WaitForOpen, &gate));
-    REQUIRE_OK_CALL(axrt_stream_record_event(cpu_stream, cpu_event));
-    REQUIRE_OK_CALL(axrt_stream_wait_event(producer, cpu_event));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(cpu_stream, WaitForOpen, &gate));
+    REQUIRE_CALL_OK(axrt_stream_record_event(cpu_stream, cpu_event));
+    REQUIRE_CALL_OK(axrt_stream_wait_event(producer, cpu_event));
     const uint8_t pattern = 0x5A;
-    REQUIRE_OK_CALL(axrt_stream_fill_buffer(producer, device, 0, 4096, &pattern, 1));
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(producer, device, 0, 4096, &pattern, 1));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(
         producer,
         [](void* user, axrt_status_t) -> axrt_status_t {
           std::memset(user, 0x77, 4096);
           return nullptr;
         },
         mapped));
-    REQUIRE_OK_CALL(axrt_stream_record_event(producer, event));
+    REQUIRE_CALL_OK(axrt_stream_record_event(producer, event));
 
     // Native streams of every kind wait for that record; the calls return at
     // once, and what is enqueued after them sees the producer's writes.
@@ -764,7 +749,7 @@ TEST_CASE("cuda: native streams wait on the device for axrt events behind host w
     Observation seen[4];
     const uint64_t waits_before = axrt_mock_cuda_call_count("cuStreamWaitEvent");
     for (int i = 0; i < 4; ++i) {
-      REQUIRE_OK_CALL(axrt_event_enqueue_native_wait(event, natives[i]));
+      REQUIRE_CALL_OK(axrt_event_enqueue_native_wait(event, natives[i]));
       seen[i].device_bytes = reinterpret_cast<const uint8_t*>(info.device_address);
       seen[i].pinned_bytes = static_cast<const uint8_t*>(mapped);
       REQUIRE(c.cuLaunchHostFunc(natives[i], Observe, &seen[i]) == CUDA_SUCCESS);
@@ -776,7 +761,7 @@ TEST_CASE("cuda: native streams wait on the device for axrt events behind host w
     gate.store(true);
     REQUIRE(c.cuStreamSynchronize(foreign) == CUDA_SUCCESS);
     REQUIRE(c.cuStreamSynchronize(AXRT_CU_STREAM_LEGACY) == CUDA_SUCCESS);
-    REQUIRE_OK_CALL(axrt_stream_synchronize(consumer));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(consumer));
     for (const Observation& o : seen) {
       REQUIRE(o.ran.load());
       CHECK(o.device_seen == std::vector<uint8_t>(4096, 0x5A));
@@ -796,15 +781,15 @@ TEST_CASE("cuda: native streams wait on the device for axrt events behind host w
     // stream: it goes on once the record is reached, and the event reports
     // the failure. Once known, the failure is returned and nothing waits.
     std::atomic<bool> give_up{false};
-    REQUIRE_OK_CALL(axrt_stream_launch_host_func(
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(
         producer,
         [](void* user, axrt_status_t) -> axrt_status_t {
           WaitForOpen(user, nullptr);
           return axrt_status_create(AXRT_STATUS_CODE_ABORTED, "producer gave up");
         },
         &give_up));
-    REQUIRE_OK_CALL(axrt_stream_record_event(producer, event));
-    REQUIRE_OK_CALL(axrt_event_enqueue_native_wait(event, foreign));
+    REQUIRE_CALL_OK(axrt_stream_record_event(producer, event));
+    REQUIRE_CALL_OK(axrt_event_enqueue_native_wait(event, foreign));
     Observation late;
     REQUIRE(c.cuLaunchHostFunc(foreign, Observe, &late) == CUDA_SUCCESS);
     give_up.store(true);
@@ -819,7 +804,7 @@ TEST_CASE("cuda: native streams wait on the device for axrt events behind host w
 
     REQUIRE(c.cuStreamDestroy(foreign) == CUDA_SUCCESS);
     CHECK(Take(axrt_stream_synchronize(producer)).code == AXRT_STATUS_CODE_ABORTED);
-    REQUIRE_OK_CALL(axrt_stream_synchronize(cpu_stream));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(cpu_stream));
     axrt_event_release(event);
     axrt_event_release(cpu_event);
     axrt_buffer_release(device);
@@ -837,10 +822,10 @@ namespace {
 // The CUDA driver's entry in `instance`.
 axrt_driver_info_t CudaDriverInfo(axrt_instance_t instance) {
   size_t drivers = 0;
-  REQUIRE_OK_CALL(axrt_instance_driver_count(instance, &drivers));
+  REQUIRE_CALL_OK(axrt_instance_driver_count(instance, &drivers));
   for (size_t i = 0; i < drivers; ++i) {
     axrt_driver_info_t info = AXRT_DRIVER_INFO_INIT;
-    REQUIRE_OK_CALL(axrt_instance_query_driver_info(instance, i, &info));
+    REQUIRE_CALL_OK(axrt_instance_query_driver_info(instance, i, &info));
     if (std::string(info.name) == "cuda") return info;
   }
   FAIL("the instance has no CUDA driver");
@@ -852,7 +837,7 @@ axrt_driver_info_t CudaDriverInfo(axrt_instance_t instance) {
 TEST_CASE("cuda: without a driver library there are no CUDA devices and the CPU works",
           "[no-driver]") {
   axrt_instance_t instance = nullptr;
-  REQUIRE_OK_CALL(axrt_instance_create(nullptr, &instance));
+  REQUIRE_CALL_OK(axrt_instance_create(nullptr, &instance));
   const axrt_driver_info_t info = CudaDriverInfo(instance);
   CHECK(info.device_count == 0);
   CHECK(std::string(info.availability).find("could not be loaded") != std::string::npos);
@@ -860,9 +845,9 @@ TEST_CASE("cuda: without a driver library there are no CUDA devices and the CPU 
   const StatusCheck missing = Take(axrt_instance_find_device(instance, "cuda:0", &device));
   CHECK(missing.code == AXRT_STATUS_CODE_NOT_FOUND);
   CHECK(missing.message.find("could not be loaded") != std::string::npos);
-  REQUIRE_OK_CALL(axrt_instance_find_device(instance, "cpu:0", &device));
+  REQUIRE_CALL_OK(axrt_instance_find_device(instance, "cpu:0", &device));
   axrt_stream_t stream = NewStream(device);
-  REQUIRE_OK_CALL(axrt_stream_synchronize(stream));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
   axrt_stream_release(stream);
   axrt_device_release(device);
   axrt_instance_release(instance);
@@ -870,7 +855,7 @@ TEST_CASE("cuda: without a driver library there are no CUDA devices and the CPU 
 
 TEST_CASE("cuda: a driver that finds no GPU gives zero devices and its reason", "[init-error]") {
   axrt_instance_t instance = nullptr;
-  REQUIRE_OK_CALL(axrt_instance_create(nullptr, &instance));
+  REQUIRE_CALL_OK(axrt_instance_create(nullptr, &instance));
   const axrt_driver_info_t info = CudaDriverInfo(instance);
   CHECK(info.device_count == 0);
   CHECK(std::string(info.availability).find("no CUDA device") != std::string::npos);

@@ -22,6 +22,7 @@
 #include "axrt/axrt.h"
 #include "axrt/dlpack.h"
 #include "tests/unit/copy_executable.h"
+#include "tests/unit/status_check.h"
 
 namespace {
 
@@ -29,37 +30,8 @@ namespace {
 // Status helpers
 // ---------------------------------------------------------------------------
 
-struct Outcome {
-  axrt_status_code_t code;
-  std::string message;
-};
-
-// Takes ownership of `status`.
-Outcome Take(axrt_status_t status) {
-  Outcome outcome{axrt_status_code(status), status ? axrt_status_message(status) : ""};
-  axrt_status_free(status);
-  return outcome;
-}
-
-#define REQUIRE_OK(call)                               \
-  do {                                                 \
-    Outcome ok_outcome_ = Take(call);                  \
-    INFO(#call << ": " << ok_outcome_.message);        \
-    REQUIRE(ok_outcome_.code == AXRT_STATUS_CODE_OK);  \
-  } while (0)
-
-// The call fails with `expected_code` and a message containing each needle.
-#define REQUIRE_ERROR(call, expected_code, ...)                             \
-  do {                                                                      \
-    Outcome error_outcome_ = Take(call);                                    \
-    INFO(#call << " gave " << axrt_status_code_name(error_outcome_.code)    \
-               << ": " << error_outcome_.message);                          \
-    REQUIRE(error_outcome_.code == (expected_code));                        \
-    for (const char* needle_ : {__VA_ARGS__}) {                             \
-      INFO("expected the message to mention '" << needle_ << "'");          \
-      CHECK(error_outcome_.message.find(needle_) != std::string::npos);     \
-    }                                                                       \
-  } while (0)
+using axrt_test::Outcome;
+using axrt_test::Take;
 
 // ---------------------------------------------------------------------------
 // DLPack helpers
@@ -193,9 +165,9 @@ class Cpu {
   Cpu() {
     axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
     options.drivers = "cpu";  // no CUDA device, whatever the machine has
-    REQUIRE_OK(axrt_instance_create(&options, &instance));
-    REQUIRE_OK(axrt_instance_find_device(instance, "cpu:0", &device));
-    REQUIRE_OK(axrt_stream_create(device, nullptr, &stream));
+    REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
+    REQUIRE_CALL_OK(axrt_instance_find_device(instance, "cpu:0", &device));
+    REQUIRE_CALL_OK(axrt_stream_create(device, nullptr, &stream));
   }
   ~Cpu() {
     axrt_stream_release(stream);
@@ -212,7 +184,7 @@ class Cpu {
     desc.rank = static_cast<uint32_t>(shape.size());
     desc.shape = shape.data();
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
     if (!values.empty()) {
       std::memcpy(Map(tensor), values.data(), values.size());
     }
@@ -222,38 +194,38 @@ class Cpu {
   // The host address of byte 0 of the tensor's buffer.
   static std::byte* Map(axrt_tensor_t tensor) {
     axrt_buffer_t buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(tensor, &buffer));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
     void* pointer = nullptr;
-    REQUIRE_OK(axrt_buffer_map(buffer, &pointer));
+    REQUIRE_CALL_OK(axrt_buffer_map(buffer, &pointer));
     axrt_buffer_release(buffer);
     return static_cast<std::byte*>(pointer);
   }
 
   static axrt_buffer_info_t BufferInfo(axrt_tensor_t tensor) {
     axrt_buffer_t buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(tensor, &buffer));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
     axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
-    REQUIRE_OK(axrt_buffer_query_info(buffer, &info));
+    REQUIRE_CALL_OK(axrt_buffer_query_info(buffer, &info));
     axrt_buffer_release(buffer);
     return info;
   }
 
   static axrt_tensor_info_t Info(axrt_tensor_t tensor) {
     axrt_tensor_info_t info = AXRT_TENSOR_INFO_INIT;
-    REQUIRE_OK(axrt_tensor_query_info(tensor, &info));
+    REQUIRE_CALL_OK(axrt_tensor_query_info(tensor, &info));
     return info;
   }
 
   // Every byte of the tensor's buffer, read through a stream copy.
   std::vector<std::byte> ReadBuffer(axrt_tensor_t tensor) {
     axrt_buffer_t buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(tensor, &buffer));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
     axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
-    REQUIRE_OK(axrt_buffer_query_info(buffer, &info));
+    REQUIRE_CALL_OK(axrt_buffer_query_info(buffer, &info));
     std::vector<std::byte> bytes(info.size);
     if (info.size > 0) {
-      REQUIRE_OK(axrt_stream_copy_to_host(stream, buffer, 0, bytes.data(), info.size));
-      REQUIRE_OK(axrt_stream_synchronize(stream));
+      REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, bytes.data(), info.size));
+      REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     }
     axrt_buffer_release(buffer);
     return bytes;
@@ -277,7 +249,7 @@ TEST_CASE_METHOD(Cpu, "versioned export then import is zero copy", "[dlpack]") {
   std::byte* base = Map(tensor);
 
   DLManagedTensorVersioned* managed = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
   REQUIRE(managed != nullptr);
   CHECK(managed->version.major == 1);
   CHECK(managed->version.minor == AXRT_DLPACK_MINOR_VERSION);
@@ -298,7 +270,7 @@ TEST_CASE_METHOD(Cpu, "versioned export then import is zero copy", "[dlpack]") {
 
   DeleterSpy::Wrap(managed);
   axrt_tensor_t imported = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
   CHECK(Map(imported) == base);  // the same memory, not a copy
   const axrt_tensor_info_t info = Info(imported);
   CHECK(info.dtype == AXRT_DTYPE_FLOAT32);
@@ -322,7 +294,7 @@ TEST_CASE_METHOD(Cpu, "versioned export then import is zero copy", "[dlpack]") {
 TEST_CASE_METHOD(Cpu, "legacy export then import is zero copy", "[dlpack]") {
   axrt_tensor_t tensor = Floats({4}, Iota(4));
   DLManagedTensor* managed = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack(tensor, &managed));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack(tensor, &managed));
   REQUIRE(managed != nullptr);
   CHECK(DeviceType(managed->dl_tensor.device) == kCpu);
   CHECK(managed->dl_tensor.data == Map(tensor));
@@ -330,7 +302,7 @@ TEST_CASE_METHOD(Cpu, "legacy export then import is zero copy", "[dlpack]") {
   CHECK(managed->dl_tensor.strides[0] == 1);
   DeleterSpy::Wrap(managed);
   axrt_tensor_t imported = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack(instance, managed, &imported));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, managed, &imported));
   CHECK(Map(imported) == Map(tensor));
   CHECK(Info(imported).flags == 0);
   axrt_tensor_release(imported);
@@ -344,8 +316,8 @@ TEST_CASE_METHOD(Cpu, "an export keeps its tensor alive until its deleter runs, 
   axrt_tensor_t tensor = Floats({16}, Iota(16));
   DLManagedTensorVersioned* versioned = nullptr;
   DLManagedTensor* legacy = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &versioned));
-  REQUIRE_OK(axrt_tensor_export_dlpack(tensor, &legacy));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &versioned));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack(tensor, &legacy));
   axrt_tensor_release(tensor);
   // Still readable: the exports hold references (ASan reports otherwise).
   float last = 0;
@@ -361,11 +333,11 @@ TEST_CASE_METHOD(Cpu, "an export keeps its tensor alive until its deleter runs, 
 TEST_CASE_METHOD(Cpu, "exports describe the tensor's byte offset within its buffer",
                  "[dlpack]") {
   axrt_buffer_t buffer = nullptr;
-  REQUIRE_OK(axrt_buffer_allocate(device, 1024, nullptr, &buffer));
+  REQUIRE_CALL_OK(axrt_buffer_allocate(device, 1024, nullptr, &buffer));
   axrt_buffer_t view = nullptr;
-  REQUIRE_OK(axrt_buffer_create_view(buffer, 256, 512, &view));
+  REQUIRE_CALL_OK(axrt_buffer_create_view(buffer, 256, 512, &view));
   void* view_base = nullptr;
-  REQUIRE_OK(axrt_buffer_map(view, &view_base));
+  REQUIRE_CALL_OK(axrt_buffer_map(view, &view_base));
 
   const int64_t shape[] = {3, 2};
   const int64_t strides[] = {1, 3};  // column-major
@@ -376,17 +348,17 @@ TEST_CASE_METHOD(Cpu, "exports describe the tensor's byte offset within its buff
   desc.strides = strides;
   desc.byte_offset = 40;
   axrt_tensor_t tensor = nullptr;
-  REQUIRE_OK(axrt_tensor_create(view, &desc, &tensor));
+  REQUIRE_CALL_OK(axrt_tensor_create(view, &desc, &tensor));
 
   DLManagedTensorVersioned* managed = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
   CHECK(managed->dl_tensor.data == view_base);
   CHECK(managed->dl_tensor.byte_offset == 40);
   CHECK(Span(managed->dl_tensor.strides, 2) == std::vector<int64_t>{1, 3});
 
   // Imported again, the buffer starts at element 0 and spans its elements.
   axrt_tensor_t imported = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
   CHECK(Map(imported) == static_cast<std::byte*>(view_base) + 40);
   CHECK(BufferInfo(imported).size == 6 * sizeof(float));
   const axrt_tensor_info_t info = Info(imported);
@@ -411,18 +383,18 @@ TEST_CASE_METHOD(Cpu, "an import's deleter runs once, when the last reference to
   producer.shape = {8};
   SECTION("versioned") {
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
     axrt_buffer_t buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(tensor, &buffer));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
     axrt_buffer_t view = nullptr;
-    REQUIRE_OK(axrt_buffer_create_view(buffer, 8, 8, &view));
+    REQUIRE_CALL_OK(axrt_buffer_create_view(buffer, 8, 8, &view));
     const int64_t two[] = {2};
     axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
     desc.dtype = AXRT_DTYPE_FLOAT32;
     desc.rank = 1;
     desc.shape = two;
     axrt_tensor_t on_view = nullptr;
-    REQUIRE_OK(axrt_tensor_create(view, &desc, &on_view));
+    REQUIRE_CALL_OK(axrt_tensor_create(view, &desc, &on_view));
     CHECK(FloatAt(ReadBuffer(on_view), 1) == 3.0f);
 
     axrt_tensor_release(tensor);
@@ -436,7 +408,7 @@ TEST_CASE_METHOD(Cpu, "an import's deleter runs once, when the last reference to
   }
   SECTION("legacy") {
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
     CHECK(Map(tensor) == producer.bytes.data());
     axrt_tensor_retain(tensor);
     axrt_tensor_release(tensor);
@@ -448,20 +420,20 @@ TEST_CASE_METHOD(Cpu, "an import's deleter runs once, when the last reference to
     DLManagedTensorVersioned* managed = producer.Versioned();
     managed->deleter = nullptr;
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &tensor));
     axrt_tensor_release(tensor);
     CHECK(producer.deleted == 0);
   }
   SECTION("deallocating the buffer in stream order runs the deleter then") {
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
     axrt_buffer_t buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(tensor, &buffer));
-    REQUIRE_OK(axrt_stream_deallocate_buffer(stream, buffer));
-    REQUIRE_OK(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
+    REQUIRE_CALL_OK(axrt_stream_deallocate_buffer(stream, buffer));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     CHECK(producer.deleted == 1);
     DLManagedTensorVersioned* again = nullptr;
-    REQUIRE_ERROR(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &again),
+    REQUIRE_CALL_FAILS(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &again),
                   AXRT_STATUS_CODE_FAILED_PRECONDITION, "deallocated");
     CHECK(again == nullptr);
     axrt_buffer_release(buffer);
@@ -476,19 +448,19 @@ TEST_CASE_METHOD(Cpu, "kDLCUDAHost memory imports as host-pinned memory on cpu:0
   producer.shape = {4};
   producer.device = Device(kCudaHost, 0);
   axrt_tensor_t tensor = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
   CHECK(Map(tensor) == producer.bytes.data());
   CHECK(BufferInfo(tensor).memory_type == AXRT_MEMORY_TYPE_HOST_PINNED);
   axrt_buffer_t buffer = nullptr;
-  REQUIRE_OK(axrt_tensor_get_buffer(tensor, &buffer));
+  REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
   axrt_device_t on = nullptr;
-  REQUIRE_OK(axrt_buffer_get_device(buffer, &on));
+  REQUIRE_CALL_OK(axrt_buffer_get_device(buffer, &on));
   CHECK(on == device);
   axrt_device_release(on);
   axrt_buffer_release(buffer);
   // Exported again from cpu:0 it is CPU memory.
   DLManagedTensorVersioned* managed = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
   CHECK(DeviceType(managed->dl_tensor.device) == kCpu);
   managed->deleter(managed);
   axrt_tensor_release(tensor);
@@ -504,7 +476,7 @@ TEST_CASE_METHOD(Cpu, "imports honour strides and byte_offset", "[dlpack]") {
     producer.shape = {6, 4};
     producer.strides = {1, 6};
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
     const axrt_tensor_info_t info = Info(tensor);
     CHECK(Span(info.strides, 2) == std::vector<int64_t>{1, 6});
     CHECK_FALSE(info.contiguous);
@@ -525,7 +497,7 @@ TEST_CASE_METHOD(Cpu, "imports honour strides and byte_offset", "[dlpack]") {
     producer.strides = {12, 1};
     producer.byte_offset = (1 * 6 + 2) * sizeof(float);
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
     CHECK(Map(tensor) == producer.bytes.data() + producer.byte_offset);
     // From element 0 to the last: 12 + 2 + 1 elements.
     CHECK(BufferInfo(tensor).size == 15 * sizeof(float));
@@ -544,7 +516,7 @@ TEST_CASE_METHOD(Cpu, "imports honour strides and byte_offset", "[dlpack]") {
     producer.shape = {3, 4};
     producer.strides = {0, 1};
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
     CHECK(BufferInfo(tensor).size == 4 * sizeof(float));
     axrt_tensor_release(tensor);
   }
@@ -552,7 +524,7 @@ TEST_CASE_METHOD(Cpu, "imports honour strides and byte_offset", "[dlpack]") {
     producer.shape = {2, 3, 4};
     producer.null_strides = true;
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
     const axrt_tensor_info_t info = Info(tensor);
     CHECK(Span(info.strides, 3) == std::vector<int64_t>{12, 4, 1});
     CHECK(info.contiguous);
@@ -563,7 +535,7 @@ TEST_CASE_METHOD(Cpu, "imports honour strides and byte_offset", "[dlpack]") {
     producer.shape = {1, 4};
     producer.strides = {-7, 1};
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
     const axrt_tensor_info_t info = Info(tensor);
     CHECK(info.strides[1] == 1);
     CHECK(info.strides[0] >= 0);
@@ -580,13 +552,13 @@ TEST_CASE_METHOD(Cpu, "empty and rank-0 tensors cross both ways", "[dlpack]") {
     producer.strides = {-1, 5};  // address nothing
     producer.null_data = true;
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
     const axrt_tensor_info_t info = Info(tensor);
     CHECK(info.element_count == 0);
     CHECK(Span(info.shape, 2) == std::vector<int64_t>{3, 0});
     CHECK(BufferInfo(tensor).size == 0);
     DLManagedTensorVersioned* managed = nullptr;
-    REQUIRE_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
+    REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
     CHECK(managed->dl_tensor.data == nullptr);
     CHECK(managed->dl_tensor.byte_offset == 0);
     CHECK(Span(managed->dl_tensor.shape, 2) == std::vector<int64_t>{3, 0});
@@ -597,7 +569,7 @@ TEST_CASE_METHOD(Cpu, "empty and rank-0 tensors cross both ways", "[dlpack]") {
     producer.bytes = Iota(1);
     producer.shape = {0};
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &tensor));
     CHECK(Info(tensor).element_count == 0);
     axrt_tensor_release(tensor);
   }
@@ -607,7 +579,7 @@ TEST_CASE_METHOD(Cpu, "empty and rank-0 tensors cross both ways", "[dlpack]") {
     std::memcpy(producer.bytes.data(), &pi, sizeof(pi));
     producer.dtype = {kDLFloat, 64, 1};
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(), &tensor));
     const axrt_tensor_info_t info = Info(tensor);
     CHECK(info.rank == 0);
     CHECK(info.dtype == AXRT_DTYPE_FLOAT64);
@@ -617,7 +589,7 @@ TEST_CASE_METHOD(Cpu, "empty and rank-0 tensors cross both ways", "[dlpack]") {
     std::memcpy(&read, ReadBuffer(tensor).data(), sizeof(read));
     CHECK(read == pi);
     DLManagedTensor* managed = nullptr;
-    REQUIRE_OK(axrt_tensor_export_dlpack(tensor, &managed));
+    REQUIRE_CALL_OK(axrt_tensor_export_dlpack(tensor, &managed));
     CHECK(managed->dl_tensor.ndim == 0);
     CHECK(managed->dl_tensor.data == producer.bytes.data());
     managed->deleter(managed);
@@ -626,18 +598,18 @@ TEST_CASE_METHOD(Cpu, "empty and rank-0 tensors cross both ways", "[dlpack]") {
   SECTION("an empty axrt tensor exports NULL data") {
     axrt_tensor_t tensor = Floats({2, 0, 3}, {});
     DLManagedTensor* managed = nullptr;
-    REQUIRE_OK(axrt_tensor_export_dlpack(tensor, &managed));
+    REQUIRE_CALL_OK(axrt_tensor_export_dlpack(tensor, &managed));
     CHECK(managed->dl_tensor.data == nullptr);
     CHECK(Span(managed->dl_tensor.shape, 3) == std::vector<int64_t>{2, 0, 3});
     axrt_tensor_t imported = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack(instance, managed, &imported));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, managed, &imported));
     CHECK(Info(imported).element_count == 0);
     axrt_tensor_release(imported);
     axrt_tensor_release(tensor);
   }
   axrt_tensor_t scalar = Floats({}, Iota(1));
   DLManagedTensorVersioned* managed = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack_versioned(scalar, AXRT_DLPACK_FLAG_NONE, &managed));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(scalar, AXRT_DLPACK_FLAG_NONE, &managed));
   CHECK(managed->dl_tensor.ndim == 0);
   CHECK(managed->dl_tensor.data == Map(scalar));
   managed->deleter(managed);
@@ -714,14 +686,14 @@ TEST_CASE_METHOD(Cpu, "every element type maps both ways", "[dlpack]") {
     desc.rank = 2;
     desc.shape = shape;
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
     DLManagedTensorVersioned* managed = nullptr;
-    REQUIRE_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
+    REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
     CHECK(managed->dl_tensor.dtype.code == c.code);
     CHECK(managed->dl_tensor.dtype.bits == c.bits);
     CHECK(managed->dl_tensor.dtype.lanes == 1);
     axrt_tensor_t imported = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
     CHECK(Info(imported).dtype == c.dtype);
     // 8 elements of `bits` each, packed.
     CHECK(BufferInfo(imported).size == (8u * c.bits + 7) / 8);
@@ -732,7 +704,7 @@ TEST_CASE_METHOD(Cpu, "every element type maps both ways", "[dlpack]") {
     producer.bytes.resize(16);
     producer.shape = {8};
     producer.dtype = {c.code, c.bits, 1};
-    REQUIRE_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &imported));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, producer.Legacy(), &imported));
     CHECK(Info(imported).dtype == c.dtype);
     axrt_tensor_release(imported);
     CHECK(producer.deleted == 1);
@@ -748,7 +720,7 @@ TEST_CASE_METHOD(Cpu, "read-only crosses both ways", "[dlpack]") {
   producer.bytes = Iota(4);
   producer.shape = {4};
   axrt_tensor_t read_only = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack_versioned(
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(
       instance, producer.Versioned(DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED),
       &read_only));
   CHECK(Info(read_only).flags == AXRT_TENSOR_FLAG_READ_ONLY);
@@ -756,24 +728,24 @@ TEST_CASE_METHOD(Cpu, "read-only crosses both ways", "[dlpack]") {
   // Versioned exports of it say so, with or without the flag.
   for (axrt_dlpack_flags_t flags : {AXRT_DLPACK_FLAG_NONE, AXRT_DLPACK_FLAG_READ_ONLY}) {
     DLManagedTensorVersioned* managed = nullptr;
-    REQUIRE_OK(axrt_tensor_export_dlpack_versioned(read_only, flags, &managed));
+    REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(read_only, flags, &managed));
     CHECK(managed->flags == DLPACK_FLAG_BITMASK_READ_ONLY);
     managed->deleter(managed);
   }
   // The legacy form cannot say so, and exports it all the same.
   DLManagedTensor* legacy = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack(read_only, &legacy));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack(read_only, &legacy));
   legacy->deleter(legacy);
 
   // A writable tensor exports read-only when asked, and stays writable.
   axrt_tensor_t writable = Floats({4}, Iota(4));
   DLManagedTensorVersioned* managed = nullptr;
-  REQUIRE_OK(axrt_tensor_export_dlpack_versioned(writable, AXRT_DLPACK_FLAG_READ_ONLY, &managed));
+  REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(writable, AXRT_DLPACK_FLAG_READ_ONLY, &managed));
   CHECK(managed->flags == DLPACK_FLAG_BITMASK_READ_ONLY);
   CHECK(Info(writable).flags == 0);
   // Imported back, it is read-only.
   axrt_tensor_t reimported = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &reimported));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &reimported));
   CHECK(Info(reimported).flags == AXRT_TENSOR_FLAG_READ_ONLY);
   axrt_tensor_release(reimported);
 
@@ -782,7 +754,7 @@ TEST_CASE_METHOD(Cpu, "read-only crosses both ways", "[dlpack]") {
   other.bytes = Iota(4);
   other.shape = {4};
   axrt_tensor_t from_legacy = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack(instance, other.Legacy(), &from_legacy));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, other.Legacy(), &from_legacy));
   CHECK(Info(from_legacy).flags == 0);
 
   axrt_tensor_release(from_legacy);
@@ -798,13 +770,13 @@ TEST_CASE_METHOD(Cpu, "older axrt_tensor_info_t structs are filled up to their s
   producer.bytes = Iota(4);
   producer.shape = {4};
   axrt_tensor_t tensor = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(1), &tensor));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, producer.Versioned(1), &tensor));
   // A caller built before `flags` existed.
   axrt_tensor_info_t info;
   std::memset(&info, 0xEE, sizeof(info));
   info.struct_size = offsetof(axrt_tensor_info_t, flags);
   info.next = nullptr;
-  REQUIRE_OK(axrt_tensor_query_info(tensor, &info));
+  REQUIRE_CALL_OK(axrt_tensor_query_info(tensor, &info));
   CHECK(info.rank == 1);
   CHECK(info.contiguous);
   CHECK(info.flags == UINT64_C(0xEEEEEEEEEEEEEEEE));
@@ -820,13 +792,13 @@ const axrt_kernel_library_t kCopyLibrary = {
 
 // Loads "copy(x: f32[n<=64]) -> y: f32[n]" on cpu:0.
 axrt_function_t LoadCopy(const Cpu& cpu, axrt_executable_t* out_executable) {
-  REQUIRE_OK(axrt_instance_register_kernel_library(cpu.instance, &kCopyLibrary));
+  REQUIRE_CALL_OK(axrt_instance_register_kernel_library(cpu.instance, &kCopyLibrary));
   std::vector<uint8_t> bytes;
-  REQUIRE_OK(axrt_test::BuildCopyExecutable("dlpack.test.kernels", "dlpack_copy", &bytes));
-  REQUIRE_OK(axrt_executable_load_memory(cpu.device, bytes.data(), bytes.size(), nullptr,
+  REQUIRE_CALL_OK(axrt_test::BuildCopyExecutable("dlpack.test.kernels", "dlpack_copy", &bytes));
+  REQUIRE_CALL_OK(axrt_executable_load_memory(cpu.device, bytes.data(), bytes.size(), nullptr,
                                          out_executable));
   axrt_function_t function_handle = nullptr;
-  REQUIRE_OK(axrt_executable_get_function(*out_executable, 0, &function_handle));
+  REQUIRE_CALL_OK(axrt_executable_get_function(*out_executable, 0, &function_handle));
   return function_handle;
 }
 
@@ -840,21 +812,21 @@ TEST_CASE_METHOD(Cpu, "invocations write imported tensors, and refuse read-only 
   destination.bytes.assign(8 * sizeof(float), std::byte{0});
   destination.shape = {8};
   axrt_tensor_t read_only = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack_versioned(
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(
       instance, destination.Versioned(DLPACK_FLAG_BITMASK_READ_ONLY), &read_only));
   axrt_tensor_t inputs[] = {input};
   axrt_tensor_t outputs[] = {read_only};
-  REQUIRE_ERROR(axrt_function_invoke(copy, stream, inputs, 1, outputs, 1, nullptr),
+  REQUIRE_CALL_FAILS(axrt_function_invoke(copy, stream, inputs, 1, outputs, 1, nullptr),
                 AXRT_STATUS_CODE_INVALID_ARGUMENT, "function 'copy'", "output 0 ('y')",
                 "read-only");
   CHECK(outputs[0] == read_only);
   // As an input it is fine.
   axrt_tensor_t read_only_inputs[] = {read_only};
   axrt_tensor_t allocated[] = {nullptr};
-  REQUIRE_OK(axrt_function_invoke(copy, stream, read_only_inputs, 1, allocated, 1, nullptr));
+  REQUIRE_CALL_OK(axrt_function_invoke(copy, stream, read_only_inputs, 1, allocated, 1, nullptr));
   axrt_tensor_release(allocated[0]);
   axrt_tensor_release(read_only);
-  REQUIRE_OK(axrt_stream_synchronize(stream));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
   CHECK(destination.deleted == 1);
 
   // A writable import is written in place: the producer sees the result.
@@ -862,11 +834,11 @@ TEST_CASE_METHOD(Cpu, "invocations write imported tensors, and refuse read-only 
   writable.bytes.assign(8 * sizeof(float), std::byte{0});
   writable.shape = {8};
   axrt_tensor_t output = nullptr;
-  REQUIRE_OK(axrt_tensor_import_dlpack(instance, writable.Legacy(), &output));
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, writable.Legacy(), &output));
   outputs[0] = output;
-  REQUIRE_OK(axrt_function_invoke(copy, stream, inputs, 1, outputs, 1, nullptr));
+  REQUIRE_CALL_OK(axrt_function_invoke(copy, stream, inputs, 1, outputs, 1, nullptr));
   axrt_tensor_release(output);  // the queued call keeps it alive
-  REQUIRE_OK(axrt_stream_synchronize(stream));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
   CHECK(FloatAt(writable.bytes, 7) == 7.0f);
   CHECK(writable.deleted == 1);
 
@@ -988,19 +960,19 @@ TEST_CASE_METHOD(Cpu, "refused imports call no deleter and write no tensor", "[d
   SECTION("versions and flags of the versioned form") {
     for (auto [major, minor] : {std::pair{0u, 8u}, std::pair{2u, 0u}, std::pair{UINT32_MAX, 1u}}) {
       const std::string version = std::to_string(major) + "." + std::to_string(minor);
-      REQUIRE_ERROR(
+      REQUIRE_CALL_FAILS(
           axrt_tensor_import_dlpack_versioned(instance, p.Versioned(0, major, minor), &out),
           AXRT_STATUS_CODE_UNIMPLEMENTED, "managed->version", version.c_str());
     }
     p.shape = {8};
     p.dtype = {AXRT_DL_FLOAT4_E2M1FN, 4, 1};
-    REQUIRE_ERROR(axrt_tensor_import_dlpack_versioned(
+    REQUIRE_CALL_FAILS(axrt_tensor_import_dlpack_versioned(
                       instance, p.Versioned(DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED), &out),
                   AXRT_STATUS_CODE_UNIMPLEMENTED, "padded");
     CHECK(out == Sentinel());
     CHECK(p.deleted == 0);
     // Any minor of major 1 is taken; unknown flag bits are informational.
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, p.Versioned(1u << 20, 1, 7), &out));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, p.Versioned(1u << 20, 1, 7), &out));
     CHECK(Info(out).dtype == AXRT_DTYPE_FLOAT4_E2M1);
     axrt_tensor_release(out);
     CHECK(p.deleted == 1);
@@ -1010,7 +982,7 @@ TEST_CASE_METHOD(Cpu, "refused imports call no deleter and write no tensor", "[d
 TEST_CASE_METHOD(Cpu, "export refusals", "[dlpack]") {
   axrt_tensor_t tensor = Floats({4}, Iota(4));
   DLManagedTensorVersioned* managed = nullptr;
-  REQUIRE_ERROR(axrt_tensor_export_dlpack_versioned(tensor, 1u << 5, &managed),
+  REQUIRE_CALL_FAILS(axrt_tensor_export_dlpack_versioned(tensor, 1u << 5, &managed),
                 AXRT_STATUS_CODE_UNIMPLEMENTED, "flags", "0x20");
   CHECK(managed == nullptr);
   axrt_tensor_release(tensor);
@@ -1022,11 +994,11 @@ TEST_CASE_METHOD(Cpu, "export refusals", "[dlpack]") {
 
 TEST_CASE("CUDA device memory and pinned memory cross both ways", "[.cuda-mock]") {
   axrt_instance_t instance = nullptr;
-  REQUIRE_OK(axrt_instance_create(nullptr, &instance));
+  REQUIRE_CALL_OK(axrt_instance_create(nullptr, &instance));
   axrt_device_t cuda1 = nullptr;
-  REQUIRE_OK(axrt_instance_find_device(instance, "cuda:1", &cuda1));
+  REQUIRE_CALL_OK(axrt_instance_find_device(instance, "cuda:1", &cuda1));
   axrt_stream_t stream = nullptr;
-  REQUIRE_OK(axrt_stream_create(cuda1, nullptr, &stream));
+  REQUIRE_CALL_OK(axrt_stream_create(cuda1, nullptr, &stream));
   const std::vector<std::byte> values = Iota(8);
 
   SECTION("device-local") {
@@ -1036,36 +1008,36 @@ TEST_CASE("CUDA device memory and pinned memory cross both ways", "[.cuda-mock]"
     desc.rank = 1;
     desc.shape = shape;
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_allocate(cuda1, &desc, nullptr, &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_allocate(cuda1, &desc, nullptr, &tensor));
     axrt_buffer_t buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(tensor, &buffer));
-    REQUIRE_OK(axrt_stream_copy_from_host(stream, values.data(), buffer, 0, values.size()));
-    REQUIRE_OK(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
+    REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, values.data(), buffer, 0, values.size()));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
-    REQUIRE_OK(axrt_buffer_query_info(buffer, &info));
+    REQUIRE_CALL_OK(axrt_buffer_query_info(buffer, &info));
 
     DLManagedTensorVersioned* managed = nullptr;
-    REQUIRE_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
+    REQUIRE_CALL_OK(axrt_tensor_export_dlpack_versioned(tensor, AXRT_DLPACK_FLAG_NONE, &managed));
     CHECK(DeviceType(managed->dl_tensor.device) == kCuda);
     CHECK(managed->dl_tensor.device.device_id == 1);
     CHECK(reinterpret_cast<uintptr_t>(managed->dl_tensor.data) == info.device_address);
 
     axrt_tensor_t imported = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, managed, &imported));
     axrt_buffer_t imported_buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(imported, &imported_buffer));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(imported, &imported_buffer));
     axrt_buffer_info_t imported_info = AXRT_BUFFER_INFO_INIT;
-    REQUIRE_OK(axrt_buffer_query_info(imported_buffer, &imported_info));
+    REQUIRE_CALL_OK(axrt_buffer_query_info(imported_buffer, &imported_info));
     CHECK(imported_info.device_address == info.device_address);
     CHECK(imported_info.memory_type == AXRT_MEMORY_TYPE_DEVICE_LOCAL);
     CHECK_FALSE(imported_info.host_visible);
     axrt_device_t on = nullptr;
-    REQUIRE_OK(axrt_buffer_get_device(imported_buffer, &on));
+    REQUIRE_CALL_OK(axrt_buffer_get_device(imported_buffer, &on));
     CHECK(on == cuda1);
     axrt_device_release(on);
     std::vector<std::byte> read(values.size());
-    REQUIRE_OK(axrt_stream_copy_to_host(stream, imported_buffer, 0, read.data(), read.size()));
-    REQUIRE_OK(axrt_stream_synchronize(stream));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, imported_buffer, 0, read.data(), read.size()));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     CHECK(read == values);
     axrt_buffer_release(imported_buffer);
     axrt_tensor_release(imported);
@@ -1076,9 +1048,9 @@ TEST_CASE("CUDA device memory and pinned memory cross both ways", "[.cuda-mock]"
     axrt_buffer_options_t options = AXRT_BUFFER_OPTIONS_INIT;
     options.memory_type = AXRT_MEMORY_TYPE_HOST_PINNED;
     axrt_buffer_t pinned = nullptr;
-    REQUIRE_OK(axrt_buffer_allocate(cuda1, 64, &options, &pinned));
+    REQUIRE_CALL_OK(axrt_buffer_allocate(cuda1, 64, &options, &pinned));
     void* host = nullptr;
-    REQUIRE_OK(axrt_buffer_map(pinned, &host));
+    REQUIRE_CALL_OK(axrt_buffer_map(pinned, &host));
     std::memcpy(host, values.data(), values.size());
     const int64_t shape[] = {8};
     axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
@@ -1086,28 +1058,28 @@ TEST_CASE("CUDA device memory and pinned memory cross both ways", "[.cuda-mock]"
     desc.rank = 1;
     desc.shape = shape;
     axrt_tensor_t tensor = nullptr;
-    REQUIRE_OK(axrt_tensor_create(pinned, &desc, &tensor));
+    REQUIRE_CALL_OK(axrt_tensor_create(pinned, &desc, &tensor));
     DLManagedTensor* managed = nullptr;
-    REQUIRE_OK(axrt_tensor_export_dlpack(tensor, &managed));
+    REQUIRE_CALL_OK(axrt_tensor_export_dlpack(tensor, &managed));
     CHECK(DeviceType(managed->dl_tensor.device) == kCudaHost);
     CHECK(managed->dl_tensor.device.device_id == 0);
     CHECK(managed->dl_tensor.data == host);
 
     axrt_tensor_t imported = nullptr;
-    REQUIRE_OK(axrt_tensor_import_dlpack(instance, managed, &imported));
+    REQUIRE_CALL_OK(axrt_tensor_import_dlpack(instance, managed, &imported));
     axrt_buffer_t imported_buffer = nullptr;
-    REQUIRE_OK(axrt_tensor_get_buffer(imported, &imported_buffer));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(imported, &imported_buffer));
     axrt_device_t on = nullptr;
-    REQUIRE_OK(axrt_buffer_get_device(imported_buffer, &on));
+    REQUIRE_CALL_OK(axrt_buffer_get_device(imported_buffer, &on));
     axrt_device_properties_t properties = AXRT_DEVICE_PROPERTIES_INIT;
-    REQUIRE_OK(axrt_device_query_properties(on, &properties));
+    REQUIRE_CALL_OK(axrt_device_query_properties(on, &properties));
     CHECK(std::string(properties.id) == "cpu:0");
     axrt_device_release(on);
     axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
-    REQUIRE_OK(axrt_buffer_query_info(imported_buffer, &info));
+    REQUIRE_CALL_OK(axrt_buffer_query_info(imported_buffer, &info));
     CHECK(info.memory_type == AXRT_MEMORY_TYPE_HOST_PINNED);
     void* mapped = nullptr;
-    REQUIRE_OK(axrt_buffer_map(imported_buffer, &mapped));
+    REQUIRE_CALL_OK(axrt_buffer_map(imported_buffer, &mapped));
     CHECK(mapped == host);
     axrt_buffer_release(imported_buffer);
     axrt_tensor_release(imported);
@@ -1120,7 +1092,7 @@ TEST_CASE("CUDA device memory and pinned memory cross both ways", "[.cuda-mock]"
     p.shape = {4};
     p.device = Device(kCuda, 5);
     axrt_tensor_t out = Sentinel();
-    REQUIRE_ERROR(axrt_tensor_import_dlpack_versioned(instance, p.Versioned(), &out),
+    REQUIRE_CALL_FAILS(axrt_tensor_import_dlpack_versioned(instance, p.Versioned(), &out),
                   AXRT_STATUS_CODE_NOT_FOUND, "cuda:5", "cuda:0, cuda:1");
     CHECK(out == Sentinel());
     CHECK(p.deleted == 0);

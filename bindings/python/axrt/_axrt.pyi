@@ -6,6 +6,8 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 __version__: str
+DTYPES: dict[str, Tuple[int, int, Optional[np.dtype]]]
+"""Every axrt dtype by its runtime name: (number, bits per element, numpy dtype or None)."""
 
 DeviceLike = Union[None, str, "Device"]
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]

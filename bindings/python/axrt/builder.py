@@ -44,6 +44,7 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple,
 
 import numpy as np
 
+from ._axrt import DTYPES as _axrt_dtypes
 from ._axrt import AxeBuilder as _AxeBuilder
 
 __all__ = [
@@ -85,30 +86,7 @@ DTypeLike = Union[str, np.dtype, type]
 
 # The runtime's names (axrt_dtype_name): (number, bits per element).
 _DTYPES: Dict[str, Tuple[int, int]] = {
-    "bool": (1, 8),
-    "int8": (2, 8),
-    "uint8": (3, 8),
-    "int16": (4, 16),
-    "uint16": (5, 16),
-    "int32": (6, 32),
-    "uint32": (7, 32),
-    "int64": (8, 64),
-    "uint64": (9, 64),
-    "f16": (10, 16),
-    "bf16": (11, 16),
-    "f32": (12, 32),
-    "f64": (13, 64),
-    "int4": (14, 4),
-    "uint4": (15, 4),
-    "int2": (16, 2),
-    "uint2": (17, 2),
-    "fp8_e4m3fn": (18, 8),
-    "fp8_e5m2": (19, 8),
-    "fp8_e4m3fnuz": (20, 8),
-    "fp8_e5m2fnuz": (21, 8),
-    "fp4_e2m1": (22, 4),
-    "ue8m0": (23, 8),
-}
+    name: (code, bits) for name, (code, bits, _) in _axrt_dtypes.items()}
 
 # Other spellings: numpy's and ml_dtypes' names, short integer names.
 _ALIASES: Dict[str, str] = {
@@ -188,22 +166,9 @@ def _dtype_code(dtype: DTypeLike, what: str = "dtype") -> int:
     return _DTYPES[_dtype_name(dtype, what)][0]
 
 
-# The numpy spelling of axrt names whose numpy dtype comes from ml_dtypes.
-_ML_DTYPES = {"bf16": "bfloat16", "int4": "int4", "uint4": "uint4", "int2": "int2",
-              "uint2": "uint2", "fp8_e4m3fn": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2",
-              "fp8_e4m3fnuz": "float8_e4m3fnuz", "fp8_e5m2fnuz": "float8_e5m2fnuz",
-              "fp4_e2m1": "float4_e2m1fn", "ue8m0": "float8_e8m0fnu"}
-
-
 def _numpy_dtype(name: str) -> Optional[np.dtype]:
     """The numpy dtype of axrt dtype `name`, or None when ml_dtypes is missing."""
-    if name not in _ML_DTYPES:
-        return np.dtype({"f16": "float16", "f32": "float32", "f64": "float64"}.get(name, name))
-    try:
-        import ml_dtypes
-    except ImportError:
-        return None
-    dt: np.dtype = np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
+    dt: Optional[np.dtype] = _axrt_dtypes[name][2]
     return dt
 
 

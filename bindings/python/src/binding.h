@@ -58,7 +58,7 @@ const std::vector<std::shared_ptr<Device>>& all_devices();
 std::shared_ptr<Device> device_of(axrt_device_t handle);
 // None: the default device; a str: that device; a Device: itself.
 std::shared_ptr<Device> resolve_device(const py::object& device);
-// The host device (cpu:0): where host memory lives.
+// The host device (cpu:0): where host memory lives. Looked up once.
 std::shared_ptr<Device> host_device();
 
 // ---------------------------------------------------------------------------
@@ -100,9 +100,9 @@ class Tensor {
   std::vector<int64_t> shape() const { return {info_.shape, info_.shape + info_.rank}; }
   bool read_only() const { return (info_.flags & AXRT_TENSOR_FLAG_READ_ONLY) != 0; }
   // Whether the host can read the memory (once its producer finished).
-  bool host_visible() const { return host_visible_; }
+  bool host_visible() { return buffer_facts().host_visible; }
   // Host-pinned memory (of a CUDA device, or imported as such).
-  bool pinned() const { return pinned_; }
+  bool pinned() { return buffer_facts().memory_type == AXRT_MEMORY_TYPE_HOST_PINNED; }
 
   const std::shared_ptr<Stream>& producer() const { return producer_; }
   void set_producer(std::shared_ptr<Stream> producer);
@@ -117,9 +117,13 @@ class Tensor {
   std::shared_ptr<Device> device_;
   std::mutex mutex_;
   std::shared_ptr<Stream> producer_;
+  // The buffer's info, queried when first needed (results of calls that
+  // are only passed on never need it). Used with the GIL held.
+  const axrt_buffer_info_t& buffer_facts();
+
   axrt_tensor_info_t info_ = AXRT_TENSOR_INFO_INIT;
-  bool host_visible_ = false;
-  bool pinned_ = false;
+  bool have_buffer_facts_ = false;
+  axrt_buffer_info_t buffer_info_ = AXRT_BUFFER_INFO_INIT;
 };
 
 // The numpy dtype of an axrt dtype (bfloat16 and fp8 through ml_dtypes);
@@ -146,7 +150,7 @@ std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<D
 std::shared_ptr<Tensor> import_capsule(const py::capsule& capsule);
 
 // Zero-copy import of a numpy array that lives in host memory.
-std::shared_ptr<Tensor> import_numpy(const py::array& array, bool writable);
+std::shared_ptr<Tensor> import_numpy(const py::array& array);
 
 // axrt.from_dlpack(obj, device=, copy=).
 std::shared_ptr<Tensor> from_dlpack(py::object obj, py::object device, py::object copy);
@@ -165,7 +169,6 @@ std::shared_ptr<Tensor> tensor_to(const std::shared_ptr<Tensor>& self, const std
 // ---------------------------------------------------------------------------
 // Module parts
 
-void init_errors(py::module_& m);
 void init_dtypes(py::module_& m);
 void init_device(py::module_& m);
 void init_stream(py::module_& m);

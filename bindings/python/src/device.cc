@@ -117,7 +117,10 @@ std::shared_ptr<Device> resolve_device(const py::object& device) {
                        py::repr(device).cast<std::string>());
 }
 
-std::shared_ptr<Device> host_device() { return resolve_device(py::str("cpu:0")); }
+std::shared_ptr<Device> host_device() {
+  static std::shared_ptr<Device>* host = new std::shared_ptr<Device>(resolve_device(py::str("cpu:0")));
+  return *host;
+}
 
 void init_device(py::module_& m) {
   py::class_<Device, std::shared_ptr<Device>>(m, "Device", R"doc(

@@ -33,7 +33,7 @@ void legacy_capsule_destructor(PyObject* capsule) {
   PyErr_Restore(type, value, traceback);
 }
 
-std::pair<int, int> tensor_dlpack_device(const Tensor& t) {
+std::pair<int, int> tensor_dlpack_device(Tensor& t) {
   if (t.pinned() && t.device()->properties().type == AXRT_DEVICE_TYPE_CUDA) {
     return {kDLCUDAHost, 0};
   }
@@ -175,7 +175,7 @@ std::shared_ptr<Tensor> from_dlpack(py::object obj, py::object device, py::objec
   } else if (py::isinstance<py::array>(obj)) {
     // numpy's own arrays are lent directly: the same zero-copy import as
     // through numpy's capsule, without making one.
-    t = import_numpy(py::reinterpret_borrow<py::array>(obj), false);
+    t = import_numpy(py::reinterpret_borrow<py::array>(obj));
   } else if (PyCapsule_CheckExact(obj.ptr())) {
     t = import_capsule(py::reinterpret_borrow<py::capsule>(obj));
   } else if (py::hasattr(obj, "__dlpack__")) {
@@ -191,7 +191,7 @@ std::shared_ptr<Tensor> from_dlpack(py::object obj, py::object device, py::objec
     }
     t = import_capsule(py::reinterpret_borrow<py::capsule>(capsule));
   } else if (PyObject_CheckBuffer(obj.ptr())) {
-    t = import_numpy(py::module_::import("numpy").attr("asarray")(obj), false);
+    t = import_numpy(py::module_::import("numpy").attr("asarray")(obj));
   } else {
     throw py::type_error("from_dlpack() takes an object with __dlpack__, a DLPack capsule or a buffer; got " +
                          py::repr(py::type::handle_of(obj)).cast<std::string>());

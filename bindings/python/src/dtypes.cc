@@ -114,7 +114,17 @@ axrt_dtype_t axrt_dtype(const py::dtype& dtype) {
   return static_cast<axrt_dtype_t>(PyLong_AsUnsignedLong(code));
 }
 
-void init_dtypes(py::module_&) { table(); }
+void init_dtypes(py::module_& m) {
+  // Every axrt dtype by its runtime name: (number, bits per element, numpy
+  // dtype or None without ml_dtypes), for the builder.
+  py::dict dtypes;
+  for (axrt_dtype_t d = 1; d < kDtypeCount; ++d) {
+    PyObject* numpy = table().numpy[d];
+    dtypes[py::str(axrt_dtype_name(d))] =
+        py::make_tuple(d, axrt_dtype_bit_width(d), numpy ? py::handle(numpy) : py::handle(Py_None));
+  }
+  m.attr("DTYPES") = dtypes;
+}
 
 axrt_dtype_t parse_dtype(const py::handle& dtype) {
   if (py::isinstance<py::str>(dtype)) {

@@ -254,9 +254,6 @@ py::object load(py::object source, py::object device, bool allow_native_code, bo
     status = axrt_executable_load_file(d->handle(), path.c_str(), &options, exe.out());
   } else if (PyObject_CheckBuffer(source.ptr())) {
     py::buffer_info bytes = source.cast<py::buffer>().request();
-    if (bytes.ndim > 1 && !(bytes.strides.empty())) {
-      // Only the byte count and a contiguous start matter.
-    }
     const auto size = static_cast<size_t>(bytes.size * bytes.itemsize);
     py::gil_scoped_release release;
     status = axrt_executable_load_memory(d->handle(), bytes.ptr, size, &options, exe.out());

@@ -44,11 +44,6 @@ axrt_status_t release_tensor_when_reached(void* user_data, axrt_status_t) {
   return nullptr;
 }
 
-std::shared_ptr<Device> cached_host_device() {
-  static std::shared_ptr<Device>* host = new std::shared_ptr<Device>(host_device());
-  return *host;
-}
-
 py::array contiguous(const py::array& array) {
   return py::module_::import("numpy").attr("ascontiguousarray")(array);
 }
@@ -94,12 +89,16 @@ std::string shape_string(const Tensor& t) {
 Tensor::Tensor(Handle<axrt_tensor_t> handle, std::shared_ptr<Device> device, std::shared_ptr<Stream> producer)
     : handle_(std::move(handle)), device_(std::move(device)), producer_(std::move(producer)) {
   check(axrt_tensor_query_info(handle_.get(), &info_));
-  Handle<axrt_buffer_t> buffer;
-  check(axrt_tensor_get_buffer(handle_.get(), buffer.out()));
-  axrt_buffer_info_t buffer_info = AXRT_BUFFER_INFO_INIT;
-  check(axrt_buffer_query_info(buffer.get(), &buffer_info));
-  host_visible_ = buffer_info.host_visible;
-  pinned_ = buffer_info.memory_type == AXRT_MEMORY_TYPE_HOST_PINNED;
+}
+
+const axrt_buffer_info_t& Tensor::buffer_facts() {
+  if (!have_buffer_facts_) {
+    Handle<axrt_buffer_t> buffer;
+    check(axrt_tensor_get_buffer(handle_.get(), buffer.out()));
+    check(axrt_buffer_query_info(buffer.get(), &buffer_info_));
+    have_buffer_facts_ = true;
+  }
+  return buffer_info_;
 }
 
 void Tensor::set_producer(std::shared_ptr<Stream> producer) {
@@ -199,8 +198,8 @@ Handle<axrt_tensor_t> lend_numpy(const py::array& array) {
   return tensor;
 }
 
-std::shared_ptr<Tensor> import_numpy(const py::array& array, bool) {
-  return std::make_shared<Tensor>(lend_numpy(array), cached_host_device(), nullptr);
+std::shared_ptr<Tensor> import_numpy(const py::array& array) {
+  return std::make_shared<Tensor>(lend_numpy(array), host_device(), nullptr);
 }
 
 std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<Device>& device,
@@ -211,14 +210,14 @@ std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<D
   } else if (py::isinstance<py::array>(obj)) {
     py::array array = py::reinterpret_borrow<py::array>(obj);
     if (!dense_row_major(array) && !writable) array = contiguous(array);
-    t = import_numpy(array, writable);
+    t = import_numpy(array);
   } else if (py::hasattr(obj, "__dlpack__")) {
     t = from_dlpack(py::reinterpret_borrow<py::object>(obj), py::none(), py::none());
   } else {
     py::object as_dtype = dtype == AXRT_DTYPE_INVALID ? py::object(py::none()) : py::object(numpy_dtype(dtype));
     py::array array = py::module_::import("numpy").attr("asarray")(obj, as_dtype);
     if (!dense_row_major(array) && !writable) array = contiguous(array);
-    t = import_numpy(array, writable);
+    t = import_numpy(array);
   }
   if (t->device() == device) {
     if (t->producer()) {
@@ -281,7 +280,7 @@ std::shared_ptr<Tensor> tensor_to(const std::shared_ptr<Tensor>& self, const std
     return std::make_shared<Tensor>(upload(self->handle(), self->info(), device, stream), device, stream);
   }
   if (!device->host_accessible()) {
-    return tensor_to(tensor_to(self, cached_host_device(), py::none()), device, stream_arg);
+    return tensor_to(tensor_to(self, host_device(), py::none()), device, stream_arg);
   }
   const axrt_tensor_info_t& info = self->info();
   if (!info.contiguous) throw py::value_error("only contiguous device tensors can be copied");
