@@ -58,13 +58,16 @@ fuzz-build: deps
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXRT_BUILD_FUZZERS=ON \
 	  -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_DRIVER_CUDA=OFF \
 	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
-	$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS) --target axe_reader_fuzzer axe_fuzz_seeds
+	$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS) --target axe_reader_fuzzer
 
-fuzz: fuzz-build
-	./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+# The seed files come from the ordinary build's axrt_make_test_files.
+FUZZ_SEEDS_TOOL = $(BUILD_DIR)/tests/cli/axrt_make_test_files
 
-fuzz-smoke: fuzz-build
-	./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS)
+fuzz: fuzz-build build
+	SEEDS_TOOL=$(FUZZ_SEEDS_TOOL) ./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+fuzz-smoke: fuzz-build build
+	SEEDS_TOOL=$(FUZZ_SEEDS_TOOL) ./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS)
 
 bench: deps
 	$(CMAKE) -S . -B $(BENCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \

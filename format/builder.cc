@@ -11,10 +11,10 @@
 #include <limits>
 #include <memory>
 
+#include "base/status.h"
 #include "format/quant_layout.h"
 #include "format/reader.h"
 #include "format/writer.h"
-#include "runtime/status.h"
 
 namespace axrt::axe {
 namespace {
@@ -704,8 +704,7 @@ axrt_status_t Builder::finish(std::vector<uint8_t>* out) const {
                                                "<builder output>", options, &verified);
   if (status) {
     StatusPtr owned(status);
-    return make_status(axrt_status_code(status), "the reader refuses the file built: {}",
-                       axrt_status_message(status));
+    return make_status(status->code, "the reader refuses the file built: {}", status->message);
   }
   *out = std::move(file);
   return nullptr;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <string>
 
+#include "axrt/base.h"
 #include "format/axe_generated.h"
 
 namespace axrt::axe {
@@ -43,6 +44,37 @@ AXRT_AXE_ENUM_HELPERS(BindingKind)
 AXRT_AXE_ENUM_HELPERS(Command)
 
 #undef AXRT_AXE_ENUM_HELPERS
+
+// The schema's element types are the C API's, value for value, so that the
+// dtype facts of base/dtype.h serve both.
+#define AXRT_AXE_SAME_DTYPE(name) \
+  static_assert(static_cast<uint32_t>(DType::name) == AXRT_DTYPE_##name, #name)
+AXRT_AXE_SAME_DTYPE(INVALID);
+AXRT_AXE_SAME_DTYPE(BOOL);
+AXRT_AXE_SAME_DTYPE(INT8);
+AXRT_AXE_SAME_DTYPE(UINT8);
+AXRT_AXE_SAME_DTYPE(INT16);
+AXRT_AXE_SAME_DTYPE(UINT16);
+AXRT_AXE_SAME_DTYPE(INT32);
+AXRT_AXE_SAME_DTYPE(UINT32);
+AXRT_AXE_SAME_DTYPE(INT64);
+AXRT_AXE_SAME_DTYPE(UINT64);
+AXRT_AXE_SAME_DTYPE(FLOAT16);
+AXRT_AXE_SAME_DTYPE(BFLOAT16);
+AXRT_AXE_SAME_DTYPE(FLOAT32);
+AXRT_AXE_SAME_DTYPE(FLOAT64);
+AXRT_AXE_SAME_DTYPE(INT4);
+AXRT_AXE_SAME_DTYPE(UINT4);
+AXRT_AXE_SAME_DTYPE(INT2);
+AXRT_AXE_SAME_DTYPE(UINT2);
+AXRT_AXE_SAME_DTYPE(FLOAT8_E4M3FN);
+AXRT_AXE_SAME_DTYPE(FLOAT8_E5M2);
+AXRT_AXE_SAME_DTYPE(FLOAT8_E4M3FNUZ);
+AXRT_AXE_SAME_DTYPE(FLOAT8_E5M2FNUZ);
+AXRT_AXE_SAME_DTYPE(FLOAT4_E2M1);
+AXRT_AXE_SAME_DTYPE(FLOAT8_E8M0FNU);
+static_assert(DType::MAX == DType::FLOAT8_E8M0FNU, "a new DType needs a line above");
+#undef AXRT_AXE_SAME_DTYPE
 
 }  // namespace axrt::axe
 

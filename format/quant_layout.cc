@@ -4,45 +4,13 @@
 
 #include <string_view>
 
+#include "base/dtype.h"
 #include "format/enums.h"
 
 namespace axrt::axe {
 
 uint32_t dtype_bits(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::BOOL:
-    case DType::INT8:
-    case DType::UINT8:
-    case DType::FLOAT8_E4M3FN:
-    case DType::FLOAT8_E5M2:
-    case DType::FLOAT8_E4M3FNUZ:
-    case DType::FLOAT8_E5M2FNUZ:
-    case DType::FLOAT8_E8M0FNU:
-      return 8;
-    case DType::INT16:
-    case DType::UINT16:
-    case DType::FLOAT16:
-    case DType::BFLOAT16:
-      return 16;
-    case DType::INT32:
-    case DType::UINT32:
-    case DType::FLOAT32:
-      return 32;
-    case DType::INT64:
-    case DType::UINT64:
-    case DType::FLOAT64:
-      return 64;
-    case DType::INT4:
-    case DType::UINT4:
-    case DType::FLOAT4_E2M1:
-      return 4;
-    case DType::INT2:
-    case DType::UINT2:
-      return 2;
-    case DType::INVALID:
-      break;
-  }
-  return 0;
+  return axrt::dtype_bits(static_cast<axrt_dtype_t>(dtype));
 }
 
 bool dtype_is_sub_byte(DType dtype) noexcept {

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <utility>
 
+#include "base/status.h"
 #include "format/verifier.h"
-#include "runtime/status.h"
 
 namespace axrt::axe {
 

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "format/enums.h"
 #include "format/quant_layout.h"
-#include "runtime/status.h"
 
 namespace axrt::axe {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/container.h"
+#include "format/inspect.h"
 #include "format/reader.h"
-#include "runtime/status.h"
-#include "runtime/tools/inspect.h"
 
 namespace axe = axrt::axe;
 
@@ -267,8 +267,8 @@ bool open_and_walk(std::span<const uint8_t> bytes, const axe::ReadOptions& optio
   }
   Sink sink;
   walk(*file, &sink);
-  sink.add(axrt::tools::inspect_text(*file).size());
-  sink.add(axrt::tools::inspect_json(*file).size());
+  sink.add(axe::inspect_text(*file).size());
+  sink.add(axe::inspect_json(*file).size());
   axrt::StatusPtr checksums(file->verify_checksums());
   if (options.verify_checksums && checksums) {
     fail("opened with verify_checksums, yet verify_checksums() fails");

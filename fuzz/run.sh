@@ -2,10 +2,11 @@
 # Runs the .axe reader fuzzer for a given time: fuzz/run.sh BUILD_DIR SECONDS
 # [libFuzzer flags...]. BUILD_DIR is a tree configured with
 # -DAXRT_BUILD_FUZZERS=ON (`make fuzz` does that). The corpus in
-# BUILD_DIR/corpus is seeded with the golden files, the CLI tests' files and
-# the reproducers of past findings (fuzz/regressions, which must keep
-# passing) and grows from run to run; reproducers of new findings land in
-# BUILD_DIR/artifacts and the log in BUILD_DIR/logs.
+# BUILD_DIR/corpus is seeded with the golden files, the reproducers of past
+# findings (fuzz/regressions, which must keep passing) and the CLI tests'
+# files, written by SEEDS_TOOL (the axrt_make_test_files of an ordinary
+# build; `make fuzz` names it), and grows from run to run; reproducers of
+# new findings land in BUILD_DIR/artifacts and the log in BUILD_DIR/logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ build=$1
 seconds=$2
 shift 2
 fuzzer=$build/fuzz/axe_reader_fuzzer
-seeds_tool=$build/fuzz/axe_fuzz_seeds
+seeds_tool=${SEEDS_TOOL:-build/release/tests/cli/axrt_make_test_files}
 for tool in "$fuzzer" "$seeds_tool"; do
   if [[ ! -x $tool ]]; then
     echo "fuzz: $tool not built (make fuzz builds it)" >&2

@@ -11,8 +11,8 @@
 #include <type_traits>
 
 #include "axrt/base.h"
+#include "base/status.h"
 #include "runtime/handle_table.h"
-#include "runtime/status.h"
 
 namespace axrt {
 

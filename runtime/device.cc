@@ -1,4 +1,4 @@
-#include "runtime/device.h"
+#include "runtime/driver.h"
 
 #include "runtime/api.h"
 #include "runtime/instance.h"

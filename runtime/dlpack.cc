@@ -13,7 +13,7 @@
 
 #include "runtime/api.h"
 #include "runtime/buffer.h"
-#include "runtime/device.h"
+#include "runtime/driver.h"
 #include "runtime/instance.h"
 #include "runtime/tensor.h"
 
@@ -376,7 +376,7 @@ axrt_status_t import_tensor(const ApiCall& api, const Instance& instance, const 
                      "element type",
                      dt.code, dl_code_name(dt.code), dt.bits, dt.lanes);
   }
-  const uint32_t bits = dtype_bit_width(dtype->dtype);
+  const uint32_t bits = dtype_bits(dtype->dtype);
   if (bits < 8 && (dl_flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)) {
     return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED,
                      "`managed->flags` marks the {} elements padded to a byte each; axrt takes "
@@ -544,6 +544,20 @@ AXRT_API axrt_status_t axrt_tensor_export_dlpack_versioned(axrt_tensor_t tensor,
     managed->version.minor = AXRT_DLPACK_MINOR_VERSION;
     managed->flags = dl_flags;
     *out = managed;
+    return nullptr;
+  });
+}
+
+AXRT_API axrt_status_t axrt_dtype_to_dlpack(axrt_dtype_t dtype, DLDataType* out_dtype) {
+  static constexpr ApiCall api("axrt_dtype_to_dlpack");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_dtype, "out_dtype"));
+    const DtypeMapping* mapping = mapping_for(dtype);
+    if (!mapping) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`dtype` {} is not a tensor element type", dtype);
+    }
+    *out_dtype = DLDataType{mapping->code, mapping->bits, 1};
     return nullptr;
   });
 }

@@ -1,4 +1,4 @@
-#include "runtime/event.h"
+#include "runtime/driver.h"
 
 #include "runtime/api.h"
 

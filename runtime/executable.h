@@ -13,8 +13,7 @@
 #include "axrt/executable.h"
 #include "format/reader.h"
 #include "runtime/buffer.h"
-#include "runtime/command_batch.h"
-#include "runtime/device.h"
+#include "runtime/driver.h"
 #include "runtime/kernel_library.h"
 #include "runtime/object.h"
 

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "axrt/format.h"
+
 namespace axrt {
 namespace {
 
@@ -21,18 +23,8 @@ struct FdCloser {
 }  // namespace
 
 const char* host_architecture() noexcept {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#elif defined(__riscv) && __riscv_xlen == 64
-  return "riscv64";
-#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  return "ppc64le";
-#elif defined(__s390x__)
-  return "s390x";
-#elif defined(__loongarch64)
-  return "loongarch64";
+#if defined(AXRT_HOST_CODE_TARGET)
+  return AXRT_HOST_CODE_TARGET;
 #else
   return "unknown";
 #endif

@@ -5,12 +5,11 @@
 #include <memory>
 #include <string_view>
 
+#include "kernels/cpu/library.h"
 #include "runtime/api.h"
-#include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/handle_table.h"
 #include "runtime/kernel_library.h"
-#include "kernels/cpu/library.h"
 
 namespace axrt {
 namespace {
@@ -42,12 +41,15 @@ std::string builtin_driver_names() {
   return names.empty() ? "none" : names;
 }
 
-// Resolves the comma-separated `list` into factories, in registry order.
+// Resolves the comma-separated `list` into factories, in registry order; an
+// empty list means every driver but those that take part only when named.
 axrt_status_t select_drivers(const ApiCall& api, const char* list,
                              std::vector<const DriverFactory*>* out) {
   const auto all = builtin_drivers();
   if (!list || !*list) {
-    out->assign(all.begin(), all.end());
+    for (const DriverFactory* factory : all) {
+      if (!factory->only_when_named) out->push_back(factory);
+    }
     return nullptr;
   }
   std::vector<bool> wanted(all.size(), false);

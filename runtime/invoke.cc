@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "runtime/api.h"
+#include "runtime/driver.h"
 #include "runtime/executable.h"
 #include "runtime/instance.h"
-#include "runtime/stream.h"
 #include "runtime/tensor.h"
 
 namespace axrt {
@@ -698,13 +698,14 @@ AXRT_API axrt_status_t axrt_function_invoke(axrt_function_t function, axrt_strea
     batch->buffers.reserve(input_count + output_count + 1);
     for (Tensor* t : call.inputs) batch->buffers.emplace_back(t->buffer.get());
     for (Tensor* t : call.outputs) batch->buffers.emplace_back(t->buffer.get());
-    if (arena) batch->buffers.push_back(arena);
-    AXRT_RETURN_IF_ERROR(target->vtable->submit_batch(target, std::move(batch)));
     if (arena) {
-      // The arena goes back to the pool in stream order, after the call.
+      // The batch owns the arena from here: the driver returns its memory
+      // in stream order once the commands ran.
       arena->deallocated.store(true, std::memory_order_release);
-      axrt_status_free(target->vtable->deallocate_buffer(target, arena.get()));
+      batch->arena = arena.get();
+      batch->buffers.push_back(std::move(arena));
     }
+    AXRT_RETURN_IF_ERROR(target->vtable->submit_batch(target, std::move(batch)));
     for (size_t o = 0, a = 0; o < output_count; ++o) {
       if (outputs[o] == nullptr) outputs[o] = to_handle<axrt_tensor_t>(allocated[a++].release());
     }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/device.h"
+#include "runtime/driver.h"
 #include "runtime/instance.h"
 #include "runtime/tensor.h"
 

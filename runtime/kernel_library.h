@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "axrt/kernel_abi.h"
-#include "runtime/status.h"
+#include "base/status.h"
 
 namespace axrt {
 

@@ -1,6 +1,7 @@
-#include "runtime/stream.h"
+#include "runtime/driver.h"
 
 #include "runtime/api.h"
+#include "runtime/buffer.h"
 #include "runtime/instance.h"
 
 namespace axrt {

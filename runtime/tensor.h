@@ -9,6 +9,7 @@
 #include <string>
 
 #include "axrt/executable.h"
+#include "base/dtype.h"
 #include "runtime/buffer.h"
 #include "runtime/object.h"
 
@@ -41,13 +42,6 @@ struct Tensor : Object {
 
 // "[2, 3, 4]"
 std::string format_shape(std::span<const int64_t> shape);
-
-// Bits per element; 0 for an unknown dtype.
-uint32_t dtype_bit_width(axrt_dtype_t dtype) noexcept;
-const char* dtype_name(axrt_dtype_t dtype) noexcept;
-
-// Bytes of `count` contiguous elements of `dtype` (rounded up to whole bytes).
-uint64_t dtype_bytes(axrt_dtype_t dtype, uint64_t count) noexcept;
 
 // Creates a registered tensor over `buffer` after checking `desc` (its
 // struct_size already checked by the caller).

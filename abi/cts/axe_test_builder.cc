@@ -4,15 +4,7 @@
 
 namespace axrt_cts {
 
-const char* HostTarget() {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#else
-  return "unknown";
-#endif
-}
+const char* HostTarget() { return AXRT_HOST_CODE_TARGET; }
 
 Expr Lit(uint64_t value) { return Expr{{{AXRT_AXE_EXPR_OPCODE_CONST, static_cast<int64_t>(value)}}}; }
 

@@ -59,6 +59,17 @@ std::string DriverUnderTest() {
   return id.substr(0, id.find(':'));
 }
 
+const axrt_instance_options_t* OptionsWithDriverUnderTest() {
+  if (UnsupportedReason(DriverUnderTest(), Feature::kDefaultInstance).empty()) return nullptr;
+  static const std::string drivers = "cpu," + DriverUnderTest();
+  static axrt_instance_options_t options = [] {
+    axrt_instance_options_t o = AXRT_INSTANCE_OPTIONS_INIT;
+    o.drivers = drivers.c_str();
+    return o;
+  }();
+  return &options;
+}
+
 DeviceTest::DeviceTest() : driver_(DriverUnderTest()) {
   axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
   options.drivers = driver_.c_str();
@@ -102,6 +113,14 @@ bool DeviceTest::RequireFeature(Feature feature) const {
     return false;
   }
   return true;
+}
+
+Instance DeviceTest::NewInstance() const {
+  axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+  options.drivers = driver_.c_str();
+  Instance instance;
+  REQUIRE_OK(axrt_instance_create(&options, Out(instance)));
+  return instance;
 }
 
 Stream DeviceTest::NewStream(const char* label) const {

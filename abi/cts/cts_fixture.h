@@ -137,6 +137,10 @@ namespace axrt_cts {
 std::string DeviceUnderTestId();
 // The driver part of DeviceUnderTestId(): "cpu" for "cpu:0".
 std::string DriverUnderTest();
+// Options for an instance of the default drivers that surely holds the
+// driver under test: NULL (the default set) unless that driver takes part
+// only when named (Feature::kDefaultInstance), then "cpu,<driver>".
+const axrt_instance_options_t* OptionsWithDriverUnderTest();
 
 // Opens a fresh instance (with only the driver under test enabled) and the
 // device under test for every test case, so that tests cannot leak state into
@@ -156,6 +160,9 @@ class DeviceTest {
   bool RequireFeature(Feature feature) const;
   bool Supports(Feature feature) const;
 
+  // Another instance over the driver under test (as the fixture's own: some
+  // drivers take part only in instances that name them).
+  Instance NewInstance() const;
   Stream NewStream(const char* label = nullptr) const;
   Buffer NewBuffer(uint64_t size,
                    axrt_memory_type_t type = AXRT_MEMORY_TYPE_DEVICE_LOCAL,

@@ -3,15 +3,13 @@
 // AXRT_CTS_SKIP_ABSENT=1, a device under test this machine does not have
 // (no GPU, no driver) skips the whole suite with the driver's reason, exit
 // code 77; otherwise its absence fails every test.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "abi/cts/cts_fixture.h"
+#include "tests/support/catch_session.h"
 
 namespace {
 
@@ -59,5 +57,5 @@ int main(int argc, char** argv) {
       return kSkipped;
     }
   }
-  return Catch::Session().run(argc, argv);
+  return axrt_test::run_catch_session(argc, argv);
 }

@@ -67,8 +67,7 @@ TEST_CASE_METHOD(DeviceTest, "device: properties are stable",
   CHECK(std::memcmp(&again, &properties(), sizeof(again)) == 0);
 
   // Another instance sees the same device the same way.
-  Instance other;
-  REQUIRE_OK(axrt_instance_create(nullptr, Out(other)));
+  Instance other = NewInstance();
   Device same;
   std::string id = DeviceUnderTestId();
   REQUIRE_OK(axrt_instance_find_device(other.get(), id.c_str(), Out(same)));

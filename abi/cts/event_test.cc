@@ -48,6 +48,7 @@ TEST_CASE_METHOD(DeviceTest, "event: query and wait before any record are "
 
 TEST_CASE_METHOD(DeviceTest, "event: a pending event times out, then "
                  "completes", "[cts][event]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   Stream stream = NewStream();
   Event event = NewEvent();
   Gate gate;
@@ -80,6 +81,7 @@ TEST_CASE_METHOD(DeviceTest, "event: a pending event times out, then "
 
 TEST_CASE_METHOD(DeviceTest, "event: many threads wait on one event",
                  "[cts][event][threads]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   Stream stream = NewStream();
   Event event = NewEvent();
   Gate gate;
@@ -124,6 +126,7 @@ TEST_CASE_METHOD(DeviceTest, "event: elapsed time", "[cts][event][timing]") {
 
 TEST_CASE_METHOD(DeviceTest, "event: elapsed time needs complete events",
                  "[cts][event][timing]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   CTS_REQUIRE_FEATURE(Feature::kEventTiming);
   Stream stream = NewStream();
   Event start = NewEvent();
@@ -178,6 +181,7 @@ TEST_CASE_METHOD(DeviceTest, "event: DISABLE_TIMING events are not timed",
 
 TEST_CASE_METHOD(DeviceTest, "event: re-recording refers to the latest record",
                  "[cts][event]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   Stream stream = NewStream();
   Event event = NewEvent();
   REQUIRE_OK(axrt_stream_record_event(stream.get(), event.get()));
@@ -259,6 +263,7 @@ TEST_CASE_METHOD(DeviceTest, "event: a stream waits for another stream's "
 
 TEST_CASE_METHOD(DeviceTest, "event: a wait refers to the record enqueued "
                  "before it", "[cts][event][order]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   // The consumer waits on the first record; recording the event again on a
   // held stream afterwards must not make the consumer wait for the gate.
   Stream producer = NewStream();
@@ -287,6 +292,7 @@ TEST_CASE_METHOD(DeviceTest, "event: a wait refers to the record enqueued "
 
 TEST_CASE_METHOD(DeviceTest, "event: queued records and waits keep their "
                  "event alive", "[cts][event][lifetime]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   constexpr uint64_t kSize = 4096;
   const std::vector<uint8_t> data = PatternBytes(kSize, 83);
   Buffer buffer = NewBuffer(kSize);
@@ -312,6 +318,7 @@ TEST_CASE_METHOD(DeviceTest, "event: queued records and waits keep their "
 
 TEST_CASE_METHOD(DeviceTest, "event: a native queue waits on the device for "
                  "a record", "[cts][event][native]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   void* const legacy = reinterpret_cast<void*>(uintptr_t{1});  // CU_STREAM_LEGACY
   Stream producer = NewStream();
   Stream consumer = NewStream();

@@ -151,6 +151,7 @@ TEST_CASE_METHOD(DeviceTest, "stream allocation: memory reused in stream "
 TEST_CASE_METHOD(DeviceTest, "stream allocation: memory is not handed out "
                  "again before its stream reaches the deallocation",
                  "[cts][stream_allocation][order]") {
+  if (!RequireFeature(Feature::kAsynchronousExecution)) return;
   // The stream is held while a copy still has to read the buffer; an
   // allocation made meanwhile must not get the same memory, or the copy
   // would read the newcomer's bytes.

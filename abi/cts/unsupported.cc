@@ -1,6 +1,5 @@
 #include "abi/cts/unsupported.h"
 
-#include <array>
 
 #include "axrt/axrt.h"
 
@@ -13,30 +12,15 @@ struct Entry {
   std::string_view reason;
 };
 
-// One line per gap. A driver that gains the capability loses its line here,
-// and the suite then tests it.
-constexpr std::array kUnsupported = {
-    // The CPU driver is the reference: every capability but a second device
-    // and GPU code.
-    Entry{"cpu", Feature::kMultipleDevices,
-          "the CPU driver exposes a single device (cpu:0)"},
-    Entry{"cuda", Feature::kSkipQueuedWorkOnFailure,
-          "copies and kernels already handed to the GPU behind a host function "
-          "run even when that function fails the stream; the failure still "
-          "reaches synchronize, events, later host functions and waiting "
-          "streams, and work enqueued once it is known is refused"},
-    Entry{"cpu", Feature::kDeviceCode,
-          "the CPU driver runs kernel libraries and host code, not GPU code objects"},
-    Entry{"cpu", Feature::kNativeQueues,
-          "the CPU driver runs streams on its own worker threads; there is no "
-          "native queue to hand out or to make wait"},
-    Entry{"cuda", Feature::kHostVisibleDeviceMemory,
-          "CUDA device memory lives in GPU memory and is not mapped into the "
-          "host address space; use host-pinned buffers or copies"},
-    Entry{"cuda", Feature::kHostKernels,
-          "CUDA devices run kernels from cubin, fatbin or PTX code objects; CPU "
-          "kernel libraries run only on host devices"},
+// One entry per gap, from the enabled drivers' cts_unsupported.inc files
+// (the generated list below includes them, each with AXRT_CTS_DRIVER set to
+// the driver's name).
+#define AXRT_CTS_UNSUPPORTED(feature, reason) Entry{AXRT_CTS_DRIVER, Feature::feature, reason},
+constexpr Entry kUnsupported[] = {
+#include "cts_unsupported_list.inc"
+    Entry{"", Feature::kMultipleDevices, ""},  // the end
 };
+#undef AXRT_CTS_UNSUPPORTED
 
 }  // namespace
 
@@ -56,6 +40,10 @@ std::string_view FeatureName(Feature feature) {
       return "device code (CUDA cubin, fatbin, PTX)";
     case Feature::kNativeQueues:
       return "native queues (CUstream)";
+    case Feature::kAsynchronousExecution:
+      return "asynchronous execution";
+    case Feature::kDefaultInstance:
+      return "a place among the default drivers";
   }
   return "unknown feature";
 }
@@ -71,6 +59,8 @@ uint32_t FeatureFlag(Feature feature) {
     case Feature::kDeviceCode:
     case Feature::kSkipQueuedWorkOnFailure:
     case Feature::kNativeQueues:
+    case Feature::kAsynchronousExecution:
+    case Feature::kDefaultInstance:
       return 0;
   }
   return 0;
@@ -78,7 +68,9 @@ uint32_t FeatureFlag(Feature feature) {
 
 std::string_view UnsupportedReason(std::string_view driver, Feature feature) {
   for (const Entry& entry : kUnsupported) {
-    if (entry.driver == driver && entry.feature == feature) return entry.reason;
+    if (!entry.driver.empty() && entry.driver == driver && entry.feature == feature) {
+      return entry.reason;
+    }
   }
   return {};
 }

@@ -1,6 +1,8 @@
 // What a driver does not support, and why. The conformance suite asks here
 // before it tests an optional capability, so that a driver's gaps are written
-// down in one reviewed place rather than hidden in skipped tests.
+// down in one reviewed place rather than hidden in skipped tests: the
+// driver's own folder, in its cts_unsupported.inc (runtime/drivers/*/),
+// gathered at build time from the enabled drivers.
 #ifndef AXRT_ABI_CTS_UNSUPPORTED_H_
 #define AXRT_ABI_CTS_UNSUPPORTED_H_
 
@@ -30,6 +32,13 @@ enum class Feature : uint32_t {
   // Streams over a native API's queues (axrt_stream_get_native_handle,
   // axrt_event_enqueue_native_wait): the DLPack stream protocol.
   kNativeQueues,
+  // Work that runs after the enqueueing call returned, so that a host
+  // function may block until the enqueueing thread lets it go (the tests'
+  // Gate) and work queued behind it waits.
+  kAsynchronousExecution,
+  // Taking part in instances that do not name the driver (NULL or ""
+  // axrt_instance_options_t::drivers).
+  kDefaultInstance,
 };
 
 std::string_view FeatureName(Feature feature);

@@ -599,23 +599,7 @@ void write_reference(const std::string& path, const Weights& w, const Reference&
 
 // The host architecture, named as the runtime names it when it matches a
 // KERNEL_LIBRARY code object's target.
-const char* host_target() {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#elif defined(__riscv) && __riscv_xlen == 64
-  return "riscv64";
-#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  return "ppc64le";
-#elif defined(__s390x__)
-  return "s390x";
-#elif defined(__loongarch64)
-  return "loongarch64";
-#else
-  return "unknown";  // what the runtime calls any other host
-#endif
-}
+const char* host_target() { return AXRT_HOST_CODE_TARGET; }
 
 using Expr = std::vector<axrt_axe_expr_op_t>;
 

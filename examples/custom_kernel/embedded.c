@@ -93,7 +93,7 @@ static axrt_status_t write_executable(const unsigned char* code, size_t size, co
   /* The shared object's bytes, for this host's architecture. */
   axrt_axe_code_object_desc_t object = AXRT_AXE_CODE_OBJECT_DESC_INIT;
   object.kind = AXRT_AXE_CODE_OBJECT_KIND_HOST_SHARED_OBJECT;
-  object.target = EXAMPLE_HOST_TARGET;
+  object.target = AXRT_HOST_CODE_TARGET;
   object.data = code;
   object.size = size;
   uint32_t code_object = 0;

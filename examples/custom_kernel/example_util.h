@@ -1,6 +1,6 @@
 /* What the two custom-kernel examples share: reporting a failed status,
- * the host architecture as code-object targets spell it, adding a kernel to a
- * builder, and moving a tensor's bytes to and from the host. Public API only. */
+ * adding a kernel to a builder, and moving a tensor's bytes to and from the
+ * host. Public API only. */
 #ifndef AXRT_EXAMPLES_CUSTOM_KERNEL_EXAMPLE_UTIL_H_
 #define AXRT_EXAMPLES_CUSTOM_KERNEL_EXAMPLE_UTIL_H_
 
@@ -8,12 +8,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#if defined(__x86_64__)
-#define EXAMPLE_HOST_TARGET "x86_64"
-#elif defined(__aarch64__)
-#define EXAMPLE_HOST_TARGET "aarch64"
-#else
-#error "add this host's architecture name (docs/format.md, code object targets)"
+#if !defined(AXRT_HOST_CODE_TARGET)
+#error "axrt does not know this host's architecture (docs/format.md, code object targets)"
 #endif
 
 /* Prints and frees a failed status; true when there was one. */

@@ -57,7 +57,7 @@ static axrt_status_t build_executable(void** out_data, size_t* out_size) {
    * instance's registry. */
   axrt_axe_code_object_desc_t library = AXRT_AXE_CODE_OBJECT_DESC_INIT;
   library.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
-  library.target = EXAMPLE_HOST_TARGET;
+  library.target = AXRT_HOST_CODE_TARGET;
   library.library_name = EXAMPLE_REGISTERED_LIBRARY_NAME;
   library.library_min_version = EXAMPLE_REGISTERED_LIBRARY_VERSION;
   uint32_t code = 0;

@@ -25,8 +25,10 @@ typedef struct axrt_instance_options_t {
   size_t struct_size;
   const void* next;
   /* Comma-separated driver names to enable, such as "cpu" or "cpu,cuda";
-   * NULL or "" enables every built-in driver. Naming a driver that is not
-   * built in fails with NOT_FOUND. */
+   * NULL or "" enables every built-in driver except those that take part
+   * only when named (the "null" driver, a skeleton for driver authors,
+   * built with the tests). Naming a driver that is not built in fails with
+   * NOT_FOUND. */
   const char* drivers;
 } axrt_instance_options_t;
 

@@ -200,6 +200,13 @@ AXRT_API axrt_status_t axrt_tensor_import_dlpack_versioned(axrt_instance_t insta
 AXRT_API axrt_status_t axrt_tensor_import_dlpack(axrt_instance_t instance,
                                                  DLManagedTensor* managed, axrt_tensor_t* out);
 
+/* Writes to `*out_dtype` the DLPack element type of `dtype`, as exports
+ * describe it (the table under Element types above; lanes 1): for a
+ * producer that lends its own memory through
+ * axrt_tensor_import_dlpack_versioned(). INVALID_ARGUMENT for
+ * AXRT_DTYPE_INVALID and values this library does not know. Thread-safe. */
+AXRT_API axrt_status_t axrt_dtype_to_dlpack(axrt_dtype_t dtype, DLDataType* out_dtype);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -207,6 +207,24 @@ AXRT_API axrt_status_t axrt_axe_builder_add_metadata(axrt_axe_builder_t builder,
 /* Code objects                                                            */
 /* ---------------------------------------------------------------------- */
 
+/* The target of host code (host shared objects, kernel-library references)
+ * for the machine this header is compiled on, spelled as the runtime spells
+ * it: what such a code object must name to run on that machine's CPU
+ * device. Not defined on architectures axrt does not know. */
+#if defined(__x86_64__) || defined(_M_X64)
+#define AXRT_HOST_CODE_TARGET "x86_64"
+#elif defined(__aarch64__) || defined(_M_ARM64)
+#define AXRT_HOST_CODE_TARGET "aarch64"
+#elif defined(__riscv) && __riscv_xlen == 64
+#define AXRT_HOST_CODE_TARGET "riscv64"
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define AXRT_HOST_CODE_TARGET "ppc64le"
+#elif defined(__s390x__)
+#define AXRT_HOST_CODE_TARGET "s390x"
+#elif defined(__loongarch64)
+#define AXRT_HOST_CODE_TARGET "loongarch64"
+#endif
+
 typedef struct axrt_axe_code_object_desc_t {
   size_t struct_size;
   const void* next;

@@ -1,6 +1,6 @@
 // The report of `axrt devices` for drivers this machine may not have: a
 // driver without devices is listed with why, in text and in JSON.
-#include "runtime/tools/devices.h"
+#include "tools/axrt/devices.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,13 +1,13 @@
 // The JSON writer behind `axrt inspect --json` and `axrt devices --json`:
 // structure, numbers and, above all, string escaping.
-#include "runtime/tools/json_writer.h"
+#include "base/json_writer.h"
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <string>
 
-using axrt::tools::JsonWriter;
+using axrt::JsonWriter;
 
 namespace {
 

@@ -370,15 +370,7 @@ bool write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 constexpr uint64_t kRunElements = 5000;
 constexpr uint64_t kRunBound = 1 << 20;
 
-const char* host_target() {
-#if defined(__x86_64__)
-  return "x86_64";
-#elif defined(__aarch64__)
-  return "aarch64";
-#else
-  return "unknown";
-#endif
-}
+const char* host_target() { return AXRT_HOST_CODE_TARGET; }
 
 bool check(axrt_status_t status, const char* what) {
   if (!status) return true;

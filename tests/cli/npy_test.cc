@@ -1,7 +1,7 @@
 // The .npy reader and writer behind `axrt run`: every dtype round-trips,
 // the writer matches np.save byte for byte, and each kind of file the
 // reader refuses is refused with its reason.
-#include "runtime/tools/npy.h"
+#include "tools/axrt/npy.h"
 
 #include <catch2/catch.hpp>
 

@@ -16,10 +16,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "format/quant_layout.h"
 #include "format/reader.h"
 #include "format/writer.h"
-#include "runtime/status.h"
 
 using namespace axrt;
 using namespace axrt::axe;

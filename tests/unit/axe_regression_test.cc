@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "format/reader.h"
-#include "runtime/status.h"
 
 namespace {
 

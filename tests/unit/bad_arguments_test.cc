@@ -24,8 +24,8 @@
 #include <catch2/catch.hpp>
 
 #include "axrt/axrt.h"
-#include "tests/unit/copy_executable.h"
 #include "axrt/dlpack.h"
+#include "tests/unit/copy_executable.h"
 
 #ifndef AXRT_PUBLIC_HEADER_DIR
 #error "AXRT_PUBLIC_HEADER_DIR must name include/axrt (set by tests/unit/CMakeLists.txt)"
@@ -2323,6 +2323,18 @@ BAD_ARGUMENTS(axrt_tensor_export_dlpack_versioned) {
   EXPECT_RELEASED(axrt_tensor_export_dlpack_versioned(tensor, 0, &out), "released");
   CHECK(out == Sentinel<DLManagedTensorVersioned*>());
   ExpectHealthy();
+}
+
+BAD_ARGUMENTS(axrt_dtype_to_dlpack) {
+  DLDataType out = {0xee, 0xee, 0xeeee};
+  EXPECT_INVALID(axrt_dtype_to_dlpack(AXRT_DTYPE_FLOAT32, nullptr), "out_dtype");
+  EXPECT_INVALID(axrt_dtype_to_dlpack(AXRT_DTYPE_INVALID, &out), "dtype");
+  EXPECT_INVALID(axrt_dtype_to_dlpack(9999, &out), "dtype");
+  CHECK(out.code == 0xee);
+  EXPECT_OK(axrt_dtype_to_dlpack(AXRT_DTYPE_BFLOAT16, &out));
+  CHECK(out.code == kDLBfloat);
+  CHECK(out.bits == 16);
+  CHECK(out.lanes == 1);
 }
 
 BAD_ARGUMENTS(axrt_tensor_export_dlpack) {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "runtime/status.h"
+#include "base/status.h"
 
 using namespace axrt;
 

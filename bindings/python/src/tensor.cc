@@ -167,21 +167,10 @@ Handle<axrt_tensor_t> lend_numpy(const py::array& array) {
   dl.data = const_cast<void*>(array.data());
   dl.device = {kDLCPU, 0};
   dl.ndim = static_cast<int32_t>(rank);
-  const uint32_t bits = axrt_dtype_bit_width(dtype);
-  dl.dtype = {static_cast<uint8_t>(kDLUInt), static_cast<uint8_t>(bits), 1};
-  switch (dtype) {
-    case AXRT_DTYPE_BOOL: dl.dtype.code = AXRT_DL_BOOL; break;
-    case AXRT_DTYPE_INT8: case AXRT_DTYPE_INT16: case AXRT_DTYPE_INT32: case AXRT_DTYPE_INT64:
-      dl.dtype.code = kDLInt; break;
-    case AXRT_DTYPE_FLOAT16: case AXRT_DTYPE_FLOAT32: case AXRT_DTYPE_FLOAT64:
-      dl.dtype.code = kDLFloat; break;
-    case AXRT_DTYPE_BFLOAT16: dl.dtype.code = kDLBfloat; break;
-    case AXRT_DTYPE_FLOAT8_E4M3FN: dl.dtype.code = AXRT_DL_FLOAT8_E4M3FN; break;
-    case AXRT_DTYPE_FLOAT8_E5M2: dl.dtype.code = AXRT_DL_FLOAT8_E5M2; break;
-    case AXRT_DTYPE_FLOAT8_E4M3FNUZ: dl.dtype.code = AXRT_DL_FLOAT8_E4M3FNUZ; break;
-    case AXRT_DTYPE_FLOAT8_E5M2FNUZ: dl.dtype.code = AXRT_DL_FLOAT8_E5M2FNUZ; break;
-    case AXRT_DTYPE_FLOAT8_E8M0FNU: dl.dtype.code = AXRT_DL_FLOAT8_E8M0FNU; break;
-    default: break;  // the unsigned integers
+  axrt_status_t dtype_status = axrt_dtype_to_dlpack(dtype, &dl.dtype);
+  if (dtype_status) {
+    delete loan;
+    check(dtype_status);
   }
   dl.shape = loan->shape;
   dl.strides = loan->strides;

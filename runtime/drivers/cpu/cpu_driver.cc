@@ -137,10 +137,8 @@ CpuDevice::~CpuDevice() = default;
 
 }  // namespace axrt::cpu
 
-namespace axrt {
-extern const DriverFactory kCpuDriverFactory;
-const DriverFactory kCpuDriverFactory = {
+AXRT_DECLARE_DRIVER_FACTORY(cpu);
+const axrt::DriverFactory AXRT_DRIVER_FACTORY(cpu) = {
     .name = "cpu",
-    .enumerate_devices = cpu::enumerate_devices,
+    .enumerate_devices = axrt::cpu::enumerate_devices,
 };
-}  // namespace axrt

@@ -11,12 +11,10 @@
 #include <mutex>
 #include <vector>
 
+#include "base/status.h"
 #include "runtime/caching_pool.h"
-#include "runtime/device.h"
+#include "runtime/driver.h"
 #include "runtime/drivers/cpu/workgroup_pool.h"
-#include "runtime/event.h"
-#include "runtime/status.h"
-#include "runtime/stream.h"
 
 namespace axrt::cpu {
 

@@ -7,7 +7,7 @@
 #include <deque>
 #include <thread>
 
-#include "runtime/command_batch.h"
+#include "runtime/driver.h"
 #include "runtime/drivers/cpu/cpu_driver.h"
 
 namespace axrt::cpu {
@@ -231,6 +231,9 @@ class CpuQueue {
         break;
       case CpuOp::Kind::kBatch:
         if (!failed) run_batch(*op.batch);
+        if (Buffer* arena = op.batch->arena; arena && arena->claim_memory_return()) {
+          device_->vtable->deallocate(device_, arena->memory_type, arena->block);
+        }
         break;
     }
   }

@@ -851,10 +851,8 @@ axrt_status_t load_code(Device* device, DeviceCodeKind kind, std::string_view ta
 
 }  // namespace axrt::cuda
 
-namespace axrt {
-extern const DriverFactory kCudaDriverFactory;
-const DriverFactory kCudaDriverFactory = {
+AXRT_DECLARE_DRIVER_FACTORY(cuda);
+const axrt::DriverFactory AXRT_DRIVER_FACTORY(cuda) = {
     .name = "cuda",
-    .enumerate_devices = cuda::enumerate_devices,
+    .enumerate_devices = axrt::cuda::enumerate_devices,
 };
-}  // namespace axrt

@@ -26,13 +26,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "runtime/caching_pool.h"
-#include "runtime/command_batch.h"
-#include "runtime/device.h"
+#include "runtime/driver.h"
 #include "runtime/drivers/cuda/cuda_api.h"
-#include "runtime/event.h"
-#include "runtime/status.h"
-#include "runtime/stream.h"
 
 namespace axrt::cuda {
 

@@ -133,6 +133,9 @@ void CudaStream::reap(bool all) {
   for (Pending& p : done) {
     d->recycle_fence(p.fence);
     for (auto& buffer : p.returns) buffer_return_memory(buffer.get());
+    if (Buffer* arena = p.batch ? p.batch->arena : nullptr; arena && arena->claim_memory_return()) {
+      d->vtable->deallocate(d, arena->memory_type, arena->block);
+    }
   }
   done.clear();  // releases outside the lock
   std::lock_guard<std::mutex> lock(host_calls_mutex);
@@ -612,25 +615,39 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
   return s->retain_until_done(std::move(keep), nullptr, {});
 }
 
+// Hands device-local memory of the stream-ordered pool back on the stream
+// (cuMemFreeAsync), so that the pool reuses it after the work before.
+// `*out_freed` says whether it did; other memory waits for the stream.
+axrt_status_t free_on_stream(CudaStream* s, Buffer* buffer, bool* out_freed) {
+  CudaDevice* d = s->cuda_device();
+  *out_freed = false;
+  if (!d->pool || buffer->memory_type != AXRT_MEMORY_TYPE_DEVICE_LOCAL ||
+      buffer->release_external) {
+    return nullptr;
+  }
+  *out_freed = true;
+  if (!buffer->claim_memory_return()) return nullptr;
+  const MemoryBlock& block = buffer->block;
+  const auto raw = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(block.driver_data));
+  const CUresult result = d->cu.cuMemFreeAsync(raw, s->stream);
+  if (result != CUDA_SUCCESS) {
+    buffer->memory_returned.store(false, std::memory_order_release);
+    *out_freed = false;
+    return d->check(result, "cuMemFreeAsync");
+  }
+  d->free_count.fetch_add(1, std::memory_order_relaxed);
+  d->live_bytes.fetch_sub(block.size + (block.device_address - raw), std::memory_order_relaxed);
+  return nullptr;
+}
+
 axrt_status_t stream_deallocate_buffer(Stream* stream, Buffer* buffer) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(d->enter());
   ContextScope scope(d);
-  if (d->pool && buffer->memory_type == AXRT_MEMORY_TYPE_DEVICE_LOCAL && !buffer->release_external) {
-    // The pool takes the memory back when the stream gets there.
-    if (buffer->memory_returned.exchange(true, std::memory_order_acq_rel)) return nullptr;
-    const MemoryBlock& block = buffer->block;
-    const auto raw = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(block.driver_data));
-    const CUresult result = d->cu.cuMemFreeAsync(raw, s->stream);
-    if (result != CUDA_SUCCESS) {
-      buffer->memory_returned.store(false, std::memory_order_release);
-      return d->check(result, "cuMemFreeAsync");
-    }
-    d->free_count.fetch_add(1, std::memory_order_relaxed);
-    d->live_bytes.fetch_sub(block.size + (block.device_address - raw), std::memory_order_relaxed);
-    return nullptr;
-  }
+  bool freed = false;
+  AXRT_RETURN_IF_ERROR(free_on_stream(s, buffer, &freed));
+  if (freed) return nullptr;
   std::vector<Ref<Buffer>> returns;
   returns.emplace_back(buffer);
   return s->retain_until_done({}, nullptr, std::move(returns));
@@ -671,7 +688,17 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
         break;
     }
     if (status) {
-      // What was queued keeps its buffers until it is done.
+      // What was queued keeps its buffers until it is done; the arena goes
+      // back then (reap).
+      StatusPtr(s->retain_until_done({}, std::move(batch), {}));
+      return fail_with(s, status);
+    }
+  }
+  // The arena goes back on the stream, right behind the launches, when the
+  // pool takes it; otherwise when the stream got there (reap).
+  if (batch->arena) {
+    bool freed = false;
+    if (axrt_status_t status = free_on_stream(s, batch->arena, &freed)) {
       StatusPtr(s->retain_until_done({}, std::move(batch), {}));
       return fail_with(s, status);
     }

@@ -1,10 +1,10 @@
-#include "runtime/tools/json_writer.h"
+#include "base/json_writer.h"
 
 #include <fmt/format.h>
 
 #include <iterator>
 
-namespace axrt::tools {
+namespace axrt {
 
 namespace {
 
@@ -144,4 +144,4 @@ void JsonWriter::null() {
   out_->append("null");
 }
 
-}  // namespace axrt::tools
+}  // namespace axrt

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "axrt/axrt.h"
-#include "runtime/tools/commands.h"
-#include "runtime/tools/npy.h"
+#include "tools/axrt/commands.h"
+#include "tools/axrt/npy.h"
 
 namespace axrt::tools {
 

@@ -1,7 +1,7 @@
 // The report `axrt devices` prints, apart from the instance it comes from,
 // so that drivers without devices can be tested on any machine.
-#ifndef AXRT_RUNTIME_TOOLS_DEVICES_H_
-#define AXRT_RUNTIME_TOOLS_DEVICES_H_
+#ifndef AXRT_TOOLS_AXRT_DEVICES_H_
+#define AXRT_TOOLS_AXRT_DEVICES_H_
 
 #include <span>
 #include <string>
@@ -18,4 +18,4 @@ std::string devices_report(std::span<const axrt_driver_info_t> drivers,
 
 }  // namespace axrt::tools
 
-#endif  // AXRT_RUNTIME_TOOLS_DEVICES_H_
+#endif  // AXRT_TOOLS_AXRT_DEVICES_H_

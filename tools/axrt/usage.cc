@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "runtime/tools/commands.h"
+#include "tools/axrt/commands.h"
 
 namespace axrt::tools {
 

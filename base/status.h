@@ -1,8 +1,9 @@
-// Status objects inside the runtime: creation with fmt messages, the sticky
-// failure record streams share, and the guard that keeps C++ exceptions from
-// crossing the C boundary.
-#ifndef AXRT_RUNTIME_STATUS_H_
-#define AXRT_RUNTIME_STATUS_H_
+// Status objects: creation with fmt messages, the sticky failure record that
+// streams share, and the guard that keeps C++ exceptions from crossing the C
+// boundary. The C entry points over them (axrt_status_free, ...) are the
+// runtime's (runtime/status_api.cc); base only makes and frees them.
+#ifndef AXRT_BASE_STATUS_H_
+#define AXRT_BASE_STATUS_H_
 
 #include <fmt/format.h>
 
@@ -17,12 +18,16 @@
 struct axrt_status_s {
   axrt_status_code_t code;
   std::string message;
+  // The out-of-memory status is static storage and never freed. A flag
+  // rather than an address, so that a status made by one copy of this layer
+  // (a tool linking the format statically) can be freed by another (libaxrt).
+  bool is_static = false;
 };
 
 namespace axrt {
 
 // Never fails: when memory runs out it returns the static out-of-memory
-// status, which axrt_status_free() recognises.
+// status, which status_destroy() (and so axrt_status_free()) recognises.
 axrt_status_t make_status(axrt_status_code_t code, std::string message) noexcept;
 
 template <typename... Args>
@@ -36,6 +41,9 @@ axrt_status_t make_status(axrt_status_code_t code,
 }
 
 axrt_status_t out_of_memory_status() noexcept;
+
+// Frees `status` (NULL and the static out-of-memory status are left alone).
+void status_destroy(axrt_status_t status) noexcept;
 
 // A failure that outlives the status it came from: streams keep one as their
 // sticky error and hand out fresh copies of it.
@@ -51,7 +59,7 @@ FailurePtr make_failure(axrt_status_t status) noexcept;
 axrt_status_t status_from_failure(const FailurePtr& failure) noexcept;
 
 struct StatusDeleter {
-  void operator()(axrt_status_t status) const noexcept { axrt_status_free(status); }
+  void operator()(axrt_status_t status) const noexcept { status_destroy(status); }
 };
 using StatusPtr = std::unique_ptr<axrt_status_s, StatusDeleter>;
 
@@ -72,10 +80,10 @@ axrt_status_t guard(const char* function, Body&& body) noexcept {
 
 }  // namespace axrt
 
-#define AXRT_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    axrt_status_t axrt_status_tmp_ = (expr);    \
+#define AXRT_RETURN_IF_ERROR(expr)                 \
+  do {                                             \
+    axrt_status_t axrt_status_tmp_ = (expr);       \
     if (axrt_status_tmp_) return axrt_status_tmp_; \
   } while (0)
 
-#endif  // AXRT_RUNTIME_STATUS_H_
+#endif  // AXRT_BASE_STATUS_H_

@@ -1,4 +1,4 @@
-#include "runtime/tools/describe.h"
+#include "format/describe.h"
 
 #include <fmt/format.h>
 
@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.h"
 #include "format/quant_layout.h"
-#include "runtime/tensor.h"
 
-namespace axrt::tools {
+namespace axrt::axe {
 
 namespace {
 
@@ -443,4 +443,4 @@ std::string quant_description(const axe::QuantLayout* layout, const axe::Executa
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-}  // namespace axrt::tools
+}  // namespace axrt::axe

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "axrt/base.h"
-#include "runtime/tools/commands.h"
+#include "tools/axrt/commands.h"
 
 int main(int argc, char** argv) {
   using namespace axrt::tools;

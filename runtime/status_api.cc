@@ -1,49 +1,5 @@
-#include "runtime/status.h"
-
-#include <cstring>
-
-namespace axrt {
-namespace {
-
-// Handed out when a status cannot be allocated; never freed.
-axrt_status_s* oom_status() noexcept {
-  static axrt_status_s storage{AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of host memory"};
-  return &storage;
-}
-
-}  // namespace
-
-axrt_status_t out_of_memory_status() noexcept { return oom_status(); }
-
-axrt_status_t make_status(axrt_status_code_t code, std::string message) noexcept {
-  if (code == AXRT_STATUS_CODE_OK) return nullptr;
-  auto* status = new (std::nothrow) axrt_status_s{code, std::string()};
-  if (!status) return oom_status();
-  status->message = std::move(message);
-  return status;
-}
-
-FailurePtr make_failure(axrt_status_t status) noexcept {
-  StatusPtr owned(status);
-  try {
-    return std::make_shared<const Failure>(Failure{status->code, status->message});
-  } catch (...) {
-    static const FailurePtr oom = std::make_shared<const Failure>(
-        Failure{AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of host memory"});
-    return oom;
-  }
-}
-
-axrt_status_t status_from_failure(const FailurePtr& failure) noexcept {
-  if (!failure) return nullptr;
-  try {
-    return make_status(failure->code, std::string(failure->message));
-  } catch (...) {
-    return oom_status();
-  }
-}
-
-}  // namespace axrt
+// The C entry points of status objects and versions.
+#include "base/status.h"
 
 extern "C" {
 
@@ -74,10 +30,7 @@ AXRT_API const char* axrt_status_message(axrt_status_t status) {
   return status ? status->message.c_str() : "OK";
 }
 
-AXRT_API void axrt_status_free(axrt_status_t status) {
-  if (!status || status == axrt::out_of_memory_status()) return;
-  delete status;
-}
+AXRT_API void axrt_status_free(axrt_status_t status) { axrt::status_destroy(status); }
 
 AXRT_API const char* axrt_status_code_name(axrt_status_code_t code) {
   switch (code) {

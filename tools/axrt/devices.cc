@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "axrt/axrt.h"
-#include "runtime/tools/commands.h"
-#include "runtime/tools/devices.h"
-#include "runtime/tools/json_writer.h"
+#include "base/json_writer.h"
+#include "tools/axrt/commands.h"
+#include "tools/axrt/devices.h"
 
 namespace axrt::tools {
 

@@ -4,8 +4,8 @@
 // have: <f2 <f4 <f8 |i1 |u1 <i2 <u2 <i4 <u4 <i8 <u8 |b1. Everything else
 // (Fortran order, big-endian data, object, structured and other dtypes,
 // short or overlong data) is refused with the reason.
-#ifndef AXRT_RUNTIME_TOOLS_NPY_H_
-#define AXRT_RUNTIME_TOOLS_NPY_H_
+#ifndef AXRT_TOOLS_AXRT_NPY_H_
+#define AXRT_TOOLS_AXRT_NPY_H_
 
 #include <cstdint>
 #include <span>
@@ -51,4 +51,4 @@ bool npy_write_file(const std::string& path, axrt_dtype_t dtype, std::span<const
 
 }  // namespace axrt::tools
 
-#endif  // AXRT_RUNTIME_TOOLS_NPY_H_
+#endif  // AXRT_TOOLS_AXRT_NPY_H_

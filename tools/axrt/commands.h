@@ -1,8 +1,8 @@
 // The subcommands of the `axrt` tool. Each takes the arguments after its
 // name and returns the process exit status: 0 success, 1 failure (a file
 // refused, a device error), 2 a usage error (usage printed to stderr).
-#ifndef AXRT_RUNTIME_TOOLS_COMMANDS_H_
-#define AXRT_RUNTIME_TOOLS_COMMANDS_H_
+#ifndef AXRT_TOOLS_AXRT_COMMANDS_H_
+#define AXRT_TOOLS_AXRT_COMMANDS_H_
 
 #include <functional>
 #include <memory>
@@ -42,4 +42,4 @@ extern const char kUsage[];
 
 }  // namespace axrt::tools
 
-#endif  // AXRT_RUNTIME_TOOLS_COMMANDS_H_
+#endif  // AXRT_TOOLS_AXRT_COMMANDS_H_

@@ -1,15 +1,14 @@
-#include "runtime/tools/inspect.h"
+#include "format/inspect.h"
 
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <iterator>
 
-#include "runtime/tools/commands.h"
-#include "runtime/tools/describe.h"
-#include "runtime/tools/json_writer.h"
+#include "base/json_writer.h"
+#include "format/describe.h"
 
-namespace axrt::tools {
+namespace axrt::axe {
 
 namespace {
 
@@ -680,25 +679,4 @@ std::string inspect_json(const axe::AxeFile& file) {
   return out;
 }
 
-// `axrt inspect FILE [--json]`.
-int run_inspect(std::span<const std::string_view> args) {
-  bool json = false;
-  std::string_view path;
-  const int parsed = parse_file_arguments(
-      "inspect", args,
-      [&](std::string_view arg) {
-        if (arg != "--json") return false;
-        json = true;
-        return true;
-      },
-      &path);
-  if (parsed != kExitOk) return parsed;
-
-  std::unique_ptr<axe::AxeFile> file;
-  if (!open_or_report(path, axe::ReadOptions(), &file)) return kExitFailure;
-  const std::string text = json ? inspect_json(*file) : inspect_text(*file);
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
-}
-
-}  // namespace axrt::tools
+}  // namespace axrt::axe

@@ -1,10 +1,10 @@
-// Words for the values of an .axe file, shared by `axrt inspect`'s text and
-// JSON output: enum names, dimensions, expressions, bindings and one-line
-// descriptions of quantization layouts. Every function accepts out-of-range
+// Words for the values of an .axe file, shared by the text and JSON output
+// of format/inspect.h: enum names, dimensions, expressions, bindings and
+// one-line descriptions of quantization layouts. Every function accepts out-of-range
 // values and says so instead of failing, so it is safe on any metadata the
 // FlatBuffers verifier accepted.
-#ifndef AXRT_RUNTIME_TOOLS_DESCRIBE_H_
-#define AXRT_RUNTIME_TOOLS_DESCRIBE_H_
+#ifndef AXRT_FORMAT_DESCRIBE_H_
+#define AXRT_FORMAT_DESCRIBE_H_
 
 #include <cstdint>
 #include <string>
@@ -13,12 +13,10 @@
 #include "format/axe_generated.h"
 #include "format/container.h"
 
-namespace axrt::tools {
+namespace axrt::axe {
 
 // Short names: "int4", "bf16", "fp8_e4m3fn", "ue8m0"; "dtype(99)" if unknown.
 std::string dtype_name(axe::DType dtype);
-// Bits per element, 0 for INVALID or unknown values.
-uint32_t dtype_bits(axe::DType dtype);
 std::string code_object_kind_name(axe::CodeObjectKind kind);
 std::string segment_kind_name(uint32_t kind);
 std::string param_kind_name(axe::ParamKind kind);
@@ -66,6 +64,6 @@ std::string quant_description(const axe::QuantLayout* layout, const axe::Executa
 std::string block_description(const flatbuffers::Vector<uint64_t>* block_shape,
                               const flatbuffers::Vector<uint64_t>* shape);
 
-}  // namespace axrt::tools
+}  // namespace axrt::axe
 
-#endif  // AXRT_RUNTIME_TOOLS_DESCRIBE_H_
+#endif  // AXRT_FORMAT_DESCRIBE_H_

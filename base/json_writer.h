@@ -1,15 +1,16 @@
-// A small streaming JSON writer for the tools' machine-readable output:
-// objects, arrays, strings (escaped per RFC 8259), integers and booleans,
-// pretty-printed with two-space indentation.
-#ifndef AXRT_RUNTIME_TOOLS_JSON_WRITER_H_
-#define AXRT_RUNTIME_TOOLS_JSON_WRITER_H_
+// A small streaming JSON writer for machine-readable output (`axrt inspect
+// --json`, `axrt devices --json`): objects, arrays, strings (escaped per
+// RFC 8259), integers and booleans, pretty-printed with two-space
+// indentation.
+#ifndef AXRT_BASE_JSON_WRITER_H_
+#define AXRT_BASE_JSON_WRITER_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace axrt::tools {
+namespace axrt {
 
 class JsonWriter {
  public:
@@ -55,6 +56,6 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-}  // namespace axrt::tools
+}  // namespace axrt
 
-#endif  // AXRT_RUNTIME_TOOLS_JSON_WRITER_H_
+#endif  // AXRT_BASE_JSON_WRITER_H_

@@ -1,4 +1,4 @@
-#include "runtime/tools/npy.h"
+#include "tools/axrt/npy.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "runtime/status.h"
-#include "runtime/tools/commands.h"
+#include "base/status.h"
+#include "tools/axrt/commands.h"
 
 namespace axrt::tools {
 
