@@ -54,6 +54,14 @@ class ApiCall {
     }
   }
 
+  // Takes `status` (from deeper down; may be NULL) and puts the function's
+  // name in front of its message.
+  axrt_status_t prefix(axrt_status_t status) const noexcept {
+    if (!status) return nullptr;
+    StatusPtr owned(status);
+    return error(status->code, "{}", status->message);
+  }
+
   // Looks up `handle` (the parameter called `name`) as an object of type T.
   template <typename T, typename Handle>
   axrt_status_t resolve(Handle handle, const char* name, T** out) const noexcept {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/api.h"
 #include "runtime/driver.h"
 #include "runtime/instance.h"
 #include "runtime/tensor.h"
@@ -206,3 +207,23 @@ void release_kernel_library(Device* device, const KernelLibrary& library) noexce
 }
 
 }  // namespace axrt
+
+using namespace axrt;
+
+extern "C" {
+
+AXRT_API axrt_status_t axrt_instance_register_kernel_library(axrt_instance_t instance,
+                                                             const axrt_kernel_library_t* library) {
+  static constexpr ApiCall api("axrt_instance_register_kernel_library");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Instance* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(instance, "instance", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(library, "library"));
+    std::shared_ptr<KernelLibrary> validated;
+    AXRT_RETURN_IF_ERROR(api.prefix(validate_kernel_library(
+        library, "the library registered by the application", &validated)));
+    return api.prefix(register_kernel_library(self, std::move(validated)));
+  });
+}
+
+}  // extern "C"

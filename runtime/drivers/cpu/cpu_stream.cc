@@ -211,6 +211,8 @@ class CpuQueue {
       case CpuOp::Kind::kHostFunc: {
         StatusPtr told(status_from_failure(failed));
         axrt_status_t result = op.func(op.user_data, told.get());
+        // A function told of an earlier failure cannot change it: the
+        // stream keeps its first failure.
         if (result) {
           if (failed) {
             axrt_status_free(result);
@@ -590,6 +592,7 @@ axrt_status_t synchronize_device(CpuDevice* device) {
                          device->id());
     }
   }
+  // Stream failures are the streams' to report (axrt_device_synchronize).
   for (const auto& queue : live) axrt_status_free(queue->synchronize(nullptr));
   return nullptr;
 }

@@ -41,6 +41,8 @@ std::vector<std::unique_ptr<HostCall>>* g_orphans = nullptr;
 
 void run_host_call(HostCall* call, axrt_status_t told) {
   axrt_status_t result = call->body(told);
+  // A call told of an earlier failure cannot change it: the stream keeps
+  // its first failure.
   if (result) {
     if (told) {
       axrt_status_free(result);
@@ -124,6 +126,8 @@ void CudaStream::reap(bool all) {
       if (!all && !d->is_lost()) {
         const CUresult state = d->cu.cuEventQuery(pending_.front().fence);
         if (state == CUDA_ERROR_NOT_READY) break;
+        // check() marks the device lost on a sticky error; the fence is done
+        // with either way.
         if (state != CUDA_SUCCESS) StatusPtr(d->check(state, "cuEventQuery"));
       }
       done.push_back(std::move(pending_.front()));
@@ -542,7 +546,7 @@ axrt_status_t stream_launch_host_func(Stream* stream, axrt_host_func_t func, voi
   CudaDevice* d = s->cuda_device();
   if (d->is_lost()) {
     // CUDA runs nothing more on a lost device; the function still runs
-    // once, told why.
+    // once, told why, and what it returns changes nothing.
     StatusPtr lost(d->lost_status());
     axrt_status_free(func(user_data, lost.get()));
     return nullptr;
@@ -689,7 +693,8 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
     }
     if (status) {
       // What was queued keeps its buffers until it is done; the arena goes
-      // back then (reap).
+      // back then (reap). The command's failure is the one to report: a
+      // fence failing as well (the device lost) adds nothing to it.
       StatusPtr(s->retain_until_done({}, std::move(batch), {}));
       return fail_with(s, status);
     }
@@ -882,6 +887,8 @@ bool finish_stream(CudaStream* s, bool wait) {
         const CUresult state =
             wait ? d->cu.cuStreamSynchronize(stream) : d->cu.cuStreamQuery(stream);
         if (state == CUDA_ERROR_NOT_READY) return false;
+        // check() marks the device lost on a sticky error, which ends the
+        // wait below.
         if (state != CUDA_SUCCESS) StatusPtr(d->check(state, "cuStreamQuery"));
       }
     }

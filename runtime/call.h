@@ -1,0 +1,61 @@
+// A function call, one step a file: checking the call's tensors against the
+// signature and binding its symbols (call_arguments.cc), filling the
+// function's command templates into a command batch (batch_builder.cc),
+// and the call itself, which allocates what the caller did not pass and
+// hands the batch to the stream (invoke.cc). The C entry point is
+// axrt_function_invoke (executable_api.cc).
+#ifndef AXRT_RUNTIME_CALL_H_
+#define AXRT_RUNTIME_CALL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/api.h"
+#include "runtime/executable.h"
+#include "runtime/tensor.h"
+
+namespace axrt {
+
+// Everything one call binds, on the stack of invoke_function().
+struct CallState {
+  const Function* function;
+  Executable* executable;
+  uint64_t symbols[kMaxSymbols];
+  bool bound[kMaxSymbols];
+  std::vector<Tensor*> inputs;
+  std::vector<Tensor*> outputs;
+  Buffer* arena = nullptr;
+
+  std::span<const uint64_t> symbol_values() const { return {symbols, function->symbol_names.size()}; }
+  std::span<const bool> symbol_bound() const { return {bound, function->symbol_names.size()}; }
+};
+
+
+// "input" or "output".
+const char* argument_kind_name(axrt_argument_kind_t kind);
+
+// Resolves and checks the call's tensors against `call->function`'s
+// signature, binding its symbols from the inputs. `call->outputs` gets the
+// caller's outputs, null where the caller passed none; `out_shapes` the
+// shape of each of those, which the inputs imply.
+axrt_status_t bind_arguments(const ApiCall& api, CallState* call, const axrt_tensor_t* inputs,
+                             const axrt_tensor_t* outputs,
+                             std::vector<std::vector<int64_t>>* out_shapes);
+
+// Fills `call`'s function templates into `batch`: commands, argument
+// blocks with every address and scalar of this call. Errors name the
+// command.
+axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatch* batch);
+
+// Runs `function` on `stream` (both resolved, on the same device, the
+// argument counts checked): binds, allocates missing outputs and the arena,
+// builds the batch and submits it. Writes the allocated outputs' handles
+// into `outputs` only on success.
+axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* stream,
+                              const axrt_tensor_t* inputs, axrt_tensor_t* outputs);
+
+}  // namespace axrt
+
+#endif  // AXRT_RUNTIME_CALL_H_
