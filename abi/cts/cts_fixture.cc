@@ -187,6 +187,40 @@ std::vector<uint8_t> DeviceTest::Read(axrt_buffer_t buffer, uint64_t offset,
   return bytes;
 }
 
+axrt_status_t LoadBytes(axrt_device_t device, const std::vector<uint8_t>& bytes,
+                        axrt_executable_load_flags_t flags, axrt_executable_t* out) {
+  axrt_executable_load_options_t options = AXRT_EXECUTABLE_LOAD_OPTIONS_INIT;
+  options.flags = flags;
+  return axrt_executable_load_memory(device, bytes.data(), bytes.size(), &options, out);
+}
+
+Tensor NewTensor(const DeviceTest& test, axrt_dtype_t dtype, const std::vector<int64_t>& shape,
+                 const void* data) {
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = dtype;
+  desc.rank = static_cast<uint32_t>(shape.size());
+  desc.shape = shape.data();
+  Tensor tensor;
+  REQUIRE_OK(axrt_tensor_allocate(test.device(), &desc, nullptr, Out(tensor)));
+  if (data) {
+    axrt_tensor_info_t info = AXRT_TENSOR_INFO_INIT;
+    REQUIRE_OK(axrt_tensor_query_info(tensor.get(), &info));
+    Buffer buffer;
+    REQUIRE_OK(axrt_tensor_get_buffer(tensor.get(), Out(buffer)));
+    test.Write(buffer.get(), 0,
+               std::span<const uint8_t>(static_cast<const uint8_t*>(data), info.byte_size));
+  }
+  return tensor;
+}
+
+std::vector<uint8_t> ReadTensor(const DeviceTest& test, axrt_tensor_t tensor) {
+  axrt_tensor_info_t info = AXRT_TENSOR_INFO_INIT;
+  REQUIRE_OK(axrt_tensor_query_info(tensor, &info));
+  Buffer buffer;
+  REQUIRE_OK(axrt_tensor_get_buffer(tensor, Out(buffer)));
+  return test.Read(buffer.get(), info.byte_offset, info.byte_size);
+}
+
 axrt_status_t Gate::HostFunc(void* user_data, axrt_status_t) {
   auto* gate = static_cast<Gate*>(user_data);
   gate->entered_.store(true, std::memory_order_release);

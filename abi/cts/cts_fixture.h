@@ -41,6 +41,9 @@ using Device = std::unique_ptr<axrt_device_s, Releaser<&axrt_device_release>>;
 using Buffer = std::unique_ptr<axrt_buffer_s, Releaser<&axrt_buffer_release>>;
 using Stream = std::unique_ptr<axrt_stream_s, Releaser<&axrt_stream_release>>;
 using Event = std::unique_ptr<axrt_event_s, Releaser<&axrt_event_release>>;
+using Executable = std::unique_ptr<axrt_executable_s, Releaser<&axrt_executable_release>>;
+using Function = std::unique_ptr<axrt_function_s, Releaser<&axrt_function_release>>;
+using Tensor = std::unique_ptr<axrt_tensor_s, Releaser<&axrt_tensor_release>>;
 
 // Lets a smart handle receive an `out_*` parameter:
 //   REQUIRE_OK(axrt_stream_create(device, nullptr, Out(stream)));
@@ -186,6 +189,28 @@ class DeviceTest {
   axrt_device_properties_t properties_ = AXRT_DEVICE_PROPERTIES_INIT;
   Stream io_stream_;
 };
+
+// ---------------------------------------------------------------------------
+// Executables and tensors
+// ---------------------------------------------------------------------------
+
+// Loads the .axe file `bytes` onto `device`.
+axrt_status_t LoadBytes(axrt_device_t device, const std::vector<uint8_t>& bytes,
+                        axrt_executable_load_flags_t flags, axrt_executable_t* out);
+
+// A contiguous tensor on the device under test, holding `data` (its byte
+// size) when given, written through a private stream.
+Tensor NewTensor(const DeviceTest& test, axrt_dtype_t dtype, const std::vector<int64_t>& shape,
+                 const void* data = nullptr);
+// The bytes of contiguous `tensor`.
+std::vector<uint8_t> ReadTensor(const DeviceTest& test, axrt_tensor_t tensor);
+template <typename T>
+std::vector<T> ReadAs(const DeviceTest& test, axrt_tensor_t tensor) {
+  std::vector<uint8_t> bytes = ReadTensor(test, tensor);
+  std::vector<T> values(bytes.size() / sizeof(T));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(T));
+  return values;
+}
 
 // ---------------------------------------------------------------------------
 // Host-function helpers

@@ -15,10 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "abi/cts/axe_test_builder.h"
+#include "abi/cts/cts_fixture.h"
+#include "tests/support/axe_test_builder.h"
 
 namespace axrt_cts {
 namespace {
+
+using namespace axrt_test;
 
 // docs/kernels.md: elementwise kernels cover 4096 elements per workgroup,
 // and every CUDA kernel runs blocks of 256 threads (the row-wise ones check).
@@ -151,7 +154,7 @@ class DeviceCodeTest : public DeviceTest {
 
   uint32_t AddImage(AxeBuilder& b) {
     const CudaImage& image = Image();
-    return b.AddCudaCode(image.kind, image.target, image.bytes);
+    return b.AddCode(image.kind, image.target, image.bytes);
   }
 
   // False, after a warning, when the device runs no code of the fatbin (it
@@ -473,10 +476,10 @@ TEST_CASE_METHOD(DeviceCodeTest, "device code: broken images, missing kernels, f
     // PTX compiler accepts; the mock's JIT refuses it by the marker it reads.
     AxeBuilder b;
     const std::string target = ComputeTarget(properties());
-    const uint32_t code = b.AddCudaCode(
-        AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX, target,
-        TextBytes(".version 8.0\n.target " + target +
-                  "\n// mock-jit-error: this is not PTX\nthis is not PTX {\n"));
+    const uint32_t code =
+        b.AddCode(AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX, target,
+                  TextBytes(".version 8.0\n.target " + target +
+                            "\n// mock-jit-error: this is not PTX\nthis is not PTX {\n"));
     b.AddKernel("add", code, "axrt_add_f32", BinaryParams(), kCudaBlock);
     // Broken, or for all a driver can tell not for this device.
     CHECK_STATUS_ANY(LoadBytes(device(), b.Bytes(), 0, Out(exe)), "code object 0",
@@ -495,7 +498,7 @@ TEST_CASE_METHOD(DeviceCodeTest, "device code: broken images, missing kernels, f
     // here.
     AxeBuilder b;
     const uint32_t lib = b.AddLibrary("axrt.cpu");
-    const uint32_t code = b.AddCudaCode(Image().kind, "sm_10", Image().bytes);
+    const uint32_t code = b.AddCode(Image().kind, "sm_10", Image().bytes);
     const uint32_t k = b.AddKernel("add", lib, "axrt_add_f32", BinaryParams());
     b.AddVariant(k, code, "", kCudaBlock);
     CHECK_STATUS(LoadBytes(device(), b.Bytes(), 0, Out(exe)), AXRT_STATUS_CODE_UNIMPLEMENTED,

@@ -9,11 +9,14 @@
 #include <numeric>
 #include <vector>
 
-#include "abi/cts/axe_test_builder.h"
+#include "abi/cts/cts_fixture.h"
 #include "abi/cts/cts_kernel_library.h"
+#include "tests/support/axe_test_builder.h"
 
 namespace axrt_cts {
 namespace {
+
+using namespace axrt_test;
 
 // The suite's kernel library, "cts.kernels" (cts_kernel_library.h), and
 // what it records.
@@ -34,9 +37,9 @@ class ExecutableTest : public DeviceTest {
   }
 
   // An executable with one function "axpy": out[n] = alpha x + y, with n
-  // symbolic (upper bound 1000) or fixed.
+  // symbolic (upper bound 1000) or fixed; its producer is the suite.
   std::vector<uint8_t> AxpyFile(bool symbolic = true, float alpha = 2.0f) {
-    AxeBuilder b;
+    AxeBuilder b("axrt conformance suite", "1");
     const uint32_t lib = b.AddLibrary("cts.kernels", 1);
     const uint32_t k = b.AddKernel(
         "axpy", lib, "cts_axpy",

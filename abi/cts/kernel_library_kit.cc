@@ -12,10 +12,12 @@
 #include <sstream>
 #include <utility>
 
-#include "abi/cts/axe_test_builder.h"
+#include "tests/support/axe_test_builder.h"
 
 namespace axrt_cts {
 namespace {
+
+using namespace axrt_test;
 
 // Bytes of guard around every buffer of a direct call, and their value.
 constexpr size_t kGuardBytes = 64;
@@ -391,7 +393,8 @@ std::optional<std::vector<std::vector<uint8_t>>> RunThroughRuntime(
     const KernelCase& c, const KitOptions& options) {
   AxeBuilder b;
   const uint32_t code = options.reach == KitOptions::Reach::kEmbedded
-                            ? b.AddHostCode(options.host_shared_object)
+                            ? b.AddCode(AXRT_AXE_CODE_OBJECT_KIND_HOST_SHARED_OBJECT,
+                                        AXRT_HOST_CODE_TARGET, options.host_shared_object)
                             : b.AddLibrary(library->name);
   std::vector<Param> params;
   std::vector<Sig> inputs;

@@ -7,9 +7,11 @@
 // broken files can be made on purpose. The files `axrt run` is tested on
 // (an executable that calls the built-in CPU kernel axrt_add_f32, .npy
 // inputs, the output expected, and .npy files broken in one way each) are
-// made with the builder's C API and a .npy writer of this file's own.
+// made through the builder's C API (tests/support/axe_test_builder.h) and
+// with a .npy writer of this file's own.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <initializer_list>
 #include <filesystem>
 #include <fstream>
@@ -21,10 +23,23 @@
 #include "axrt/format.h"
 #include "format/container.h"
 #include "format/writer.h"
+#include "tests/support/axe_test_builder.h"
 
 namespace axe = axrt::axe;
 
 namespace {
+
+using axrt_test::AxeBuilder;
+using axrt_test::BindInput;
+using axrt_test::BindOutput;
+using axrt_test::BindScalar;
+using axrt_test::BufferParam;
+using axrt_test::CeilDiv;
+using axrt_test::Dim;
+using axrt_test::Param;
+using axrt_test::ScalarParam;
+using axrt_test::Sym;
+using axrt_test::Symbolic;
 
 // A 64-bit little-endian ELF header of `type` for `machine`, padded to
 // `size` bytes.
@@ -370,115 +385,29 @@ bool write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 constexpr uint64_t kRunElements = 5000;
 constexpr uint64_t kRunBound = 1 << 20;
 
-const char* host_target() { return AXRT_HOST_CODE_TARGET; }
-
-bool check(axrt_status_t status, const char* what) {
-  if (!status) return true;
-  std::fprintf(stderr, "make_test_files: %s: %s\n", what, axrt_status_message(status));
-  axrt_status_free(status);
-  return false;
-}
-
 // Writes an executable whose functions `names` each compute
 // out[i] = a[i] (op) b[i] over f32[n] with the built-in library's kernel
 // `kernels[i]`.
-bool write_elementwise_axe(const std::string& path, std::initializer_list<const char*> names,
+void write_elementwise_axe(const std::string& path, std::initializer_list<const char*> names,
                            std::initializer_list<const char*> kernels) {
-  axrt_axe_builder_options_t options = AXRT_AXE_BUILDER_OPTIONS_INIT;
-  options.producer_name = "axrt-cli-test";
-  options.producer_version = "1.0";
-  axrt_axe_builder_t builder = nullptr;
-  if (!check(axrt_axe_builder_create(&options, &builder), "axrt_axe_builder_create")) return false;
-  std::unique_ptr<axrt_axe_builder_s, void (*)(axrt_axe_builder_t)> owned(builder,
-                                                                         axrt_axe_builder_release);
-
-  axrt_axe_code_object_desc_t library = AXRT_AXE_CODE_OBJECT_DESC_INIT;
-  library.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
-  library.target = host_target();
-  library.library_name = "axrt.cpu";
-  library.library_min_version = 1;
-  uint32_t code_object = 0;
-  if (!check(axrt_axe_builder_add_code_object(builder, &library, &code_object), "add_code_object")) {
-    return false;
-  }
-
-  axrt_axe_kernel_param_t params[4];
-  const char* param_names[] = {"a", "b", "out", "n"};
-  for (int i = 0; i < 4; ++i) {
-    params[i] = AXRT_AXE_KERNEL_PARAM_INIT;
-    params[i].name = param_names[i];
-  }
-  params[2].access = AXRT_AXE_ACCESS_WRITE;
-  params[3].kind = AXRT_AXE_PARAM_KIND_SCALAR;
-  params[3].scalar_type = AXRT_AXE_DTYPE_UINT64;
-
-  const axrt_axe_dim_t n_dim = {0, 0};
-  axrt_axe_symbol_t n_symbol = AXRT_AXE_SYMBOL_INIT;
-  n_symbol.name = "n";
-  n_symbol.upper_bound = kRunBound;
-  axrt_axe_tensor_sig_t inputs[2] = {AXRT_AXE_TENSOR_SIG_INIT, AXRT_AXE_TENSOR_SIG_INIT};
-  axrt_axe_tensor_sig_t output = AXRT_AXE_TENSOR_SIG_INIT;
-  const char* input_names[] = {"a", "b"};
-  for (int i = 0; i < 2; ++i) {
-    inputs[i].name = input_names[i];
-    inputs[i].dtype = AXRT_AXE_DTYPE_FLOAT32;
-    inputs[i].rank = 1;
-    inputs[i].dims = &n_dim;
-  }
-  output.name = "out";
-  output.dtype = AXRT_AXE_DTYPE_FLOAT32;
-  output.rank = 1;
-  output.dims = &n_dim;
-
-  const axrt_axe_expr_op_t n_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0}};
-  const axrt_axe_expr_op_t grid_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0},
-                                         {AXRT_AXE_EXPR_OPCODE_CONST, 4096},
-                                         {AXRT_AXE_EXPR_OPCODE_DIV_CEIL, 0}};
-  axrt_axe_binding_t bindings[4] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
-                                    AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT};
-  bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
-  bindings[0].index = 0;
-  bindings[1].kind = AXRT_AXE_BINDING_KIND_INPUT;
-  bindings[1].index = 1;
-  bindings[2].kind = AXRT_AXE_BINDING_KIND_OUTPUT;
-  bindings[2].index = 0;
-  bindings[3].kind = AXRT_AXE_BINDING_KIND_SCALAR;
-  bindings[3].value = {n_ops, 1};
-
+  AxeBuilder b("axrt-cli-test", "1.0");
+  const uint32_t library = b.AddLibrary("axrt.cpu", 1);
+  const std::vector<Param> params = {BufferParam("a"), BufferParam("b"),
+                                     BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+                                     ScalarParam("n", AXRT_AXE_DTYPE_UINT64)};
+  const std::vector<Dim> n = {Symbolic(0)};
   auto kernel_it = kernels.begin();
   for (const char* name : names) {
     const char* symbol = *kernel_it++;
-    axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
-    kernel.name = symbol;
-    kernel.code_object = code_object;
-    kernel.entry_symbol = symbol;
-    kernel.params = params;
-    kernel.param_count = 4;
-    uint32_t kernel_index = 0;
-    if (!check(axrt_axe_builder_add_kernel(builder, &kernel, &kernel_index), "add_kernel")) return false;
-
-    axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
-    function.name = name;
-    function.symbols = &n_symbol;
-    function.symbol_count = 1;
-    function.inputs = inputs;
-    function.input_count = 2;
-    function.outputs = &output;
-    function.output_count = 1;
-    uint32_t function_index = 0;
-    if (!check(axrt_axe_builder_add_function(builder, &function, &function_index), "add_function")) {
-      return false;
-    }
-    axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
-    dispatch.kernel = kernel_index;
-    dispatch.workgroup_count_x = {grid_ops, 3};
-    dispatch.bindings = bindings;
-    dispatch.binding_count = 4;
-    if (!check(axrt_axe_builder_add_dispatch(builder, function_index, &dispatch), "add_dispatch")) {
-      return false;
-    }
+    const uint32_t kernel = b.AddKernel(symbol, library, symbol, params);
+    const uint32_t function =
+        b.AddFunction(name, {{"n", kRunBound}},
+                      {{"a", AXRT_AXE_DTYPE_FLOAT32, n}, {"b", AXRT_AXE_DTYPE_FLOAT32, n}},
+                      {{"out", AXRT_AXE_DTYPE_FLOAT32, n}});
+    b.Dispatch(function, kernel, {CeilDiv(Sym(0), 4096)},
+               {BindInput(0), BindInput(1), BindOutput(0), BindScalar(Sym(0))});
   }
-  return check(axrt_axe_builder_write_file(builder, path.c_str()), path.c_str());
+  b.WriteFile(path);
 }
 
 // A .npy file as NumPy 2's np.save writes it: version `major`.0, the header
@@ -511,9 +440,10 @@ std::vector<uint8_t> npy_of(const std::string& descr, const std::vector<uint64_t
 }
 
 bool write_run_files(const std::string& dir) {
-  bool ok = write_elementwise_axe(dir + "/add.axe", {"add"}, {"axrt_add_f32"});
-  ok &= write_elementwise_axe(dir + "/two_functions.axe", {"add", "mul"},
-                              {"axrt_add_f32", "axrt_mul_f32"});
+  write_elementwise_axe(dir + "/add.axe", {"add"}, {"axrt_add_f32"});
+  write_elementwise_axe(dir + "/two_functions.axe", {"add", "mul"},
+                        {"axrt_add_f32", "axrt_mul_f32"});
+  bool ok = true;
 
   // Values whose sums are exact in f32, so the expected file is certain.
   std::vector<float> a(kRunElements), b(kRunElements), sum(kRunElements);
@@ -624,6 +554,11 @@ int main(int argc, char** argv) {
     const char text[] = "this is not an executable\n";
     ok &= write_file(dir + "/not_axe.txt", std::vector<uint8_t>(text, text + sizeof text - 1));
   }
-  ok &= write_run_files(dir);
+  try {
+    ok &= write_run_files(dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_test_files: %s\n", e.what());
+    return 1;
+  }
   return ok ? 0 : 1;
 }

@@ -16,63 +16,29 @@
 
 #include "axrt/axrt.h"
 #include "format/reader.h"
+#include "tests/support/axe_test_builder.h"
+#include "tests/unit/status_check.h"
 
 namespace {
 
 namespace axe = axrt::axe;
 
-struct StatusFree {
-  void operator()(axrt_status_t status) const { axrt_status_free(status); }
-};
-using Status = std::unique_ptr<axrt_status_s, StatusFree>;
+using axrt_test::AxeBuilder;
+using axrt_test::BindArena;
+using axrt_test::BindConstant;
+using axrt_test::BindOutput;
+using axrt_test::BindScalar;
+using axrt_test::BufferParam;
+using axrt_test::CeilDiv;
+using axrt_test::Fixed;
+using axrt_test::Lit;
+using axrt_test::ScalarParam;
+using axrt_test::Sym;
+using axrt_test::Symbolic;
 
-std::string Describe(axrt_status_t status) {
-  if (!status) return "OK";
-  return std::string(axrt_status_code_name(axrt_status_code(status))) + ": " +
-         axrt_status_message(status);
-}
-
-#define REQUIRE_OK(expr)                                  \
-  do {                                                    \
-    Status ok_status_(expr);                              \
-    INFO(#expr << " -> " << Describe(ok_status_.get()));  \
-    REQUIRE(ok_status_ == nullptr);                       \
-  } while (false)
-
-// Checks the code and that the message mentions `needle`; frees the status.
-#define CHECK_ERROR(expr, code, needle)                                         \
-  do {                                                                          \
-    Status error_status_(expr);                                                 \
-    INFO(#expr << " -> " << Describe(error_status_.get()));                     \
-    REQUIRE(error_status_ != nullptr);                                          \
-    CHECK(axrt_status_code(error_status_.get()) == (code));                     \
-    CHECK(std::string(axrt_status_message(error_status_.get())).find(needle) != \
-          std::string::npos);                                                   \
-  } while (false)
-
-class Builder {
- public:
-  Builder() {
-    axrt_axe_builder_options_t options = AXRT_AXE_BUILDER_OPTIONS_INIT;
-    options.producer_name = "axe_builder_test";
-    options.producer_version = "3.1.4";
-    REQUIRE_OK(axrt_axe_builder_create(&options, &b));
-  }
-  ~Builder() { axrt_axe_builder_release(b); }
-  Builder(const Builder&) = delete;
-  Builder& operator=(const Builder&) = delete;
-
-  std::vector<uint8_t> bytes() const {
-    void* data = nullptr;
-    size_t size = 0;
-    REQUIRE_OK(axrt_axe_builder_write_memory(b, &data, &size));
-    std::vector<uint8_t> out(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
-    axrt_axe_memory_free(data);
-    return out;
-  }
-
-  axrt_axe_builder_t b = nullptr;
-};
+// The producer of the files whose producer is checked.
+constexpr char kProducer[] = "axe_builder_test";
+constexpr char kProducerVersion[] = "3.1.4";
 
 std::unique_ptr<axe::AxeFile> Open(const std::vector<uint8_t>& bytes,
                                    std::vector<std::string> features = {}) {
@@ -80,7 +46,7 @@ std::unique_ptr<axe::AxeFile> Open(const std::vector<uint8_t>& bytes,
   options.verify_checksums = true;
   options.extra_features = std::move(features);
   std::unique_ptr<axe::AxeFile> file;
-  REQUIRE_OK(axe::AxeFile::open_bytes(bytes, "test", options, &file));
+  REQUIRE_CALL_OK(axe::AxeFile::open_bytes(bytes, "test", options, &file));
   return file;
 }
 
@@ -103,36 +69,6 @@ std::vector<uint8_t> Cubin() {
   return elf;
 }
 
-uint32_t AddLibrary(axrt_axe_builder_t b) {
-  axrt_axe_code_object_desc_t desc = AXRT_AXE_CODE_OBJECT_DESC_INIT;
-  desc.kind = AXRT_AXE_CODE_OBJECT_KIND_KERNEL_LIBRARY;
-  desc.target = "x86_64";
-  desc.library_name = "axrt.cpu";
-  desc.library_min_version = 3;
-  uint32_t index = 99;
-  REQUIRE_OK(axrt_axe_builder_add_code_object(b, &desc, &index));
-  return index;
-}
-
-uint32_t AddConstant(axrt_axe_builder_t b, const char* name, axrt_axe_dtype_t dtype,
-                     std::vector<uint64_t> shape, const std::vector<uint8_t>& data,
-                     const axrt_axe_quant_layout_t* layout = nullptr, uint64_t alignment = 0,
-                     const int64_t* strides = nullptr) {
-  axrt_axe_constant_desc_t desc = AXRT_AXE_CONSTANT_DESC_INIT;
-  desc.name = name;
-  desc.dtype = dtype;
-  desc.rank = shape.size();
-  desc.shape = shape.data();
-  desc.strides = strides;
-  desc.alignment = alignment;
-  desc.data = data.data();
-  desc.size = data.size();
-  desc.layout = layout;
-  uint32_t index = 99;
-  REQUIRE_OK(axrt_axe_builder_add_constant(b, &desc, &index));
-  return index;
-}
-
 std::vector<uint64_t> Shape(const flatbuffers::Vector<uint64_t>* v) {
   return v ? std::vector<uint64_t>(v->begin(), v->end()) : std::vector<uint64_t>();
 }
@@ -151,27 +87,19 @@ struct Everything {
   uint64_t second_block[2] = {0, 0};
   axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
 
-  void Fill(axrt_axe_builder_t b) {
-    REQUIRE_OK(axrt_axe_builder_add_required_feature(b, "test.feature.a"));
-    REQUIRE_OK(axrt_axe_builder_add_metadata(b, "model", "everything"));
-    REQUIRE_OK(axrt_axe_builder_add_metadata(b, "empty", ""));
-
-    axrt_axe_code_object_desc_t code = AXRT_AXE_CODE_OBJECT_DESC_INIT;
-    code.kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN;
-    code.target = "sm_90";
-    code.data = cubin.data();
-    code.size = cubin.size();
-    uint32_t cubin_index = 99;
-    REQUIRE_OK(axrt_axe_builder_add_code_object(b, &code, &cubin_index));
-    CHECK(cubin_index == 0);
-    CHECK(AddLibrary(b) == 1);
+  void Fill(AxeBuilder& b) {
+    b.AddRequiredFeature("test.feature.a");
+    b.AddMetadata("model", "everything");
+    b.AddMetadata("empty", "");
+    CHECK(b.AddCode(AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN, "sm_90", cubin) == 0);
+    CHECK(b.AddLibrary("axrt.cpu", 3) == 1);
 
     // Grid of a [256, 8] weight in blocks of 128x1: [2, 8]. The scales are
     // stored transposed ([8, 2]); zero points packed along axis 1 into one
     // 32-bit word per row; a per-tensor second level.
-    CHECK(AddConstant(b, "scale", AXRT_AXE_DTYPE_FLOAT16, {8, 2}, scale) == 0);
-    CHECK(AddConstant(b, "zeros", AXRT_AXE_DTYPE_INT32, {2, 1}, zeros) == 1);
-    CHECK(AddConstant(b, "global", AXRT_AXE_DTYPE_FLOAT32, {1, 1}, global) == 2);
+    CHECK(b.AddConstant("scale", AXRT_AXE_DTYPE_FLOAT16, {8, 2}, scale) == 0);
+    CHECK(b.AddConstant("zeros", AXRT_AXE_DTYPE_INT32, {2, 1}, zeros) == 1);
+    CHECK(b.AddConstant("global", AXRT_AXE_DTYPE_FLOAT32, {1, 1}, global) == 2);
     layout.layout_id = "test.int4.g128";
     layout.element_type = AXRT_AXE_DTYPE_INT4;
     layout.dequantized_type = AXRT_AXE_DTYPE_BFLOAT16;
@@ -190,136 +118,30 @@ struct Everything {
     layout.second_level_block_shape = second_block;
     layout.packing = {4, 32, 0, AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL,
                       AXRT_AXE_SIGN_ENCODING_OFFSET_BINARY, AXRT_AXE_PADDING_RULE_EXACT};
-    CHECK(AddConstant(b, "weight", AXRT_AXE_DTYPE_INT4, {256, 8}, weight, &layout, 512) == 3);
-    const int64_t strides[] = {1, 4};
-    CHECK(AddConstant(b, "strided", AXRT_AXE_DTYPE_FLOAT32, {4, 8}, strided, nullptr, 256,
-                      strides) == 4);
-    REQUIRE_OK(axrt_axe_builder_add_prepacked_copy(b, 3, "sm_90", "test.int4.g128.tiled",
-                                                   packed.data(), packed.size()));
+    CHECK(b.AddConstant("weight", AXRT_AXE_DTYPE_INT4, {256, 8}, weight, &layout, 512) == 3);
+    const uint32_t strided_index =
+        b.AddConstant("strided", AXRT_AXE_DTYPE_FLOAT32, {4, 8}, strided, nullptr, 256, {1, 4});
+    CHECK(strided_index == 4);
+    b.AddPrepackedCopy(3, "sm_90", "test.int4.g128.tiled", packed);
 
-    axrt_axe_kernel_param_t params[3] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT,
-                                         AXRT_AXE_KERNEL_PARAM_INIT};
-    params[0].name = "w";
-    params[0].layout = &layout;
-    params[1].name = "out";
-    params[1].access = AXRT_AXE_ACCESS_READ_WRITE;
-    params[2].name = "alpha";
-    params[2].kind = AXRT_AXE_PARAM_KIND_SCALAR;
-    params[2].scalar_type = AXRT_AXE_DTYPE_INT64;
-    params[2].access = AXRT_AXE_ACCESS_NONE;
-    axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
-    kernel.name = "gemv";
-    kernel.code_object = 0;
-    kernel.entry_symbol = "gemv_sm90";
-    kernel.params = params;
-    kernel.param_count = 3;
-    kernel.workgroup_size[0] = 128;
-    kernel.workgroup_size[1] = 2;
-    kernel.workgroup_size[2] = 1;
-    kernel.dynamic_shared_memory = 8192;
-    kernel.cluster_dims[0] = 2;
-    kernel.cluster_dims[1] = 1;
-    kernel.cluster_dims[2] = 1;
-    uint32_t kernel_index = 99;
-    REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &kernel_index));
-    CHECK(kernel_index == 0);
-    axrt_axe_kernel_variant_desc_t variant = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
-    variant.code_object = 1;
-    variant.entry_symbol = "gemv_cpu";
-    variant.workgroup_size[0] = 64;
-    variant.workgroup_size[1] = 1;
-    variant.workgroup_size[2] = 4;
-    variant.dynamic_shared_memory = 512;
-    REQUIRE_OK(axrt_axe_builder_add_kernel_variant(b, kernel_index, &variant));
+    const uint32_t kernel = b.AddKernel("gemv", 0, "gemv_sm90",
+                                        {BufferParam("w", AXRT_AXE_ACCESS_READ, &layout),
+                                         BufferParam("out", AXRT_AXE_ACCESS_READ_WRITE),
+                                         ScalarParam("alpha", AXRT_AXE_DTYPE_INT64)},
+                                        {128, 2, 1}, 8192, {2, 1, 1});
+    CHECK(kernel == 0);
+    b.AddVariant(kernel, 1, "gemv_cpu", {64, 1, 4}, 512);
 
-    axrt_axe_symbol_t symbols[2] = {AXRT_AXE_SYMBOL_INIT, AXRT_AXE_SYMBOL_INIT};
-    symbols[0].name = "batch";
-    symbols[0].upper_bound = 16;
-    symbols[1].name = "seq";
-    symbols[1].upper_bound = 2048;
-    const axrt_axe_dim_t in_dims[] = {{0, 0}, {0, 1}, {8, -1}};
-    const axrt_axe_dim_t out_dims[] = {{0, 0}, {8, -1}};
-    axrt_axe_tensor_sig_t inputs[2] = {AXRT_AXE_TENSOR_SIG_INIT, AXRT_AXE_TENSOR_SIG_INIT};
-    inputs[0].name = "x";
-    inputs[0].dtype = AXRT_AXE_DTYPE_BFLOAT16;
-    inputs[0].rank = 3;
-    inputs[0].dims = in_dims;
-    inputs[1].name = "scalar_in";
-    inputs[1].dtype = AXRT_AXE_DTYPE_INT32;
-    inputs[1].rank = 0;
-    axrt_axe_tensor_sig_t output = AXRT_AXE_TENSOR_SIG_INIT;
-    output.name = "y";
-    output.dtype = AXRT_AXE_DTYPE_FLOAT32;
-    output.rank = 2;
-    output.dims = out_dims;
-    axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
-    function.name = "forward";
-    function.symbols = symbols;
-    function.symbol_count = 2;
-    function.inputs = inputs;
-    function.input_count = 2;
-    function.outputs = &output;
-    function.output_count = 1;
-    function.arena_size = 8192;
-    uint32_t fn = 99;
-    REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &fn));
+    const uint32_t fn =
+        b.AddFunction("forward", {{"batch", 16}, {"seq", 2048}},
+                      {{"x", AXRT_AXE_DTYPE_BFLOAT16, {Symbolic(0), Symbolic(1), Fixed(8)}},
+                       {"scalar_in", AXRT_AXE_DTYPE_INT32, {}}},
+                      {{"y", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(8)}}}, 8192);
     CHECK(fn == 0);
-
-    const axrt_axe_expr_op_t x_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0},
-                                        {AXRT_AXE_EXPR_OPCODE_SYMBOL, 1},
-                                        {AXRT_AXE_EXPR_OPCODE_MUL, 0},
-                                        {AXRT_AXE_EXPR_OPCODE_CONST, 64},
-                                        {AXRT_AXE_EXPR_OPCODE_DIV_CEIL, 0}};
-    const axrt_axe_expr_op_t y_ops[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 2}};
-    const axrt_axe_expr_op_t z_ops[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 3}};
-    const axrt_axe_expr_op_t alpha_ops[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 1},
-                                            {AXRT_AXE_EXPR_OPCODE_CONST, 7},
-                                            {AXRT_AXE_EXPR_OPCODE_MOD, 0}};
-    axrt_axe_binding_t bindings[3] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT,
-                                      AXRT_AXE_BINDING_INIT};
-    bindings[0].kind = AXRT_AXE_BINDING_KIND_CONSTANT;
-    bindings[0].index = 3;
-    bindings[1].kind = AXRT_AXE_BINDING_KIND_ARENA;
-    bindings[1].offset = 4096;
-    bindings[1].size = 2048;
-    bindings[2].kind = AXRT_AXE_BINDING_KIND_SCALAR;
-    bindings[2].value = {alpha_ops, 3};
-    axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
-    dispatch.kernel = 0;
-    dispatch.workgroup_count_x = {x_ops, 5};
-    dispatch.workgroup_count_y = {y_ops, 1};
-    dispatch.workgroup_count_z = {z_ops, 1};
-    dispatch.bindings = bindings;
-    dispatch.binding_count = 3;
-    REQUIRE_OK(axrt_axe_builder_add_dispatch(b, 0, &dispatch));
-
-    axrt_axe_binding_t arena = AXRT_AXE_BINDING_INIT;
-    arena.kind = AXRT_AXE_BINDING_KIND_ARENA;
-    arena.offset = 4096;
-    arena.size = 2048;
-    axrt_axe_binding_t out = AXRT_AXE_BINDING_INIT;
-    out.kind = AXRT_AXE_BINDING_KIND_OUTPUT;
-    out.index = 0;
-    const axrt_axe_expr_op_t src_offset[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 16}};
-    const axrt_axe_expr_op_t dst_offset[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 0}};
-    const axrt_axe_expr_op_t length[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 0},
-                                         {AXRT_AXE_EXPR_OPCODE_CONST, 32},
-                                         {AXRT_AXE_EXPR_OPCODE_MUL, 0}};
-    axrt_axe_copy_desc_t copy = AXRT_AXE_COPY_DESC_INIT;
-    copy.src = &arena;
-    copy.src_offset = {src_offset, 1};
-    copy.dst = &out;
-    copy.dst_offset = {dst_offset, 1};
-    copy.length = {length, 3};
-    REQUIRE_OK(axrt_axe_builder_add_copy(b, 0, &copy));
-
-    const axrt_axe_expr_op_t four[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 4}};
-    axrt_axe_fill_desc_t fill = AXRT_AXE_FILL_DESC_INIT;
-    fill.target = &out;
-    fill.length = {four, 1};
-    fill.pattern = 0xBEEF;
-    fill.pattern_size = 2;
-    REQUIRE_OK(axrt_axe_builder_add_fill(b, 0, &fill));
+    b.Dispatch(fn, kernel, {CeilDiv(Sym(0) * Sym(1), 64), Lit(2), Lit(3)},
+               {BindConstant(3), BindArena(4096, 2048), BindScalar(Sym(1) % Lit(7))});
+    b.Copy(fn, BindArena(4096, 2048), Lit(16), BindOutput(0), Lit(0), Sym(0) * Lit(32));
+    b.Fill(fn, BindOutput(0), /*offset=*/{}, Lit(4), 0xBEEF, 2);
   }
 };
 
@@ -374,17 +196,17 @@ void CheckLayout(const axe::QuantLayout* layout) {
 }
 
 std::vector<uint8_t> BuildEverything() {
-  Builder builder;
+  AxeBuilder builder(kProducer, kProducerVersion);
   Everything everything;
-  everything.Fill(builder.b);
-  return builder.bytes();
+  everything.Fill(builder);
+  return builder.Bytes();
 }
 
 TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
-  Builder builder;
+  AxeBuilder builder(kProducer, kProducerVersion);
   Everything in;
-  in.Fill(builder.b);
-  const std::vector<uint8_t> bytes = builder.bytes();
+  in.Fill(builder);
+  const std::vector<uint8_t> bytes = builder.Bytes();
   auto file = Open(bytes, {"test.feature.a"});
   const axe::Executable& exe = file->metadata();
 
@@ -421,7 +243,7 @@ TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
   CHECK(std::vector<uint8_t>(cubin_bytes.begin(), cubin_bytes.end()) == in.cubin);
   const axe::CodeObject* library = exe.code_objects()->Get(1);
   CHECK(library->kind() == axe::CodeObjectKind::KERNEL_LIBRARY);
-  CHECK(library->target()->str() == "x86_64");
+  CHECK(library->target()->str() == AXRT_HOST_CODE_TARGET);
   CHECK(library->segment() == -1);
   CHECK(library->library_name()->str() == "axrt.cpu");
   CHECK(library->library_min_version() == 3);
@@ -577,19 +399,19 @@ TEST_CASE("output is deterministic and the same in memory and on disk", "[axe_bu
   const std::vector<uint8_t> second = BuildEverything();
   CHECK(first == second);
 
-  Builder builder;
+  AxeBuilder builder(kProducer, kProducerVersion);
   Everything everything;
-  everything.Fill(builder.b);
-  const std::vector<uint8_t> memory = builder.bytes();
+  everything.Fill(builder);
+  const std::vector<uint8_t> memory = builder.Bytes();
   CHECK(memory == first);
   // Writing twice without changes gives the same bytes again.
-  CHECK(builder.bytes() == memory);
+  CHECK(builder.Bytes() == memory);
 
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("axe_builder_test." + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "everything.axe").string();
-  REQUIRE_OK(axrt_axe_builder_write_file(builder.b, path.c_str()));
+  REQUIRE_CALL_OK(axrt_axe_builder_write_file(builder.get(), path.c_str()));
   std::ifstream in(path, std::ios::binary);
   const std::vector<uint8_t> disk((std::istreambuf_iterator<char>(in)), {});
   CHECK(disk == memory);
@@ -598,21 +420,21 @@ TEST_CASE("output is deterministic and the same in memory and on disk", "[axe_bu
                       std::filesystem::directory_iterator()) == 1);
 
   // Overwriting an existing file replaces it whole.
-  REQUIRE_OK(axrt_axe_builder_add_metadata(builder.b, "more", "bytes"));
-  REQUIRE_OK(axrt_axe_builder_write_file(builder.b, path.c_str()));
+  builder.AddMetadata("more", "bytes");
+  REQUIRE_CALL_OK(axrt_axe_builder_write_file(builder.get(), path.c_str()));
   std::ifstream again(path, std::ios::binary);
   const std::vector<uint8_t> rewritten((std::istreambuf_iterator<char>(again)), {});
-  CHECK(rewritten == builder.bytes());
+  CHECK(rewritten == builder.Bytes());
   CHECK(rewritten != memory);
   std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("an empty builder writes a valid file", "[axe_builder]") {
   axrt_axe_builder_t b = nullptr;
-  REQUIRE_OK(axrt_axe_builder_create(nullptr, &b));
+  REQUIRE_CALL_OK(axrt_axe_builder_create(nullptr, &b));
   void* data = nullptr;
   size_t size = 0;
-  REQUIRE_OK(axrt_axe_builder_write_memory(b, &data, &size));
+  REQUIRE_CALL_OK(axrt_axe_builder_write_memory(b, &data, &size));
   std::vector<uint8_t> bytes(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
   axrt_axe_memory_free(data);
   axrt_axe_builder_release(b);
@@ -621,14 +443,14 @@ TEST_CASE("an empty builder writes a valid file", "[axe_builder]") {
 }
 
 TEST_CASE("constants honour their alignment in a shared segment", "[axe_builder]") {
-  Builder builder;
+  AxeBuilder builder;
   const uint64_t alignments[] = {1, 64, 4096, 8, 256, 2048, 16};
   for (size_t i = 0; i < std::size(alignments); ++i) {
     const std::string name = "c" + std::to_string(i);
-    AddConstant(builder.b, name.c_str(), AXRT_AXE_DTYPE_UINT8, {3 + i}, Filler(3 + i, 9),
-                nullptr, alignments[i]);
+    builder.AddConstant(name, AXRT_AXE_DTYPE_UINT8, {3 + i}, Filler(3 + i, 9), nullptr,
+                        alignments[i]);
   }
-  auto file = Open(builder.bytes());
+  auto file = Open(builder.Bytes());
   const auto* constants = file->metadata().constants();
   REQUIRE(constants->size() == std::size(alignments));
   uint64_t end = 0;
@@ -660,16 +482,16 @@ TEST_CASE("arrays are read with their elements' struct_size", "[axe_builder]") {
   params[1].known.kind = AXRT_AXE_PARAM_KIND_SCALAR;
   params[1].known.scalar_type = AXRT_AXE_DTYPE_FLOAT32;
   params[1].known.access = AXRT_AXE_ACCESS_NONE;
-  Builder builder;
-  const uint32_t library = AddLibrary(builder.b);
+  AxeBuilder builder;
+  const uint32_t library = builder.AddLibrary("axrt.cpu", 3);
   axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
   kernel.name = "k";
   kernel.code_object = library;
   kernel.params = &params[0].known;
   kernel.param_count = 2;
   uint32_t index = 0;
-  REQUIRE_OK(axrt_axe_builder_add_kernel(builder.b, &kernel, &index));
-  auto file = Open(builder.bytes());
+  REQUIRE_CALL_OK(axrt_axe_builder_add_kernel(builder.get(), &kernel, &index));
+  auto file = Open(builder.Bytes());
   const axe::Kernel* k = file->metadata().kernels()->Get(0);
   REQUIRE(k->params()->size() == 2);
   CHECK(k->params()->Get(0)->name()->str() == "a");
@@ -680,35 +502,35 @@ TEST_CASE("arrays are read with their elements' struct_size", "[axe_builder]") {
   // A non-zero tail is refused, naming the element.
   params[1].tail[3] = 1;
   kernel.name = "k2";
-  CHECK_ERROR(axrt_axe_builder_add_kernel(builder.b, &kernel, &index),
-              AXRT_STATUS_CODE_UNIMPLEMENTED, "desc->params[1]");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel(builder.get(), &kernel, &index),
+                     AXRT_STATUS_CODE_UNIMPLEMENTED, "desc->params[1]");
   // Elements must share one struct_size.
   params[1].tail[3] = 0;
   params[1].known.struct_size = sizeof(axrt_axe_kernel_param_t);
-  CHECK_ERROR(axrt_axe_builder_add_kernel(builder.b, &kernel, &index),
-              AXRT_STATUS_CODE_INVALID_ARGUMENT, "shares one struct_size");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel(builder.get(), &kernel, &index),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "shares one struct_size");
 }
 
 TEST_CASE("duplicates are refused", "[axe_builder]") {
-  Builder builder;
-  axrt_axe_builder_t b = builder.b;
-  REQUIRE_OK(axrt_axe_builder_add_required_feature(b, "f"));
-  CHECK_ERROR(axrt_axe_builder_add_required_feature(b, "f"), AXRT_STATUS_CODE_ALREADY_EXISTS,
-              "'f'");
-  REQUIRE_OK(axrt_axe_builder_add_metadata(b, "k", "1"));
-  CHECK_ERROR(axrt_axe_builder_add_metadata(b, "k", "2"), AXRT_STATUS_CODE_ALREADY_EXISTS,
-              "'k'");
+  AxeBuilder builder;
+  axrt_axe_builder_t b = builder.get();
+  REQUIRE_CALL_OK(axrt_axe_builder_add_required_feature(b, "f"));
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_required_feature(b, "f"), AXRT_STATUS_CODE_ALREADY_EXISTS,
+                     "'f'");
+  REQUIRE_CALL_OK(axrt_axe_builder_add_metadata(b, "k", "1"));
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_metadata(b, "k", "2"), AXRT_STATUS_CODE_ALREADY_EXISTS,
+                     "'k'");
 
-  const uint32_t library = AddLibrary(b);
+  const uint32_t library = builder.AddLibrary("axrt.cpu", 3);
   axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
   kernel.name = "twice";
   kernel.code_object = library;
   uint32_t index = 0;
-  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
-  CHECK_ERROR(axrt_axe_builder_add_kernel(b, &kernel, &index), AXRT_STATUS_CODE_ALREADY_EXISTS,
-              "kernel 'twice'");
+  REQUIRE_CALL_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel(b, &kernel, &index),
+                     AXRT_STATUS_CODE_ALREADY_EXISTS, "kernel 'twice'");
 
-  AddConstant(b, "w", AXRT_AXE_DTYPE_UINT8, {4}, Filler(4, 0));
+  builder.AddConstant("w", AXRT_AXE_DTYPE_UINT8, {4}, Filler(4, 0));
   const std::vector<uint8_t> four = Filler(4, 1);
   axrt_axe_constant_desc_t constant = AXRT_AXE_CONSTANT_DESC_INIT;
   constant.name = "w";
@@ -718,19 +540,19 @@ TEST_CASE("duplicates are refused", "[axe_builder]") {
   constant.shape = shape;
   constant.data = four.data();
   constant.size = four.size();
-  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index),
-              AXRT_STATUS_CODE_ALREADY_EXISTS, "constant 'w'");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_constant(b, &constant, &index),
+                     AXRT_STATUS_CODE_ALREADY_EXISTS, "constant 'w'");
 
-  REQUIRE_OK(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "tiled", four.data(), 4));
-  CHECK_ERROR(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "tiled", four.data(), 4),
-              AXRT_STATUS_CODE_ALREADY_EXISTS, "'tiled'");
-  REQUIRE_OK(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_80", "tiled", four.data(), 4));
+  REQUIRE_CALL_OK(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "tiled", four.data(), 4));
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "tiled", four.data(), 4),
+                     AXRT_STATUS_CODE_ALREADY_EXISTS, "'tiled'");
+  REQUIRE_CALL_OK(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_80", "tiled", four.data(), 4));
 
   axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
   function.name = "main";
-  REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &index));
-  CHECK_ERROR(axrt_axe_builder_add_function(b, &function, &index),
-              AXRT_STATUS_CODE_ALREADY_EXISTS, "function 'main'");
+  REQUIRE_CALL_OK(axrt_axe_builder_add_function(b, &function, &index));
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_function(b, &function, &index),
+                     AXRT_STATUS_CODE_ALREADY_EXISTS, "function 'main'");
 
   axrt_axe_symbol_t symbols[2] = {AXRT_AXE_SYMBOL_INIT, AXRT_AXE_SYMBOL_INIT};
   symbols[0].name = "n";
@@ -738,24 +560,24 @@ TEST_CASE("duplicates are refused", "[axe_builder]") {
   function.name = "other";
   function.symbols = symbols;
   function.symbol_count = 2;
-  CHECK_ERROR(axrt_axe_builder_add_function(b, &function, &index),
-              AXRT_STATUS_CODE_ALREADY_EXISTS, "symbol 'n'");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_function(b, &function, &index),
+                     AXRT_STATUS_CODE_ALREADY_EXISTS, "symbol 'n'");
   // Nothing failed half-way: the file still verifies.
-  Open(builder.bytes(), {"f"});
+  Open(builder.Bytes(), {"f"});
 }
 
 TEST_CASE("indices must name objects added before", "[axe_builder]") {
-  Builder builder;
-  axrt_axe_builder_t b = builder.b;
+  AxeBuilder builder;
+  axrt_axe_builder_t b = builder.get();
   uint32_t index = 77;
   axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
   kernel.name = "k";
   kernel.code_object = 0;
-  CHECK_ERROR(axrt_axe_builder_add_kernel(b, &kernel, &index), AXRT_STATUS_CODE_NOT_FOUND,
-              "code object 0");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel(b, &kernel, &index), AXRT_STATUS_CODE_NOT_FOUND,
+                     "code object 0");
   CHECK(index == 77);
 
-  const uint32_t library = AddLibrary(b);
+  const uint32_t library = builder.AddLibrary("axrt.cpu", 3);
   axrt_axe_kernel_param_t params[2] = {AXRT_AXE_KERNEL_PARAM_INIT, AXRT_AXE_KERNEL_PARAM_INIT};
   params[0].name = "in";
   params[1].name = "n";
@@ -765,10 +587,10 @@ TEST_CASE("indices must name objects added before", "[axe_builder]") {
   kernel.code_object = library;
   kernel.params = params;
   kernel.param_count = 2;
-  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
+  REQUIRE_CALL_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
 
-  CHECK_ERROR(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "x", "abc", 3),
-              AXRT_STATUS_CODE_NOT_FOUND, "constant 0");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_prepacked_copy(b, 0, "sm_90", "x", "abc", 3),
+                     AXRT_STATUS_CODE_NOT_FOUND, "constant 0");
 
   // A layout naming a scale constant not yet added.
   const uint64_t block[] = {0};
@@ -790,19 +612,19 @@ TEST_CASE("indices must name objects added before", "[axe_builder]") {
   constant.data = w.data();
   constant.size = w.size();
   constant.layout = &layout;
-  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index), AXRT_STATUS_CODE_NOT_FOUND,
-              "names constant 5");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_constant(b, &constant, &index),
+                     AXRT_STATUS_CODE_NOT_FOUND, "names constant 5");
   // The wrong byte count for the shape.
   constant.layout = nullptr;
   constant.size = 15;
-  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index),
-              AXRT_STATUS_CODE_INVALID_ARGUMENT, "needs 16 bytes, but 15");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_constant(b, &constant, &index),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "needs 16 bytes, but 15");
   constant.size = 16;
   constant.alignment = 48;
-  CHECK_ERROR(axrt_axe_builder_add_constant(b, &constant, &index),
-              AXRT_STATUS_CODE_INVALID_ARGUMENT, "alignment 48");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_constant(b, &constant, &index),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "alignment 48");
   constant.alignment = 0;
-  REQUIRE_OK(axrt_axe_builder_add_constant(b, &constant, &index));
+  REQUIRE_CALL_OK(axrt_axe_builder_add_constant(b, &constant, &index));
 
   const axrt_axe_dim_t dims[] = {{0, 3}};
   axrt_axe_tensor_sig_t sig = AXRT_AXE_TENSOR_SIG_INIT;
@@ -820,12 +642,12 @@ TEST_CASE("indices must name objects added before", "[axe_builder]") {
   function.inputs = &sig;
   function.input_count = 1;
   function.arena_size = 64;
-  CHECK_ERROR(axrt_axe_builder_add_function(b, &function, &index), AXRT_STATUS_CODE_OUT_OF_RANGE,
-              "symbol 3");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_function(b, &function, &index),
+                     AXRT_STATUS_CODE_OUT_OF_RANGE, "symbol 3");
   const axrt_axe_dim_t good_dims[] = {{0, 0}};
   sig.dims = good_dims;
   uint32_t fn = 0;
-  REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &fn));
+  REQUIRE_CALL_OK(axrt_axe_builder_add_function(b, &function, &fn));
 
   const axrt_axe_expr_op_t one[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1}};
   axrt_axe_binding_t bindings[2] = {AXRT_AXE_BINDING_INIT, AXRT_AXE_BINDING_INIT};
@@ -838,59 +660,60 @@ TEST_CASE("indices must name objects added before", "[axe_builder]") {
   dispatch.workgroup_count_x = {one, 1};
   dispatch.bindings = bindings;
   dispatch.binding_count = 2;
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
-              "kernel 1");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
+                     "kernel 1");
   dispatch.kernel = 0;
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn + 1, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
-              "function 1");
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
-              "input index 1");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn + 1, &dispatch),
+                     AXRT_STATUS_CODE_NOT_FOUND, "function 1");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
+                     "input index 1");
   bindings[0].index = 0;
   bindings[0].kind = AXRT_AXE_BINDING_KIND_CONSTANT;
   bindings[0].index = 4;
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
-              "constant 4");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_NOT_FOUND,
+                     "constant 4");
   bindings[0].kind = AXRT_AXE_BINDING_KIND_ARENA;
   bindings[0].index = 0;
   bindings[0].offset = 32;
   bindings[0].size = 33;
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
-              "64-byte arena");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
+                     "64-byte arena");
   bindings[0].offset = 0;
   bindings[0].size = 0;
   bindings[0].kind = AXRT_AXE_BINDING_KIND_SCALAR;
   bindings[0].value = {one, 1};
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "BUFFER parameter");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "BUFFER parameter");
   bindings[0] = AXRT_AXE_BINDING_INIT;
   bindings[0].kind = AXRT_AXE_BINDING_KIND_INPUT;
   dispatch.binding_count = 1;
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "1 binding(s) for 2 kernel parameter(s)");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "1 binding(s) for 2 kernel parameter(s)");
   dispatch.binding_count = 2;
 
   // Malformed expressions.
   const axrt_axe_expr_op_t underflow[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1},
                                           {AXRT_AXE_EXPR_OPCODE_ADD, 0}};
   dispatch.workgroup_count_x = {underflow, 2};
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "needs two values");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "needs two values");
   const axrt_axe_expr_op_t leftover[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1},
                                          {AXRT_AXE_EXPR_OPCODE_CONST, 2}};
   dispatch.workgroup_count_x = {leftover, 2};
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "leaves 2 values");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "leaves 2 values");
   const axrt_axe_expr_op_t bad_symbol[] = {{AXRT_AXE_EXPR_OPCODE_SYMBOL, 1}};
   dispatch.workgroup_count_x = {bad_symbol, 1};
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
-              "reads symbol 1");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_OUT_OF_RANGE,
+                     "reads symbol 1");
   const axrt_axe_expr_op_t bad_opcode[] = {{99, 0}};
   dispatch.workgroup_count_x = {bad_opcode, 1};
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "desc->workgroup_count_x.ops[0].opcode");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "desc->workgroup_count_x.ops[0].opcode");
   dispatch.workgroup_count_x = {nullptr, 0};
-  CHECK_ERROR(axrt_axe_builder_add_dispatch(b, fn, &dispatch), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "workgroup_count_x: the expression is required");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_dispatch(b, fn, &dispatch),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "workgroup_count_x: the expression is required");
 
   // Fill patterns.
   axrt_axe_binding_t target = AXRT_AXE_BINDING_INIT;
@@ -900,51 +723,32 @@ TEST_CASE("indices must name objects added before", "[axe_builder]") {
   fill.target = &target;
   fill.length = {one, 1};
   fill.pattern_size = 3;
-  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "pattern size 3");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "pattern size 3");
   fill.pattern_size = 1;
   fill.pattern = 0x100;
-  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "does not fit");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "does not fit");
   target = AXRT_AXE_BINDING_INIT;
   target.kind = AXRT_AXE_BINDING_KIND_CONSTANT;
   fill.pattern = 0;
-  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "not CONSTANT");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "not CONSTANT");
   target.kind = AXRT_AXE_BINDING_KIND_INPUT;
-  CHECK_ERROR(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
-              "not INPUT");
-  Open(builder.bytes());
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "not INPUT");
+  Open(builder.Bytes());
 }
 
 TEST_CASE("kernel variants round-trip in the order added", "[axe_builder]") {
-  Builder builder;
-  axrt_axe_builder_t b = builder.b;
-  const uint32_t library = AddLibrary(b);
-  const std::vector<uint8_t> cubin = Cubin();
-  axrt_axe_code_object_desc_t code = AXRT_AXE_CODE_OBJECT_DESC_INIT;
-  code.kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN;
-  code.target = "sm_90";
-  code.data = cubin.data();
-  code.size = cubin.size();
-  uint32_t cuda = 0;
-  REQUIRE_OK(axrt_axe_builder_add_code_object(b, &code, &cuda));
-  code.target = "sm_80";
-  uint32_t cuda80 = 0;
-  REQUIRE_OK(axrt_axe_builder_add_code_object(b, &code, &cuda80));
-
-  axrt_axe_kernel_param_t param = AXRT_AXE_KERNEL_PARAM_INIT;
-  param.name = "data";
-  param.access = AXRT_AXE_ACCESS_READ_WRITE;
-  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
-  kernel.name = "relu";
-  kernel.code_object = library;
-  kernel.entry_symbol = "axrt_cpu_relu";
-  kernel.params = &param;
-  kernel.param_count = 1;
-  kernel.workgroup_size[0] = 32;
-  uint32_t relu = 99;
-  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &relu));
+  AxeBuilder builder;
+  axrt_axe_builder_t b = builder.get();
+  const uint32_t library = builder.AddLibrary("axrt.cpu", 3);
+  const uint32_t cuda = builder.AddCode(AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN, "sm_90", Cubin());
+  const uint32_t cuda80 = builder.AddCode(AXRT_AXE_CODE_OBJECT_KIND_CUDA_CUBIN, "sm_80", Cubin());
+  const uint32_t relu =
+      builder.AddKernel("relu", library, "axrt_cpu_relu",
+                        {BufferParam("data", AXRT_AXE_ACCESS_READ_WRITE)}, {32, 1, 1});
 
   // The sm_90 variant with clusters, then an sm_80 one that keeps the
   // kernel's entry symbol and the default launch shape.
@@ -956,25 +760,25 @@ TEST_CASE("kernel variants round-trip in the order added", "[axe_builder]") {
   variant.cluster_dims[0] = 2;
   variant.cluster_dims[1] = 1;
   variant.cluster_dims[2] = 1;
-  REQUIRE_OK(axrt_axe_builder_add_kernel_variant(b, relu, &variant));
+  REQUIRE_CALL_OK(axrt_axe_builder_add_kernel_variant(b, relu, &variant));
   axrt_axe_kernel_variant_desc_t plain = AXRT_AXE_KERNEL_VARIANT_DESC_INIT;
   plain.code_object = cuda80;
-  REQUIRE_OK(axrt_axe_builder_add_kernel_variant(b, relu, &plain));
+  REQUIRE_CALL_OK(axrt_axe_builder_add_kernel_variant(b, relu, &plain));
 
   // Refusals leave the kernel as it was.
   variant.code_object = 3;
-  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu, &variant), AXRT_STATUS_CODE_NOT_FOUND,
-              "code object 3");
-  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu + 1, &variant),
-              AXRT_STATUS_CODE_NOT_FOUND, "kernel 1");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel_variant(b, relu, &variant),
+                     AXRT_STATUS_CODE_NOT_FOUND, "code object 3");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel_variant(b, relu + 1, &variant),
+                     AXRT_STATUS_CODE_NOT_FOUND, "kernel 1");
   variant.code_object = library;
-  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu, &variant),
-              AXRT_STATUS_CODE_ALREADY_EXISTS, "primary implementation");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel_variant(b, relu, &variant),
+                     AXRT_STATUS_CODE_ALREADY_EXISTS, "primary implementation");
   variant.code_object = cuda;
-  CHECK_ERROR(axrt_axe_builder_add_kernel_variant(b, relu, &variant),
-              AXRT_STATUS_CODE_ALREADY_EXISTS, "already holds variant 0");
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_kernel_variant(b, relu, &variant),
+                     AXRT_STATUS_CODE_ALREADY_EXISTS, "already holds variant 0");
 
-  auto file = Open(builder.bytes());
+  auto file = Open(builder.Bytes());
   const axe::Kernel* k = file->metadata().kernels()->Get(relu);
   CHECK(k->code_object() == library);
   CHECK(k->entry_symbol()->str() == "axrt_cpu_relu");
@@ -1002,10 +806,10 @@ TEST_CASE("kernel variants round-trip in the order added", "[axe_builder]") {
 }
 
 TEST_CASE("a file the reader refuses is never written", "[axe_builder]") {
-  Builder builder;
-  axrt_axe_builder_t b = builder.b;
+  AxeBuilder builder;
+  axrt_axe_builder_t b = builder.get();
   // Per-channel int8 on [4, 16] wants 4 scales; give 3.
-  AddConstant(b, "scale", AXRT_AXE_DTYPE_FLOAT32, {3, 1}, Filler(12, 0));
+  builder.AddConstant("scale", AXRT_AXE_DTYPE_FLOAT32, {3, 1}, Filler(12, 0));
   const uint64_t block[] = {1, 0};
   axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
   layout.layout_id = "int8.per_channel";
@@ -1015,17 +819,17 @@ TEST_CASE("a file the reader refuses is never written", "[axe_builder]") {
   layout.block_shape = block;
   layout.scale.constant = 0;
   layout.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
-  AddConstant(b, "w", AXRT_AXE_DTYPE_INT8, {4, 16}, Filler(64, 1), &layout);
+  builder.AddConstant("w", AXRT_AXE_DTYPE_INT8, {4, 16}, Filler(64, 1), &layout);
 
   void* data = reinterpret_cast<void*>(0x1);
   size_t size = 7;
-  Status status(axrt_axe_builder_write_memory(b, &data, &size));
-  INFO(Describe(status.get()));
-  REQUIRE(status != nullptr);
-  const std::string message = axrt_status_message(status.get());
-  CHECK(message.find("axrt_axe_builder_write_memory") != std::string::npos);
-  CHECK(message.find("reader refuses") != std::string::npos);
-  CHECK(message.find("'scale'") != std::string::npos);
+  const axrt_test::Outcome refused =
+      axrt_test::Take(axrt_axe_builder_write_memory(b, &data, &size));
+  INFO(refused.message);
+  REQUIRE(refused.code != AXRT_STATUS_CODE_OK);
+  CHECK(refused.message.find("axrt_axe_builder_write_memory") != std::string::npos);
+  CHECK(refused.message.find("reader refuses") != std::string::npos);
+  CHECK(refused.message.find("'scale'") != std::string::npos);
   CHECK(data == reinterpret_cast<void*>(0x1));
   CHECK(size == 7);
 
@@ -1033,24 +837,24 @@ TEST_CASE("a file the reader refuses is never written", "[axe_builder]") {
       std::filesystem::temp_directory_path() / ("axe_builder_refused." + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "refused.axe").string();
-  Status file_status(axrt_axe_builder_write_file(b, path.c_str()));
-  REQUIRE(file_status != nullptr);
-  CHECK(std::string(axrt_status_message(file_status.get())).find("'scale'") != std::string::npos);
+  const axrt_test::Outcome not_written =
+      axrt_test::Take(axrt_axe_builder_write_file(b, path.c_str()));
+  REQUIRE(not_written.code != AXRT_STATUS_CODE_OK);
+  CHECK(not_written.message.find("'scale'") != std::string::npos);
   CHECK(std::filesystem::is_empty(dir));
 
   // A directory that does not exist: nothing is created.
   const std::string missing = (dir / "no" / "such" / "dir.axe").string();
-  Builder good;
-  CHECK_ERROR(axrt_axe_builder_write_file(good.b, missing.c_str()), AXRT_STATUS_CODE_UNAVAILABLE,
-              "temporary file");
+  AxeBuilder good;
+  REQUIRE_CALL_FAILS(axrt_axe_builder_write_file(good.get(), missing.c_str()),
+                     AXRT_STATUS_CODE_UNAVAILABLE, "temporary file");
   CHECK(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a declared kernel layout must match the bound constant's", "[axe_builder]") {
-  Builder builder;
-  axrt_axe_builder_t b = builder.b;
-  AddConstant(b, "scale", AXRT_AXE_DTYPE_FLOAT32, {4, 1}, Filler(16, 0));
+  AxeBuilder builder;
+  builder.AddConstant("scale", AXRT_AXE_DTYPE_FLOAT32, {4, 1}, Filler(16, 0));
   const uint64_t block[] = {1, 0};
   axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
   layout.layout_id = "int8.per_channel";
@@ -1060,41 +864,22 @@ TEST_CASE("a declared kernel layout must match the bound constant's", "[axe_buil
   layout.block_shape = block;
   layout.scale.constant = 0;
   layout.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
-  AddConstant(b, "w", AXRT_AXE_DTYPE_INT8, {4, 16}, Filler(64, 1), &layout);
+  const uint32_t weight =
+      builder.AddConstant("w", AXRT_AXE_DTYPE_INT8, {4, 16}, Filler(64, 1), &layout);
 
   axrt_axe_quant_layout_t expected = layout;
   expected.dequantized_type = AXRT_AXE_DTYPE_BFLOAT16;
-  axrt_axe_kernel_param_t param = AXRT_AXE_KERNEL_PARAM_INIT;
-  param.name = "w";
-  param.layout = &expected;
-  axrt_axe_kernel_desc_t kernel = AXRT_AXE_KERNEL_DESC_INIT;
-  kernel.name = "k";
-  kernel.code_object = AddLibrary(b);
-  kernel.params = &param;
-  kernel.param_count = 1;
-  uint32_t index = 0;
-  REQUIRE_OK(axrt_axe_builder_add_kernel(b, &kernel, &index));
-  axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
-  function.name = "f";
-  uint32_t fn = 0;
-  REQUIRE_OK(axrt_axe_builder_add_function(b, &function, &fn));
-  const axrt_axe_expr_op_t one[] = {{AXRT_AXE_EXPR_OPCODE_CONST, 1}};
-  axrt_axe_binding_t binding = AXRT_AXE_BINDING_INIT;
-  binding.kind = AXRT_AXE_BINDING_KIND_CONSTANT;
-  binding.index = 1;
-  axrt_axe_dispatch_desc_t dispatch = AXRT_AXE_DISPATCH_DESC_INIT;
-  dispatch.kernel = index;
-  dispatch.workgroup_count_x = {one, 1};
-  dispatch.bindings = &binding;
-  dispatch.binding_count = 1;
-  REQUIRE_OK(axrt_axe_builder_add_dispatch(b, fn, &dispatch));
+  const uint32_t kernel = builder.AddKernel("k", builder.AddLibrary("axrt.cpu", 3), "k",
+                                            {BufferParam("w", AXRT_AXE_ACCESS_READ, &expected)});
+  const uint32_t fn = builder.AddFunction("f", {}, {}, {});
+  builder.Dispatch(fn, kernel, {Lit(1)}, {BindConstant(weight)});
   void* data = nullptr;
   size_t size = 0;
-  Status status(axrt_axe_builder_write_memory(b, &data, &size));
-  INFO(Describe(status.get()));
-  REQUIRE(status != nullptr);
-  CHECK(std::string(axrt_status_message(status.get())).find("dequantized_type") !=
-        std::string::npos);
+  const axrt_test::Outcome refused =
+      axrt_test::Take(axrt_axe_builder_write_memory(builder.get(), &data, &size));
+  INFO(refused.message);
+  REQUIRE(refused.code != AXRT_STATUS_CODE_OK);
+  CHECK(refused.message.find("dequantized_type") != std::string::npos);
 }
 
 }  // namespace

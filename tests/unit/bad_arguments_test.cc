@@ -1801,7 +1801,7 @@ const axrt_kernel_library_t kWalkLibrary = {
 struct WalkExecutable {
   explicit WalkExecutable(const World& world) {
     EXPECT_OK(axrt_instance_register_kernel_library(world.instance, &kWalkLibrary));
-    EXPECT_OK(axrt_test::BuildCopyExecutable("walk.kernels", "walk_copy", &bytes));
+    bytes = axrt_test::BuildCopyExecutable("walk.kernels", "walk_copy");
     EXPECT_OK(axrt_executable_load_memory(world.device, bytes.data(), bytes.size(), nullptr,
                                           &executable));
     EXPECT_OK(axrt_executable_get_function(executable, 0, &function_handle));

@@ -17,11 +17,10 @@ axrt_kernel_result_t CopyFloatsKernel(const void* args, const axrt_kernel_dispat
 // in, out (buffers) and n (u64 scalar): a 24-byte argument block.
 extern const axrt_kernel_param_info_t kCopyFloatsParams[3];
 
-// Writes to `*out_bytes` an .axe for the host whose function "copy" runs
-// kernel `entry_symbol` of kernel library `library_name` (which the caller
-// registers) over one workgroup. Returns the first builder error, if any.
-axrt_status_t BuildCopyExecutable(const char* library_name, const char* entry_symbol,
-                                  std::vector<uint8_t>* out_bytes);
+// An .axe for the host whose function "copy" runs kernel `entry_symbol` of
+// kernel library `library_name` (which the caller registers) over one
+// workgroup. Throws what the builder refuses (tests/support/axe_test_builder.h).
+std::vector<uint8_t> BuildCopyExecutable(const char* library_name, const char* entry_symbol);
 
 }  // namespace axrt_test
 

@@ -22,26 +22,28 @@
 #include <thread>
 #include <vector>
 
-#include "abi/cts/axe_test_builder.h"
 #include "axrt/axrt.h"
 #include "runtime/drivers/cuda/cuda_api.h"
 #include "tests/mock_cuda/mock_cuda.h"
 #include "tests/mock_cuda/mock_cuda_table.h"
+#include "tests/support/axe_test_builder.h"
 #include "tests/unit/status_check.h"
 
 namespace {
 
-using axrt_cts::AxeBuilder;
-using axrt_cts::BindInput;
-using axrt_cts::BindOutput;
-using axrt_cts::BindScalar;
-using axrt_cts::BufferParam;
-using axrt_cts::CeilDiv;
-using axrt_cts::Fixed;
-using axrt_cts::ScalarParam;
-using axrt_cts::Sig;
-using axrt_cts::Sym;
-using axrt_cts::Symbolic;
+using axrt_test::AxeBuilder;
+using axrt_test::Binding;
+using axrt_test::BindInput;
+using axrt_test::BindOutput;
+using axrt_test::BindScalar;
+using axrt_test::BufferParam;
+using axrt_test::CeilDiv;
+using axrt_test::Fixed;
+using axrt_test::Param;
+using axrt_test::ScalarParam;
+using axrt_test::Sig;
+using axrt_test::Sym;
+using axrt_test::Symbolic;
 
 using StatusCheck = axrt_test::Outcome;
 using axrt_test::Take;
@@ -102,36 +104,23 @@ std::vector<uint8_t> MockImage(const std::vector<std::string>& names) {
   return std::vector<uint8_t>(text.begin(), text.end());
 }
 
-uint32_t AddCudaCode(AxeBuilder& builder, axrt_axe_code_object_kind_t kind,
-                     const std::vector<uint8_t>& bytes, const char* target = "compute_80") {
-  axrt_axe_code_object_desc_t desc = AXRT_AXE_CODE_OBJECT_DESC_INIT;
-  desc.kind = kind;
-  desc.target = target;
-  desc.data = bytes.data();
-  desc.size = bytes.size();
-  uint32_t index = 0;
-  REQUIRE_CALL_OK(axrt_axe_builder_add_code_object(builder.get(), &desc, &index));
-  return index;
-}
-
 // "add": out = x + y over n <= 2^24 floats, by axrt_add_f32 from `image`.
 // `extra_param` declares a parameter the kernel does not have.
 std::vector<uint8_t> AddFile(const std::vector<uint8_t>& image,
                              axrt_axe_code_object_kind_t kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX,
                              bool extra_param = false) {
   AxeBuilder b;
-  const uint32_t code = AddCudaCode(b, kind, image);
-  std::vector<axrt_cts::Param> params = {BufferParam("a"), BufferParam("b"),
-                                         BufferParam("out", AXRT_AXE_ACCESS_WRITE),
-                                         ScalarParam("n", AXRT_AXE_DTYPE_UINT64)};
+  const uint32_t code = b.AddCode(kind, "compute_80", image);
+  std::vector<Param> params = {BufferParam("a"), BufferParam("b"),
+                               BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+                               ScalarParam("n", AXRT_AXE_DTYPE_UINT64)};
   if (extra_param) params.push_back(ScalarParam("extra", AXRT_AXE_DTYPE_UINT64));
   const uint32_t kernel = b.AddKernel("add", code, "axrt_add_f32", params, {256, 1, 1});
   const uint32_t fn = b.AddFunction("add", {{"n", uint64_t{1} << 24}},
                                     {Sig{"x", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
                                      Sig{"y", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}},
                                     {Sig{"out", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}});
-  std::vector<axrt_cts::Binding> bindings = {BindInput(0), BindInput(1), BindOutput(0),
-                                             BindScalar(Sym(0))};
+  std::vector<Binding> bindings = {BindInput(0), BindInput(1), BindOutput(0), BindScalar(Sym(0))};
   if (extra_param) bindings.push_back(BindScalar(Sym(0)));
   b.Dispatch(fn, kernel, {CeilDiv(Sym(0), 4096)}, bindings);
   return b.Bytes();

@@ -793,8 +793,8 @@ const axrt_kernel_library_t kCopyLibrary = {
 // Loads "copy(x: f32[n<=64]) -> y: f32[n]" on cpu:0.
 axrt_function_t LoadCopy(const Cpu& cpu, axrt_executable_t* out_executable) {
   REQUIRE_CALL_OK(axrt_instance_register_kernel_library(cpu.instance, &kCopyLibrary));
-  std::vector<uint8_t> bytes;
-  REQUIRE_CALL_OK(axrt_test::BuildCopyExecutable("dlpack.test.kernels", "dlpack_copy", &bytes));
+  const std::vector<uint8_t> bytes =
+      axrt_test::BuildCopyExecutable("dlpack.test.kernels", "dlpack_copy");
   REQUIRE_CALL_OK(axrt_executable_load_memory(cpu.device, bytes.data(), bytes.size(), nullptr,
                                          out_executable));
   axrt_function_t function_handle = nullptr;
