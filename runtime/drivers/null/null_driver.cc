@@ -21,7 +21,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <vector>
 
 #include "runtime/caching_pool.h"
 #include "runtime/driver.h"
