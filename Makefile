@@ -13,7 +13,7 @@ CMAKE       ?= cmake
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-asan test-tsan fuzz fuzz-smoke fuzz-build bench install clean
+.PHONY: all deps build demo test test-release test-asan test-tsan fuzz fuzz-smoke fuzz-build bench soak install clean
 
 all: build
 
@@ -77,6 +77,17 @@ bench: deps
 	$(BENCH_DIR)/tests/bench/axrt_kernel_bench --benchmark_counters_tabular=true
 	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true
 	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/python_bench.py
+
+# The exit stress tests of the Python package (tests/python/test_exit.py) at
+# length and under load: programs that exit with work in flight, 200 runs
+# per case, 3 at a time, beside 2 busy processes. One failure is a crash a
+# user's program can hit at exit. AXRT_EXIT_RUNS, AXRT_EXIT_PARALLEL and
+# AXRT_EXIT_HOGS from the environment override the defaults.
+soak: build
+	AXRT_EXIT_RUNS=$${AXRT_EXIT_RUNS:-200} AXRT_EXIT_PARALLEL=$${AXRT_EXIT_PARALLEL:-3} \
+	  AXRT_EXIT_HOGS=$${AXRT_EXIT_HOGS:-2} PYTHONPATH=$(abspath $(BUILD_DIR))/python \
+	  AXRT_MOCK_CUDA_LIBRARY=$(abspath $(BUILD_DIR))/tests/mock_cuda/libaxrt_mock_cuda.so \
+	  python3 -m pytest -q -p no:cacheprovider tests/python/test_exit.py
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

@@ -23,6 +23,61 @@ namespace axrt_py {
 namespace py = pybind11;
 
 // ---------------------------------------------------------------------------
+// Interpreter exit
+//
+// Once Python finalizes, CPython forces out with pthread_exit any thread but
+// the finalizing one that takes the GIL, and that unwinding aborts the
+// process where it crosses a noexcept frame. Threads reach the GIL here in two
+// ways: axrt's threads (stream workers, CUDA callbacks) releasing what Python
+// lent, and Python threads coming back from a blocking call. Both go through
+// the classes below; an atexit hook (init_exit) stops new entries and waits
+// for those already past the check, before finalization begins.
+
+// While one lives, Python's exit waits for it, unless the exit already
+// began: then `entered()` is false and Python must not be touched. For code
+// that takes the GIL itself (the deleters of other DLPack producers).
+class ExitDelay {
+ public:
+  ExitDelay();
+  ~ExitDelay();
+  ExitDelay(const ExitDelay&) = delete;
+  ExitDelay& operator=(const ExitDelay&) = delete;
+  bool entered() const { return entered_; }
+
+ private:
+  bool entered_ = false;
+};
+
+// Holds the GIL on any thread, unless Python is exiting: then `entered()` is
+// false, and the caller leaves its Python objects to the process's end.
+class PythonScope {
+ public:
+  PythonScope();
+  ~PythonScope();
+  PythonScope(const PythonScope&) = delete;
+  PythonScope& operator=(const PythonScope&) = delete;
+  bool entered() const { return delay_.entered(); }
+
+ private:
+  ExitDelay delay_;  // made before the GIL is taken, gone after it is given back
+  PyGILState_STATE gil_{};
+};
+
+// Releases the GIL around a call that may block (py::gil_scoped_release's
+// role). A thread other than the finalizing one that comes back once Python
+// is exiting sleeps until the process ends instead of taking the GIL.
+class GilRelease {
+ public:
+  GilRelease();
+  ~GilRelease();
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// ---------------------------------------------------------------------------
 // Devices
 
 class Stream;
@@ -169,6 +224,8 @@ std::shared_ptr<Tensor> tensor_to(const std::shared_ptr<Tensor>& self, const std
 // ---------------------------------------------------------------------------
 // Module parts
 
+// Registers the atexit hook of the interpreter's exit (see above).
+void init_exit(py::module_& m);
 void init_dtypes(py::module_& m);
 void init_device(py::module_& m);
 void init_stream(py::module_& m);

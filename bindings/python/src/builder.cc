@@ -575,7 +575,7 @@ class AxeBuilder {
   void run(Call&& call) {
     axrt_status_t status = nullptr;
     {
-      py::gil_scoped_release release;
+      GilRelease release;
       std::lock_guard<std::mutex> lock(mutex_);
       status = call(handle_.get());
     }

@@ -154,7 +154,7 @@ device: get them from axrt.devices() or axrt.device(name).)doc")
           [](Device& d) {
             axrt_status_t status;
             {
-              py::gil_scoped_release release;
+              GilRelease release;
               status = axrt_device_synchronize(d.handle());
             }
             check(status);
@@ -168,7 +168,7 @@ device: get them from axrt.devices() or axrt.device(name).)doc")
           [](Device& d, uint64_t keep_bytes) {
             axrt_status_t status;
             {
-              py::gil_scoped_release release;
+              GilRelease release;
               status = axrt_device_trim_pool(d.handle(), keep_bytes);
             }
             check(status);

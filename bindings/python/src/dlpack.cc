@@ -33,6 +33,33 @@ void legacy_capsule_destructor(PyObject* capsule) {
   PyErr_Restore(type, value, traceback);
 }
 
+// A producer's managed tensor (numpy, PyTorch ...) as axrt holds it: axrt
+// calls the deleter from any thread, and producers' deleters may take the
+// GIL, unguarded against Python's exit; theirs runs under an ExitDelay, or
+// not at all once Python is exiting.
+template <typename Managed>
+struct ForeignLoan {
+  Managed managed;  // the producer's, with this loan's deleter
+  Managed* producer;
+
+  static Managed* wrap(Managed* producer) {
+    auto* loan = new ForeignLoan{*producer, producer};
+    loan->managed.manager_ctx = loan;
+    loan->managed.deleter = &ForeignLoan::deleter;
+    return &loan->managed;
+  }
+  // For an import that failed: the producer's tensor stays the caller's.
+  static void unwrap(Managed* managed) { delete static_cast<ForeignLoan*>(managed->manager_ctx); }
+
+  static void deleter(Managed* self) {
+    auto* loan = static_cast<ForeignLoan*>(self->manager_ctx);
+    ExitDelay delay;
+    if (!delay.entered()) return;
+    if (loan->producer->deleter) loan->producer->deleter(loan->producer);
+    delete loan;
+  }
+};
+
 std::pair<int, int> tensor_dlpack_device(Tensor& t) {
   if (t.pinned() && t.device()->properties().type == AXRT_DEVICE_TYPE_CUDA) {
     return {kDLCUDAHost, 0};
@@ -217,12 +244,18 @@ std::shared_ptr<Tensor> import_capsule(const py::capsule& capsule) {
   PyObject* cap = capsule.ptr();
   Handle<axrt_tensor_t> tensor;
   if (PyCapsule_IsValid(cap, kVersionedName)) {
-    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(cap, kVersionedName));
-    check(axrt_tensor_import_dlpack_versioned(instance(), managed, tensor.out()));
+    using Loan = ForeignLoan<DLManagedTensorVersioned>;
+    auto* managed = Loan::wrap(static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(cap, kVersionedName)));
+    axrt_status_t status = axrt_tensor_import_dlpack_versioned(instance(), managed, tensor.out());
+    if (status) Loan::unwrap(managed);
+    check(status);
     PyCapsule_SetName(cap, kUsedVersionedName);
   } else if (PyCapsule_IsValid(cap, kLegacyName)) {
-    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, kLegacyName));
-    check(axrt_tensor_import_dlpack(instance(), managed, tensor.out()));
+    using Loan = ForeignLoan<DLManagedTensor>;
+    auto* managed = Loan::wrap(static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, kLegacyName)));
+    axrt_status_t status = axrt_tensor_import_dlpack(instance(), managed, tensor.out());
+    if (status) Loan::unwrap(managed);
+    check(status);
     PyCapsule_SetName(cap, kUsedLegacyName);
   } else {
     const char* name = PyCapsule_GetName(cap);

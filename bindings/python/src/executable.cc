@@ -112,7 +112,7 @@ class Function {
 
     axrt_status_t status;
     {
-      py::gil_scoped_release release;
+      GilRelease release;
       status = axrt_function_invoke(handle_.get(), stream->handle(), in.data(), n_in, outs.data(), n_out,
                                     nullptr);
     }
@@ -205,7 +205,7 @@ double c_api_call_loop(Function& f, py::args args, uint64_t iterations) {
   axrt_status_t status = nullptr;
   double seconds = 0;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     const auto start = std::chrono::steady_clock::now();
     for (uint64_t i = 0; i < iterations && !status; ++i) {
       std::fill(out.begin(), out.end(), nullptr);
@@ -250,12 +250,12 @@ py::object load(py::object source, py::object device, bool allow_native_code, bo
   if (py::isinstance<py::str>(source) || py::hasattr(source, "__fspath__")) {
     const std::string path =
         py::module_::import("os").attr("fsdecode")(py::module_::import("os").attr("fspath")(source)).cast<std::string>();
-    py::gil_scoped_release release;
+    GilRelease release;
     status = axrt_executable_load_file(d->handle(), path.c_str(), &options, exe.out());
   } else if (PyObject_CheckBuffer(source.ptr())) {
     py::buffer_info bytes = source.cast<py::buffer>().request();
     const auto size = static_cast<size_t>(bytes.size * bytes.itemsize);
-    py::gil_scoped_release release;
+    GilRelease release;
     status = axrt_executable_load_memory(d->handle(), bytes.ptr, size, &options, exe.out());
   } else {
     throw py::type_error("load() takes a path (str or os.PathLike) or the file's bytes; got " +

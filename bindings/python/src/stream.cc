@@ -34,7 +34,7 @@ uint64_t timeout_ns(const py::object& timeout) {
 void Stream::synchronize() {
   axrt_status_t status;
   {
-    py::gil_scoped_release release;
+    GilRelease release;
     status = axrt_stream_synchronize(handle_.get());
   }
   check(status);
@@ -161,7 +161,7 @@ and timed.)doc")
             const uint64_t ns = timeout_ns(timeout);
             axrt_status_t status;
             {
-              py::gil_scoped_release release;
+              GilRelease release;
               status = axrt_event_wait(e.handle(), ns);
             }
             check(status);

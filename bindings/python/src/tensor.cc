@@ -9,14 +9,6 @@
 namespace axrt_py {
 namespace {
 
-bool interpreter_gone() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-  return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
-
 // A numpy array lent to axrt as a DLPack tensor: the array stays alive (and
 // cannot be resized) until axrt calls the deleter, from any thread.
 struct ArrayLoan {
@@ -27,12 +19,12 @@ struct ArrayLoan {
 
   static void deleter(DLManagedTensorVersioned* self) {
     auto* loan = static_cast<ArrayLoan*>(self->manager_ctx);
-    // During interpreter shutdown Python objects can no longer be touched:
-    // the array is left to the process's end.
-    if (interpreter_gone()) return;
-    PyGILState_STATE gil = PyGILState_Ensure();
+    // The scope takes the GIL only where Python's exit waits for it (a plain
+    // check before PyGILState_Ensure() races with the exit); once Python is
+    // exiting, the array is left to the process's end.
+    PythonScope python;
+    if (!python.entered()) return;
     Py_DECREF(loan->array);
-    PyGILState_Release(gil);
     delete loan;
   }
 };
