@@ -5,10 +5,13 @@
 namespace axrt {
 namespace {
 
-// Handed out when a status cannot be allocated; never freed.
+// Handed out when a status cannot be allocated; never freed, and never
+// destroyed: threads still running at process exit may hand it out or read
+// it after exit() destroyed the statics.
 axrt_status_s* oom_status() noexcept {
-  static axrt_status_s storage{AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of host memory", true};
-  return &storage;
+  static axrt_status_s* status =
+      new axrt_status_s{AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of host memory", true};
+  return status;
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <string>
 
 #include "base/status.h"
+#include "tests/unit/subprocess.h"
 
 using namespace axrt;
 
@@ -38,4 +40,20 @@ TEST_CASE("the static out-of-memory status may be freed any number of times") {
   axrt_status_free(oom);
   axrt_status_free(oom);
   CHECK(axrt_status_code(oom) == AXRT_STATUS_CODE_RESOURCE_EXHAUSTED);
+}
+
+// exit() destroys the statics made after an exit handler was registered
+// before it runs the handler, which reads the status as a runtime thread
+// still running at exit may.
+TEST_CASE("exit handler reading the out-of-memory status", "[.oom-status-at-exit]") {
+  std::atexit([] {
+    const std::string message = axrt_status_message(out_of_memory_status());
+    if (message != "out of host memory") std::_Exit(3);
+  });
+  axrt_status_free(out_of_memory_status());
+}
+
+TEST_CASE("the out-of-memory status outlives the statics at exit") {
+  INFO("run with \"[.oom-status-at-exit]\" for the child's report");
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.oom-status-at-exit]")));
 }

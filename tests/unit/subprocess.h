@@ -1,0 +1,86 @@
+// Parts of a unit test that run in a process of their own: what the shared
+// test process cannot do, such as ending through exit() with work in flight
+// or running short of address space.
+#ifndef AXRT_TESTS_UNIT_SUBPROCESS_H_
+#define AXRT_TESTS_UNIT_SUBPROCESS_H_
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+extern char** environ;
+
+namespace axrt_test {
+
+// Runs this test binary again with the test cases `tag` names (a hidden tag,
+// "[.name]", runs only when named) and the same environment, its report
+// discarded. Returns the wait status; a child still running after
+// `timeout_s` seconds is killed (SIGKILL), and -1 means it could not start.
+// Run the binary with the tag by hand to see the report.
+inline int RunSelf(const std::string& tag, int timeout_s = 60) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  std::string self = "/proc/self/exe", arg = tag;
+  char* argv[] = {self.data(), arg.data(), nullptr};
+  pid_t pid = 0;
+  const int started = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (started != 0) return -1;
+  int status = 0;
+  for (int waited_ms = 0;; waited_ms += 10) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR) return -1;
+    if (waited_ms >= timeout_s * 1000) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return status;
+    }
+    usleep(10000);
+  }
+}
+
+inline bool ExitedCleanly(int status) {
+  return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Whether LimitAddressSpace() can work: not under ASan and TSan, which
+// reserve terabytes of address space up front (a limit would stop them, not
+// the code under test).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kCanLimitAddressSpace = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kCanLimitAddressSpace = false;
+#else
+inline constexpr bool kCanLimitAddressSpace = true;
+#endif
+#else
+inline constexpr bool kCanLimitAddressSpace = true;
+#endif
+
+// Limits the process's address space to what it uses now plus `headroom`
+// bytes, so that starting a thread (an 8 MiB stack) fails once that is
+// spent. False when no limit could be set.
+inline bool LimitAddressSpace(uint64_t headroom) {
+  uint64_t pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  rlimit limit{};
+  if (!kCanLimitAddressSpace || pages == 0 || getrlimit(RLIMIT_AS, &limit) != 0) return false;
+  limit.rlim_cur = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + headroom;
+  return setrlimit(RLIMIT_AS, &limit) == 0;
+}
+
+}  // namespace axrt_test
+
+#endif  // AXRT_TESTS_UNIT_SUBPROCESS_H_
