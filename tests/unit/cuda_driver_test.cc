@@ -28,6 +28,7 @@
 #include "tests/mock_cuda/mock_cuda_table.h"
 #include "tests/support/axe_test_builder.h"
 #include "tests/unit/status_check.h"
+#include "tests/unit/subprocess.h"
 
 namespace {
 
@@ -474,6 +475,33 @@ TEST_CASE("cuda: a stream released with work queued finishes it, then frees ever
   // The device's reaper finishes the stream, then the instance goes.
   RequireNoLiveObjects();
   CHECK(back == std::vector<uint8_t>(1 << 20, 0x42));
+}
+
+TEST_CASE("cuda: a stream released when no thread can start", "[.mock-release-without-threads]") {
+  Instance in;
+  axrt_stream_t stream = NewStream(in.device);
+  std::atomic<bool> ran{false};
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(
+      stream,
+      [](void* user, axrt_status_t) -> axrt_status_t {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        static_cast<std::atomic<bool>*>(user)->store(true);
+        return nullptr;
+      },
+      &ran));
+  // No room for the stack of the device's reaper thread.
+  REQUIRE(axrt_test::LimitAddressSpace(1 << 20));
+  axrt_stream_release(stream);
+  CHECK(ran.load());
+}
+
+TEST_CASE("cuda: releasing a stream when no thread can start waits for its work", "[mock]") {
+  if (!axrt_test::kCanLimitAddressSpace) {
+    WARN("skipped: no address-space limit under this sanitizer");
+    return;
+  }
+  INFO("run with \"[.mock-release-without-threads]\" (and the mock) for the child's report");
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.mock-release-without-threads]")));
 }
 
 TEST_CASE("cuda: pageable copies go through pinned chunks, pinned ones straight", "[mock]") {

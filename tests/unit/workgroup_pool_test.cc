@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/drivers/cpu/workgroup_pool.h"
+#include "tests/unit/subprocess.h"
 
 using axrt::cpu::WorkgroupPool;
 
@@ -72,4 +73,26 @@ TEST_CASE("a pool of one runs everything inline") {
   uint64_t sum = 0;
   pool.parallel_for(1000, 10, [&](uint64_t begin, uint64_t end) { sum += end - begin; });
   CHECK(sum == 1000);
+}
+
+TEST_CASE("a pool short of threads", "[.pool-short-of-threads]") {
+  // Room for about two more thread stacks, not for 63.
+  REQUIRE(axrt_test::LimitAddressSpace(20 << 20));
+  WorkgroupPool pool(64);
+  CHECK(pool.concurrency() >= 1);
+  CHECK(pool.concurrency() < 64);
+  std::vector<std::atomic<int>> hits(1000);
+  pool.parallel_for(hits.size(), 1, [&](uint64_t begin, uint64_t end) {
+    for (uint64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+  });
+  for (auto& hit : hits) REQUIRE(hit.load() == 1);
+}
+
+TEST_CASE("a pool that cannot start all its threads works with those it has") {
+  if (!axrt_test::kCanLimitAddressSpace) {
+    WARN("skipped: no address-space limit under this sanitizer");
+    return;
+  }
+  INFO("run with \"[.pool-short-of-threads]\" for the child's report");
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.pool-short-of-threads]")));
 }

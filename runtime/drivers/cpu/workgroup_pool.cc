@@ -1,5 +1,7 @@
 #include "runtime/drivers/cpu/workgroup_pool.h"
 
+#include <system_error>
+
 namespace axrt::cpu {
 namespace {
 thread_local bool t_is_pool_thread = false;
@@ -12,10 +14,16 @@ WorkgroupPool::WorkgroupPool(uint32_t concurrency) {
   const uint32_t threads = concurrency > 1 ? concurrency - 1 : 0;
   workers_.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {
-    workers_.emplace_back([this, i] {
-      t_worker_index = i + 1;
-      worker_main();
-    });
+    try {
+      workers_.emplace_back([this, i] {
+        t_worker_index = i + 1;
+        worker_main();
+      });
+    } catch (const std::system_error&) {
+      // The system has no more threads to give. Throwing would destroy the
+      // started ones unjoined (std::terminate); the pool works with them.
+      break;
+    }
   }
 }
 

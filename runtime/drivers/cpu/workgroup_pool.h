@@ -22,7 +22,7 @@ class WorkgroupPool {
   using RangeFn = void (*)(void* context, uint64_t begin, uint64_t end);
 
   // `concurrency` threads work on a job, the caller included; 1 makes every
-  // job inline.
+  // job inline. Fewer when the system cannot start that many threads.
   explicit WorkgroupPool(uint32_t concurrency);
   ~WorkgroupPool();
   WorkgroupPool(const WorkgroupPool&) = delete;

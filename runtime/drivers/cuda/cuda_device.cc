@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 #include <unordered_map>
 
 #include "runtime/driver.h"
@@ -771,25 +772,38 @@ axrt_status_t CudaDevice::enter() {
 }
 
 void CudaDevice::retire(CudaStream* stream) {
-  std::lock_guard<std::mutex> lock(reaper_->mutex);
-  reaper_->streams.push_back(stream);
-  if (!reaper_thread_.joinable()) {
-    // The thread owns only the shared state: it never touches the device,
-    // which finishing a stream may destroy.
-    reaper_thread_ = std::thread([reaper = reaper_] {
-      std::unique_lock<std::mutex> lock(reaper->mutex);
-      while (true) {
-        reaper->wake.wait(lock, [&] { return reaper->stop || !reaper->streams.empty(); });
-        if (reaper->streams.empty()) return;
-        CudaStream* next = reaper->streams.front();
-        reaper->streams.pop_front();
-        lock.unlock();
-        finish_stream(next, true);
-        lock.lock();
+  {
+    std::lock_guard<std::mutex> lock(reaper_->mutex);
+    if (!reaper_thread_.joinable()) {
+      try {
+        // The thread owns only the shared state: it never touches the
+        // device, which finishing a stream may destroy.
+        reaper_thread_ = std::thread([reaper = reaper_] {
+          std::unique_lock<std::mutex> lock(reaper->mutex);
+          while (true) {
+            reaper->wake.wait(lock, [&] { return reaper->stop || !reaper->streams.empty(); });
+            if (reaper->streams.empty()) return;
+            CudaStream* next = reaper->streams.front();
+            reaper->streams.pop_front();
+            lock.unlock();
+            finish_stream(next, true);
+            lock.lock();
+          }
+        });
+      } catch (const std::system_error&) {
+        // No thread to be had; finished below.
       }
-    });
+    }
+    if (reaper_thread_.joinable()) {
+      reaper_->streams.push_back(stream);
+      reaper_->wake.notify_one();
+      return;
+    }
   }
-  reaper_->wake.notify_one();
+  // Releasing a stream must not throw (it would end the process): without a
+  // reaper, the release waits for the stream's work. This may destroy the
+  // device, so nothing touches it afterwards.
+  finish_stream(stream, true);
 }
 
 void CudaDevice::defer_or_run(std::function<void()> work) {

@@ -103,7 +103,8 @@ struct CudaDevice : Device {
 
   // Hands a released stream whose work is still running to the device's
   // reaper thread, which finishes it once the work is done. The stream keeps
-  // the device alive until then.
+  // the device alive until then. When no thread can be started, waits for
+  // the work and finishes the stream here (which may destroy the device).
   void retire(CudaStream* stream);
 
   const CudaApi& cu;
