@@ -257,8 +257,7 @@ bool open_and_walk(std::span<const uint8_t> bytes, const axe::ReadOptions& optio
   axrt::StatusPtr status(axe::AxeFile::open_bytes(bytes, "fuzz.axe", options, &file));
   if (status) {
     if (file) fail("open_bytes() failed but wrote its out-parameter");
-    const char* message = axrt_status_message(status.get());
-    if (!message || !*message) fail("a refusal without a message");
+    if (status->message.empty()) fail("a refusal without a message");
     return false;
   }
   if (!file) fail("open_bytes() succeeded without a file");
