@@ -248,13 +248,16 @@ bool WaitForFlag(const std::atomic<bool>& flag,
 std::vector<uint8_t> PatternBytes(size_t size, uint32_t seed) {
   std::vector<uint8_t> bytes(size);
   // xorshift32: cheap, and no period short enough to hide a misplaced chunk.
+  // Four bytes a step, so that 64 MiB of them stay quick in the sanitizer
+  // runs.
   uint32_t state = seed * 2654435761u + 0x9e3779b9u;
   if (state == 0) state = 1;
-  for (size_t i = 0; i < size; ++i) {
+  for (size_t i = 0; i < size; i += 4) {
     state ^= state << 13;
     state ^= state >> 17;
     state ^= state << 5;
-    bytes[i] = static_cast<uint8_t>(state >> 24);
+    const size_t n = size - i < 4 ? size - i : 4;
+    std::memcpy(bytes.data() + i, &state, n);
   }
   return bytes;
 }
