@@ -69,6 +69,8 @@ fuzz: fuzz-build build
 fuzz-smoke: fuzz-build build
 	SEEDS_TOOL=$(FUZZ_SEEDS_TOOL) ./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS)
 
+# The language-model benchmark needs torch and transformers; LLAMA_CPP_SOURCE,
+# a llama.cpp source tree, adds llama.cpp's rows (docs/performance.md).
 bench: deps
 	$(CMAKE) -S . -B $(BENCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DAXRT_BUILD_BENCHMARKS=ON -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
@@ -77,6 +79,13 @@ bench: deps
 	$(BENCH_DIR)/tests/bench/axrt_kernel_bench --benchmark_counters_tabular=true
 	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true
 	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/python_bench.py
+	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/matmul_vs_onnxruntime.py \
+	  --kernel-bench $(BENCH_DIR)/tests/bench/axrt_matmul_kernel_bench
+	@if python3 -c "import torch, transformers" 2>/dev/null; then \
+	  echo PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py; \
+	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py \
+	    $(if $(LLAMA_CPP_SOURCE),--llama-cpp-source $(LLAMA_CPP_SOURCE)); \
+	else echo "llm_bench: skipped (torch and transformers are not importable)"; fi
 
 # The exit stress tests of the Python package (tests/python/test_exit.py) at
 # length and under load: programs that exit with work in flight, 200 runs

@@ -1,6 +1,7 @@
 #include "format/builder.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,13 +41,13 @@ class BorrowedStorage final : public Storage {
   std::span<const uint8_t> bytes_;
 };
 
-// Appends `bytes` to `segment` at the next multiple of `alignment` and
+// Appends `source` to `segment` at the next multiple of `alignment` and
 // returns the offset.
-uint64_t append_aligned(std::vector<uint8_t>* segment, std::span<const uint8_t> bytes,
-                        uint64_t alignment) {
-  const uint64_t offset = align_up(segment->size(), alignment);
-  segment->resize(offset + bytes.size(), 0);
-  if (!bytes.empty()) std::memcpy(segment->data() + offset, bytes.data(), bytes.size());
+uint64_t append_aligned(StreamedSegment* segment, std::shared_ptr<ByteSource> source,
+                        uint64_t alignment, std::string what) {
+  const uint64_t offset = align_up(segment->size, alignment);
+  segment->size = offset + source->size();
+  segment->pieces.push_back({offset, std::move(source), std::move(what)});
   return offset;
 }
 
@@ -55,10 +56,171 @@ bool is_memory_binding(BindingKind kind) {
          kind == BindingKind::CONSTANT || kind == BindingKind::ARENA;
 }
 
-// Inputs and constants are read-only.
-bool is_writable_binding(BindingKind kind) {
-  return kind == BindingKind::OUTPUT || kind == BindingKind::ARENA;
+// Outputs and the arena are writable, and mutable inputs (format 1.2);
+// constants and other inputs are read-only.
+bool is_writable_binding(const BindingT& binding, const FunctionT& function) {
+  switch (binding.kind) {
+    case BindingKind::OUTPUT:
+    case BindingKind::ARENA:
+      return true;
+    case BindingKind::INPUT:
+      return binding.index < function.inputs.size() && function.inputs[binding.index]->mutable_;
+    default:
+      return false;
+  }
 }
+
+// Why `binding`, which is not writable, cannot be written.
+std::string not_writable(const BindingT& binding, const FunctionT& function) {
+  if (binding.kind != BindingKind::INPUT || binding.index >= function.inputs.size()) {
+    return EnumNameBindingKind(binding.kind);
+  }
+  return fmt::format("INPUT (input {} '{}' is not mutable)", binding.index,
+                     function.inputs[binding.index]->name);
+}
+
+bool has_mutable_input(const ExecutableT& executable) {
+  for (const auto& function : executable.functions) {
+    for (const auto& input : function->inputs) {
+      if (input->mutable_) return true;
+    }
+  }
+  return false;
+}
+
+// The output of finish(): a vector.
+class MemoryOutput final : public ContainerOutput {
+ public:
+  explicit MemoryOutput(std::vector<uint8_t>* bytes) : bytes_(bytes) {}
+  axrt_status_t resize(uint64_t size) override {
+    if (size > bytes_->max_size()) {
+      return make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                         "a file of {} bytes does not fit in memory", size);
+    }
+    bytes_->assign(size, 0);
+    return nullptr;
+  }
+  axrt_status_t write(uint64_t offset, std::span<const uint8_t> bytes) override {
+    if (!bytes.empty()) std::memcpy(bytes_->data() + offset, bytes.data(), bytes.size());
+    return nullptr;
+  }
+
+ private:
+  std::vector<uint8_t>* bytes_;
+};
+
+// The output of write_file(): a temporary file beside the destination,
+// removed unless commit() renamed it into place.
+class TemporaryFile final : public ContainerOutput {
+ public:
+  ~TemporaryFile() override {
+    if (fd_ >= 0) ::close(fd_);
+    if (!temp_.empty()) ::unlink(temp_.c_str());
+  }
+
+  axrt_status_t create(const std::string& path) {
+    path_ = path;
+    const std::filesystem::path target(path);
+    std::string temp =
+        (target.has_parent_path() ? target.parent_path() / "" : std::filesystem::path())
+            .string() +
+        "." + target.filename().string() + ".tmp.XXXXXX";
+    fd_ = mkstemp(temp.data());
+    if (fd_ < 0) {
+      return make_status(AXRT_STATUS_CODE_UNAVAILABLE,
+                         "cannot create a temporary file beside '{}': {}", path,
+                         std::strerror(errno));
+    }
+    temp_ = std::move(temp);
+    // mkstemp makes the file 0600; give it the permissions a new file gets.
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    if (::fchmod(fd_, 0666 & ~mask) != 0) return failed("fchmod");
+    return nullptr;
+  }
+
+  axrt_status_t resize(uint64_t size) override {
+    if (size > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) {
+      errno = EFBIG;
+      return failed("ftruncate");
+    }
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return failed("ftruncate");
+    size_ = size;
+    return nullptr;
+  }
+
+  axrt_status_t write(uint64_t offset, std::span<const uint8_t> bytes) override {
+    size_t written = 0;
+    while (written < bytes.size()) {
+      const ssize_t n = ::pwrite(fd_, bytes.data() + written, bytes.size() - written,
+                                 static_cast<off_t>(offset + written));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return failed("write");
+      }
+      written += static_cast<size_t>(n);
+    }
+    return nullptr;
+  }
+
+  // Opens what was written, through a read-only mapping, as "<builder
+  // output>".
+  axrt_status_t verify(const ReadOptions& options) const {
+    std::shared_ptr<const Storage> storage;
+    if (size_ > 0) {
+      void* address = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+      if (address == MAP_FAILED) return failed("mmap");
+      storage = std::make_shared<MappedFile>(address, size_);
+    } else {
+      storage = std::make_shared<BorrowedStorage>(std::span<const uint8_t>());
+    }
+    std::unique_ptr<AxeFile> verified;
+    return AxeFile::open_storage(std::move(storage), "<builder output>", options, &verified);
+  }
+
+  // Syncs the file and renames it over the destination.
+  axrt_status_t commit() {
+    if (::fsync(fd_) != 0) return failed("fsync");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return failed("close");
+    if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+      const int error = errno;
+      return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "cannot rename '{}' to '{}': {}", temp_,
+                         path_, std::strerror(error));
+    }
+    temp_.clear();
+    return nullptr;
+  }
+
+ private:
+  class MappedFile final : public Storage {
+   public:
+    MappedFile(void* address, size_t size) : address_(address), size_(size) {}
+    ~MappedFile() override { ::munmap(address_, size_); }
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+    std::span<const uint8_t> bytes() const noexcept override {
+      return {static_cast<const uint8_t*>(address_), size_};
+    }
+
+   private:
+    void* address_;
+    size_t size_;
+  };
+
+  axrt_status_t failed(const char* what) const {
+    const int error = errno;
+    return make_status(error == ENOSPC || error == EFBIG ? AXRT_STATUS_CODE_RESOURCE_EXHAUSTED
+                                                         : AXRT_STATUS_CODE_UNAVAILABLE,
+                       "cannot write '{}': {} failed: {}", path_, what, std::strerror(error));
+  }
+
+  std::string path_;
+  std::string temp_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
 
 }  // namespace
 
@@ -313,7 +475,16 @@ axrt_status_t Builder::check_layout(const QuantLayoutT& layout, const std::strin
 
 axrt_status_t Builder::add_constant(ConstantT constant, std::span<const uint8_t> bytes,
                                     uint32_t* out_index) {
+  return add_constant(std::move(constant), std::make_shared<ResidentBytes>(bytes), out_index);
+}
+
+axrt_status_t Builder::add_constant(ConstantT constant, std::shared_ptr<ByteSource> source,
+                                    uint32_t* out_index) {
   const size_t index = executable_.constants.size();
+  if (!source) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "constant {} has no data source", index);
+  }
+  const uint64_t size = source->size();
   if (index >= kMaxObjects) {
     return make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "too many constants ({})", index);
   }
@@ -349,7 +520,7 @@ axrt_status_t Builder::add_constant(ConstantT constant, std::span<const uint8_t>
       if (expected > std::numeric_limits<uint64_t>::max()) overflow = true;
       if (overflow) break;
     }
-    if (overflow || expected != bytes.size()) {
+    if (overflow || expected != size) {
       std::string shape;
       for (uint64_t extent : constant.shape) shape += (shape.empty() ? "" : "x") + std::to_string(extent);
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
@@ -357,7 +528,7 @@ axrt_status_t Builder::add_constant(ConstantT constant, std::span<const uint8_t>
                          EnumNameDType(constant.dtype),
                          overflow ? std::string("more than 2^64")
                                   : std::to_string(static_cast<uint64_t>(expected)),
-                         bytes.size());
+                         size);
     }
   }
   if (constant.quantization) {
@@ -365,8 +536,9 @@ axrt_status_t Builder::add_constant(ConstantT constant, std::span<const uint8_t>
   }
   constant.prepacked.clear();
   constant.data = std::make_unique<SegmentRangeT>();
-  constant.data->offset = append_aligned(&constant_bytes_, bytes, constant.alignment);
-  constant.data->size = bytes.size();
+  constant.data->offset =
+      append_aligned(&constant_segment_, std::move(source), constant.alignment, name);
+  constant.data->size = size;
   constant_names_.insert(constant.name);
   executable_.constants.push_back(std::make_unique<ConstantT>(std::move(constant)));
   *out_index = static_cast<uint32_t>(index);
@@ -400,7 +572,8 @@ axrt_status_t Builder::add_prepacked_copy(uint32_t constant, std::string target,
   copy->target = std::move(target);
   copy->layout_id = std::move(layout_id);
   copy->data = std::make_unique<SegmentRangeT>();
-  copy->data->offset = append_aligned(&prepacked_bytes_, bytes, owner.alignment);
+  copy->data->offset = append_aligned(&prepacked_segment_, std::make_shared<ResidentBytes>(bytes),
+                                      owner.alignment, where);
   copy->data->size = bytes.size();
   owner.prepacked.push_back(std::move(copy));
   prepacked_keys_.insert(std::move(key));
@@ -455,6 +628,10 @@ axrt_status_t Builder::add_function(FunctionT function, uint32_t* out_index) {
       }
       if (sig.dtype == DType::INVALID) {
         return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: the dtype is INVALID", where);
+      }
+      if (side == 1 && sig.mutable_) {
+        return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                           "{}: only inputs can be mutable (an output is always written)", where);
       }
       for (size_t d = 0; d < sig.shape.size(); ++d) {
         const DimT& dim = *sig.shape[d];
@@ -637,10 +814,11 @@ axrt_status_t Builder::add_command(uint32_t function_index, CommandUnion command
                          "{}: the source must be memory, not a {} binding", here,
                          EnumNameBindingKind(copy->src->kind));
     }
-    if (!is_writable_binding(copy->dst->kind)) {
+    if (!is_writable_binding(*copy->dst, function)) {
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                         "{}: the destination must be an OUTPUT or ARENA binding, not {}",
-                         here, EnumNameBindingKind(copy->dst->kind));
+                         "{}: the destination must be an OUTPUT or ARENA binding, not {}; or "
+                         "a mutable input",
+                         here, not_writable(*copy->dst, function));
     }
     AXRT_RETURN_IF_ERROR(check_expr(copy->src_offset.get(), function, here + " src_offset", false));
     AXRT_RETURN_IF_ERROR(check_expr(copy->dst_offset.get(), function, here + " dst_offset", false));
@@ -648,10 +826,11 @@ axrt_status_t Builder::add_command(uint32_t function_index, CommandUnion command
   } else if (auto* fill = command.AsFillCommand()) {
     const std::string here = where + " (fill)";
     AXRT_RETURN_IF_ERROR(check_binding(fill->target.get(), function, here + " target"));
-    if (!is_writable_binding(fill->target->kind)) {
+    if (!is_writable_binding(*fill->target, function)) {
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                         "{}: the target must be an OUTPUT or ARENA binding, not {}", here,
-                         EnumNameBindingKind(fill->target->kind));
+                         "{}: the target must be an OUTPUT or ARENA binding, not {}; or a "
+                         "mutable input",
+                         here, not_writable(*fill->target, function));
     }
     AXRT_RETURN_IF_ERROR(check_expr(fill->offset.get(), function, here + " offset", false));
     AXRT_RETURN_IF_ERROR(check_expr(fill->length.get(), function, here + " length", true));
@@ -671,41 +850,70 @@ axrt_status_t Builder::add_command(uint32_t function_index, CommandUnion command
   return nullptr;
 }
 
-axrt_status_t Builder::finish(std::vector<uint8_t>* out) const {
-  ExecutableT executable(executable_);
-  if (!executable.producer) executable.producer = std::make_unique<ProducerT>();
-  std::vector<SegmentPayload> segments;
-  for (size_t i = 0; i < executable.code_objects.size(); ++i) {
-    if (executable.code_objects[i]->kind == CodeObjectKind::KERNEL_LIBRARY) continue;
-    executable.code_objects[i]->segment = static_cast<int32_t>(segments.size());
-    segments.push_back({SegmentKind::kCode, code_bytes_[i]});
+void Builder::plan(ExecutableT* executable, std::vector<StreamedSegment>* segments) const {
+  if (!executable->producer) executable->producer = std::make_unique<ProducerT>();
+  if (has_mutable_input(*executable) && !features_.count(std::string(kMutableInputsFeature))) {
+    executable->required_features.emplace_back(kMutableInputsFeature);
   }
-  if (!executable.constants.empty()) {
-    const auto segment = static_cast<uint32_t>(segments.size());
-    for (auto& constant : executable.constants) constant->data->segment = segment;
-    segments.push_back({SegmentKind::kConstant, constant_bytes_});
+  for (size_t i = 0; i < executable->code_objects.size(); ++i) {
+    if (executable->code_objects[i]->kind == CodeObjectKind::KERNEL_LIBRARY) continue;
+    executable->code_objects[i]->segment = static_cast<int32_t>(segments->size());
+    StreamedSegment code;
+    code.kind = SegmentKind::kCode;
+    code.size = code_bytes_[i].size();
+    code.pieces.push_back({0, std::make_shared<ResidentBytes>(code_bytes_[i]),
+                           fmt::format("code object {}", i)});
+    segments->push_back(std::move(code));
+  }
+  if (!executable->constants.empty()) {
+    const auto segment = static_cast<uint32_t>(segments->size());
+    for (auto& constant : executable->constants) constant->data->segment = segment;
+    segments->push_back(constant_segment_);
+    segments->back().kind = SegmentKind::kConstant;
   }
   if (!prepacked_keys_.empty()) {
-    const auto segment = static_cast<uint32_t>(segments.size());
-    for (auto& constant : executable.constants) {
+    const auto segment = static_cast<uint32_t>(segments->size());
+    for (auto& constant : executable->constants) {
       for (auto& copy : constant->prepacked) copy->data->segment = segment;
     }
-    segments.push_back({SegmentKind::kPrepacked, prepacked_bytes_});
+    segments->push_back(prepacked_segment_);
+    segments->back().kind = SegmentKind::kPrepacked;
   }
+}
+
+axrt_status_t Builder::write(ContainerOutput* output,
+                             const std::function<axrt_status_t(const ReadOptions&)>& verify) const {
+  ExecutableT executable(executable_);
+  std::vector<StreamedSegment> segments;
+  plan(&executable, &segments);
   const std::vector<uint8_t> metadata = pack_metadata(executable);
-  std::vector<uint8_t> file = assemble_container(metadata, segments);
+  const ContainerStreamer streamer(metadata, std::move(segments));
 
   ReadOptions options;
-  options.verify_checksums = true;
   options.allow_host_code = true;
   options.extra_features = executable.required_features;
-  std::unique_ptr<AxeFile> verified;
-  axrt_status_t status = AxeFile::open_storage(std::make_shared<BorrowedStorage>(file),
-                                               "<builder output>", options, &verified);
-  if (status) {
+  auto refused = [](axrt_status_t status) {
     StatusPtr owned(status);
     return make_status(status->code, "the reader refuses the file built: {}", status->message);
-  }
+  };
+  // Everything but the streamed bytes is judged before any source is read:
+  // a refused file costs no pass over the weights.
+  AXRT_RETURN_IF_ERROR(streamer.write_resident(output));
+  if (axrt_status_t status = verify(options)) return refused(status);
+  AXRT_RETURN_IF_ERROR(streamer.write_streamed(output));
+  options.verify_checksums = true;
+  if (axrt_status_t status = verify(options)) return refused(status);
+  return nullptr;
+}
+
+axrt_status_t Builder::finish(std::vector<uint8_t>* out) const {
+  std::vector<uint8_t> file;
+  MemoryOutput output(&file);
+  AXRT_RETURN_IF_ERROR(write(&output, [&](const ReadOptions& options) -> axrt_status_t {
+    std::unique_ptr<AxeFile> verified;
+    return AxeFile::open_storage(std::make_shared<BorrowedStorage>(file), "<builder output>",
+                                 options, &verified);
+  }));
   *out = std::move(file);
   return nullptr;
 }
@@ -714,53 +922,11 @@ axrt_status_t Builder::write_file(const std::string& path) const {
   if (path.empty()) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "the output path is empty");
   }
-  std::vector<uint8_t> file;
-  AXRT_RETURN_IF_ERROR(finish(&file));
-
-  const std::filesystem::path target(path);
-  std::string temp = (target.has_parent_path() ? target.parent_path() / "" : std::filesystem::path())
-                         .string() +
-                     "." + target.filename().string() + ".tmp.XXXXXX";
-  const int fd = mkstemp(temp.data());
-  if (fd < 0) {
-    return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "cannot create a temporary file beside '{}': {}",
-                       path, std::strerror(errno));
-  }
-  auto fail = [&](const char* what) {
-    const int error = errno;
-    ::close(fd);
-    ::unlink(temp.c_str());
-    return make_status(error == ENOSPC ? AXRT_STATUS_CODE_RESOURCE_EXHAUSTED
-                                       : AXRT_STATUS_CODE_UNAVAILABLE,
-                       "cannot write '{}': {} failed: {}", path, what, std::strerror(error));
-  };
-  // mkstemp makes the file 0600; give it the permissions a new file gets.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0) return fail("fchmod");
-  size_t written = 0;
-  while (written < file.size()) {
-    const ssize_t n = ::write(fd, file.data() + written, file.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail("write");
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) return fail("fsync");
-  if (::close(fd) != 0) {
-    const int error = errno;
-    ::unlink(temp.c_str());
-    return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "cannot write '{}': close failed: {}", path,
-                       std::strerror(error));
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temp.c_str());
-    return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "cannot rename '{}' to '{}': {}", temp, path,
-                       std::strerror(error));
-  }
-  return nullptr;
+  TemporaryFile file;
+  AXRT_RETURN_IF_ERROR(file.create(path));
+  AXRT_RETURN_IF_ERROR(
+      write(&file, [&](const ReadOptions& options) { return file.verify(options); }));
+  return file.commit();
 }
 
 }  // namespace axrt::axe

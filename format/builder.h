@@ -2,7 +2,9 @@
 // include/axrt/format.h (and the Python bindings).
 //
 // The builder accumulates the metadata as an ExecutableT (the FlatBuffers
-// object API) and copies of the segment payloads. Each code object gets its
+// object API) and the segment payloads: copies of the bytes it is given, or
+// sources (ByteSource, format/writer.h) it reads only while writing, so that
+// a converter never needs memory for all the weights. Each code object gets its
 // own kCode segment; all constants share one kConstant segment, laid out in
 // the order they were added with each start rounded up to the constant's
 // alignment (segments start on 4096-byte boundaries, so offsets aligned
@@ -12,13 +14,22 @@
 // the same calls give the same bytes.
 //
 // Every add_* checks what it can at once (names unique, indices naming
-// objects added earlier, kinds and ranges); finish() then runs the reader's
-// full verification over the bytes it assembled, so no file the reader
+// objects added earlier, kinds and ranges). Writing lays the file out
+// piece by piece (writer.h's ContainerStreamer): everything held in memory
+// first, verified by the reader before any source is read, then the sources
+// streamed through one bounded buffer, and last the full verification with
+// checksums over the bytes written, read back; so no file the reader
 // refuses ever leaves the builder. Used from one thread at a time.
+//
+// Format 1.2: a function input marked mutable (TensorSigT::mutable_) may be
+// written by the commands, and the file written then requires
+// kMutableInputsFeature (added when writing unless declared).
 #ifndef AXRT_FORMAT_BUILDER_H_
 #define AXRT_FORMAT_BUILDER_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -28,6 +39,8 @@
 #include "axrt/base.h"
 #include "format/axe_generated.h"
 #include "format/container.h"
+#include "format/reader.h"
+#include "format/writer.h"
 
 namespace axrt::axe {
 
@@ -54,6 +67,11 @@ class Builder {
   // `bytes` are copied. An alignment of 0 means the schema default (64).
   axrt_status_t add_constant(ConstantT constant, std::span<const uint8_t> bytes,
                              uint32_t* out_index);
+  // As above, with the data read from `source` (non-null) each time the file
+  // is written, a piece of at most kStreamChunkSize bytes at a time; the
+  // builder keeps the source until it is destroyed.
+  axrt_status_t add_constant(ConstantT constant, std::shared_ptr<ByteSource> source,
+                             uint32_t* out_index);
   axrt_status_t add_prepacked_copy(uint32_t constant, std::string target, std::string layout_id,
                                    std::span<const uint8_t> bytes);
   // `function.commands` must be empty; commands are appended with
@@ -61,10 +79,12 @@ class Builder {
   axrt_status_t add_function(FunctionT function, uint32_t* out_index);
   axrt_status_t add_command(uint32_t function, CommandUnion command);
 
-  // The whole file, verified (checksums included) by the reader.
+  // The whole file in memory, verified (checksums included) by the reader.
   axrt_status_t finish(std::vector<uint8_t>* out) const;
-  // finish(), then writes `path` through a temporary file in the same
-  // directory renamed into place.
+  // Writes the file to a temporary file beside `path`, verifies it as
+  // finish() does (read back through a mapping), and renames it into place;
+  // on failure nothing is left behind. Holds no more of the sources' bytes
+  // at once than kStreamChunkSize.
   axrt_status_t write_file(const std::string& path) const;
 
   // The metadata as accumulated (segment indices not yet assigned).
@@ -80,12 +100,19 @@ class Builder {
                            const std::string& where, bool required) const;
   axrt_status_t check_binding(const BindingT* binding, const FunctionT& function,
                               const std::string& where) const;
+  // The metadata as written and the segments' pieces, for the streamer.
+  void plan(ExecutableT* executable, std::vector<StreamedSegment>* segments) const;
+  // Writes through `output` and verifies the result with `verify`, which
+  // opens what was written with the options it is given.
+  axrt_status_t write(ContainerOutput* output,
+                      const std::function<axrt_status_t(const ReadOptions&)>& verify) const;
 
   ExecutableT executable_;
   // Per code object; empty for kernel libraries.
   std::vector<std::vector<uint8_t>> code_bytes_;
-  std::vector<uint8_t> constant_bytes_;
-  std::vector<uint8_t> prepacked_bytes_;
+  // The constant and pre-packed segments' payloads, at their offsets.
+  StreamedSegment constant_segment_;
+  StreamedSegment prepacked_segment_;
   std::set<std::string> features_;
   std::set<std::string> metadata_keys_;
   std::set<std::string> kernel_names_;

@@ -20,8 +20,9 @@ namespace axrt::axe {
 inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'A', 'X', 'E', '\r', '\n', 0x1a, '\n'};
 inline constexpr uint16_t kFormatMajor = 1;
 // The minor version this library writes. The reader accepts every minor of
-// kFormatMajor (docs/format.md, "Versioning"); 1.1 added kernel variants.
-inline constexpr uint16_t kFormatMinor = 1;
+// kFormatMajor (docs/format.md, "Versioning"); 1.1 added kernel variants,
+// 1.2 mutable function inputs.
+inline constexpr uint16_t kFormatMinor = 2;
 inline constexpr uint64_t kHeaderSize = 64;
 inline constexpr uint64_t kSegmentEntrySize = 32;
 inline constexpr uint64_t kMetadataAlignment = 8;

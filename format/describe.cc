@@ -188,8 +188,8 @@ std::string sig_shape_string(const axe::TensorSig* sig, const axe::Function* fun
 
 std::string tensor_sig_string(const axe::TensorSig* sig, const axe::Function* function) {
   if (!sig) return "?";
-  return fmt::format("{}: {}{}", str(sig->name()), dtype_name(sig->dtype()),
-                     sig_shape_string(sig, function));
+  return fmt::format("{}: {}{}{}", str(sig->name()), sig->mutable_() ? "mutable " : "",
+                     dtype_name(sig->dtype()), sig_shape_string(sig, function));
 }
 
 std::string expr_string(const axe::Expr* expr, const axe::Function* function,

@@ -39,7 +39,8 @@ std::string strides_string(const flatbuffers::Vector<int64_t>* strides);
 std::string dim_string(const axe::Dim* dim, const axe::Function* function);
 // "[batch, 4096]".
 std::string sig_shape_string(const axe::TensorSig* sig, const axe::Function* function);
-// "x: bf16[batch, 4096]".
+// "x: bf16[batch, 4096]"; a mutable input (format 1.2) reads
+// "kv: mutable f16[2, 4096]".
 std::string tensor_sig_string(const axe::TensorSig* sig, const axe::Function* function);
 
 // An expression in infix notation: "ceil(batch * 4096 / 64)". Absent

@@ -538,7 +538,8 @@ class JsonPrinter {
       w_.begin_object();
       w_.member("name", str(sig->name()));
       w_.member("dtype", dtype_name(sig->dtype()));
-      // Static extents as numbers, symbolic ones as the symbol's name.
+      // Format 1.2: written in place by the function (inputs only).
+      if (name == "inputs") w_.member("mutable", sig->mutable_());
       w_.key("shape");
       w_.begin_array();
       for (uoffset_t d = 0; d < size_of(sig->shape()); ++d) {

@@ -26,13 +26,24 @@ struct ReadOptions {
   // Features this reader understands beyond the built-in list
   // (known_features()); a file requiring anything else is refused.
   std::vector<std::string> extra_features;
+  // Read as a reader of format 1.<reader_minor> would: with the built-in
+  // features that version understood (known_features(reader_minor)), and
+  // without what later minors added to the rules (mutable inputs before
+  // 1.2). For tests of what older readers make of newer files; values above
+  // kFormatMinor read as kFormatMinor.
+  uint16_t reader_minor = kFormatMinor;
   // FlatBuffers Verifier limits.
   uint32_t max_depth = 64;
   uint32_t max_tables = 1000000;
 };
 
-// The required_features every reader of format 1.x understands.
-std::span<const std::string_view> known_features() noexcept;
+// The required_features a reader of format 1.<minor> understands (this
+// reader's by default): those of 1.0 and 1.1, and "mutable-inputs.v1" from
+// 1.2 on.
+std::span<const std::string_view> known_features(uint16_t minor = kFormatMinor) noexcept;
+
+// The feature a file with a mutable function input requires (format 1.2).
+inline constexpr std::string_view kMutableInputsFeature = "mutable-inputs.v1";
 
 // The bytes of a file: memory-mapped, owned, or borrowed from the caller.
 class Storage {

@@ -27,13 +27,17 @@ namespace axrt::axe {
 //   "prepacked.v1"      constants with pre-packed copies
 //   "host-code.v1"      HOST_SHARED_OBJECT code objects
 //   "kernel-library.v1" KERNEL_LIBRARY code objects (named, not carried)
+//   "mutable-inputs.v1" functions with mutable inputs (format 1.2; required
+//                       whenever a file has one)
 // A reader that understands more (an application's extension) lists it in
 // ReadOptions::extra_features.
-std::span<const std::string_view> known_features() noexcept {
-  static constexpr std::array<std::string_view, 5> kFeatures = {
+std::span<const std::string_view> known_features(uint16_t minor) noexcept {
+  static constexpr std::array<std::string_view, 6> kFeatures = {
       "quantization.v1", "symbolic-dims.v1", "prepacked.v1", "host-code.v1", "kernel-library.v1",
+      kMutableInputsFeature,
   };
-  return kFeatures;
+  // Readers of 1.0 and 1.1 knew the first five.
+  return std::span<const std::string_view>(kFeatures).first(minor >= 2 ? 6 : 5);
 }
 
 namespace {
@@ -219,7 +223,7 @@ class Checker {
       const std::string_view feature = view(features->Get(i));
       if (feature.empty()) return invalid("required_features[{}] is empty", i);
       bool understood = false;
-      for (std::string_view known_feature : known_features())
+      for (std::string_view known_feature : known_features(options_.reader_minor))
         understood |= feature == known_feature;
       for (const std::string& extra : options_.extra_features) understood |= feature == extra;
       if (!understood) {
@@ -927,6 +931,7 @@ class Checker {
     }
     AXRT_RETURN_IF_ERROR(check_signatures(what, "input", function.inputs(), function));
     AXRT_RETURN_IF_ERROR(check_signatures(what, "output", function.outputs(), function));
+    AXRT_RETURN_IF_ERROR(check_mutable(what, function));
 
     const auto* types = function.commands_type();
     const auto* commands = function.commands();
@@ -977,6 +982,42 @@ class Checker {
       }
     }
     return nullptr;
+  }
+
+  // Format 1.2: an input the commands may write. A reader that predates it
+  // (ReadOptions::reader_minor < 2) reads every input as read-only.
+  bool is_mutable_input(const Function& function, uint32_t index) const {
+    if (options_.reader_minor < 2) return false;
+    const auto* inputs = function.inputs();
+    return index < count_of(inputs) && inputs->Get(index)->mutable_();
+  }
+
+  // Mutable inputs need the feature that makes older readers refuse the
+  // file rather than read them as read-only; outputs cannot be mutable.
+  axrt_status_t check_mutable(const std::string& what, const Function& function) const {
+    if (options_.reader_minor < 2) return nullptr;
+    const auto* outputs = function.outputs();
+    for (uint32_t k = 0; k < count_of(outputs); ++k) {
+      if (outputs->Get(k)->mutable_()) {
+        return invalid("{}: {} is marked mutable; only inputs can be", what,
+                       object_name("output", k, outputs->Get(k)->name()));
+      }
+    }
+    const auto* inputs = function.inputs();
+    for (uint32_t k = 0; k < count_of(inputs); ++k) {
+      if (!inputs->Get(k)->mutable_() || requires_feature(kMutableInputsFeature)) continue;
+      return invalid("{}: {} is mutable, but required_features does not list '{}'", what,
+                     object_name("input", k, inputs->Get(k)->name()), kMutableInputsFeature);
+    }
+    return nullptr;
+  }
+
+  bool requires_feature(std::string_view name) const {
+    const auto* features = exe_.required_features();
+    for (uint32_t i = 0; i < count_of(features); ++i) {
+      if (view(features->Get(i)) == name) return true;
+    }
+    return false;
   }
 
   axrt_status_t check_expr(const std::string& what, const Expr* expr,
@@ -1132,10 +1173,18 @@ class Checker {
     }
   }
 
-  axrt_status_t check_writable(const std::string& what, const Binding& binding) const {
-    if (binding.kind() == BindingKind::CONSTANT || binding.kind() == BindingKind::INPUT) {
-      return invalid("{}: {} {} is read-only and cannot be written", what,
-                     enum_name(binding.kind()), binding.index());
+  // Constants and inputs are read-only, mutable inputs (1.2) excepted.
+  bool is_read_only(const Binding& binding, const Function& function) const {
+    if (binding.kind() == BindingKind::CONSTANT) return true;
+    return binding.kind() == BindingKind::INPUT && !is_mutable_input(function, binding.index());
+  }
+
+  axrt_status_t check_writable(const std::string& what, const Binding& binding,
+                               const Function& function) const {
+    if (is_read_only(binding, function)) {
+      return invalid("{}: {} {} is read-only and cannot be written{}", what,
+                     enum_name(binding.kind()), binding.index(),
+                     binding.kind() == BindingKind::INPUT ? " (the input is not mutable)" : "");
     }
     return nullptr;
   }
@@ -1179,9 +1228,10 @@ class Checker {
         return invalid("{}: {} is a BUFFER but is bound to {}", bwhat, pname, enum_name(kind));
       }
       const bool writes = param.access() == Access::WRITE || param.access() == Access::READ_WRITE;
-      if (writes && (kind == BindingKind::CONSTANT || kind == BindingKind::INPUT)) {
-        return invalid("{}: {} has {} access but is bound to read-only {} {}", bwhat, pname,
-                       enum_name(param.access()), enum_name(kind), binding->index());
+      if (writes && is_read_only(*binding, function)) {
+        return invalid("{}: {} has {} access but is bound to read-only {} {}{}", bwhat, pname,
+                       enum_name(param.access()), enum_name(kind), binding->index(),
+                       kind == BindingKind::INPUT ? " (the input is not mutable)" : "");
       }
       if (kind == BindingKind::CONSTANT) {
         AXRT_RETURN_IF_ERROR(check_layout_binding(bwhat, pname, param, binding->index()));
@@ -1232,7 +1282,7 @@ class Checker {
                            const Function& function) const {
     AXRT_RETURN_IF_ERROR(check_buffer_binding(what + ": src", copy.src(), function));
     AXRT_RETURN_IF_ERROR(check_buffer_binding(what + ": dst", copy.dst(), function));
-    AXRT_RETURN_IF_ERROR(check_writable(what + ": dst", *copy.dst()));
+    AXRT_RETURN_IF_ERROR(check_writable(what + ": dst", *copy.dst(), function));
     if (copy.src_offset() != nullptr) {
       AXRT_RETURN_IF_ERROR(check_expr(what + ": src_offset", copy.src_offset(), function));
     }
@@ -1250,7 +1300,7 @@ class Checker {
   axrt_status_t check_fill(const std::string& what, const FillCommand& fill,
                            const Function& function) const {
     AXRT_RETURN_IF_ERROR(check_buffer_binding(what + ": target", fill.target(), function));
-    AXRT_RETURN_IF_ERROR(check_writable(what + ": target", *fill.target()));
+    AXRT_RETURN_IF_ERROR(check_writable(what + ": target", *fill.target(), function));
     const unsigned pattern_size = fill.pattern_size();
     if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8) {
       return invalid("{}: pattern_size is {}; it must be 1, 2, 4 or 8", what, pattern_size);

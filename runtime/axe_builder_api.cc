@@ -291,6 +291,13 @@ axrt_status_t read_sigs(const ApiCall& api, const axrt_axe_tensor_sig_t* items, 
       dim->symbol = sigs[i].dims[d].symbol;
       sig->shape.push_back(std::move(dim));
     }
+    const axrt_axe_tensor_sig_flags_t unknown =
+        sigs[i].flags & ~axrt_axe_tensor_sig_flags_t{AXRT_AXE_TENSOR_SIG_FLAG_MUTABLE};
+    if (unknown != 0) {
+      return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED, "`{}.flags` sets unknown bits {:#x}",
+                       element, unknown);
+    }
+    sig->mutable_ = (sigs[i].flags & AXRT_AXE_TENSOR_SIG_FLAG_MUTABLE) != 0;
     out->push_back(std::move(sig));
   }
   return nullptr;
@@ -299,6 +306,41 @@ axrt_status_t read_sigs(const ApiCall& api, const axrt_axe_tensor_sig_t* items, 
 axrt_status_t resolve_builder(const ApiCall& api, axrt_axe_builder_t handle,
                               AxeBuilderObject** out) {
   return api.resolve(handle, "builder", out);
+}
+
+// A constant's data read through the caller's callback while the file is
+// written; `release` runs when the builder drops the source.
+class CallbackSource final : public axe::ByteSource {
+ public:
+  explicit CallbackSource(const axrt_axe_data_source_t& source) : source_(source) {}
+  ~CallbackSource() override {
+    if (source_.release) source_.release(source_.user_data);
+  }
+  CallbackSource(const CallbackSource&) = delete;
+  CallbackSource& operator=(const CallbackSource&) = delete;
+
+  // From here on, the source's release callback runs when it is dropped.
+  void adopt_release(void (*release)(void*)) { source_.release = release; }
+
+  uint64_t size() const noexcept override { return source_.size; }
+  axrt_status_t read(uint64_t offset, std::span<uint8_t> out) override {
+    return source_.read(source_.user_data, offset, out.data(), out.size());
+  }
+
+ private:
+  axrt_axe_data_source_t source_;
+};
+
+// The fields of a constant description but its data.
+axrt_status_t read_constant(const ApiCall& api, const axrt_axe_constant_desc_t& d,
+                            axe::ConstantT* constant) {
+  AXRT_RETURN_IF_ERROR(api.require_pointer(d.name, "desc->name"));
+  constant->name = d.name;
+  AXRT_RETURN_IF_ERROR(read_dtype(api, d.dtype, "desc->dtype", &constant->dtype));
+  AXRT_RETURN_IF_ERROR(read_shape(api, d.shape, d.rank, "desc->shape", &constant->shape));
+  if (d.strides) constant->strides.assign(d.strides, d.strides + d.rank);
+  constant->alignment = d.alignment;
+  return read_layout(api, d.layout, "desc->layout", &constant->quantization);
 }
 
 }  // namespace
@@ -468,14 +510,50 @@ AXRT_API axrt_status_t axrt_axe_builder_add_constant(axrt_axe_builder_t builder,
     AXRT_RETURN_IF_ERROR(api.require_pointer(d.name, "desc->name"));
     if (d.size > 0) AXRT_RETURN_IF_ERROR(api.require_pointer(d.data, "desc->data"));
     axe::ConstantT constant;
-    constant.name = d.name;
-    AXRT_RETURN_IF_ERROR(read_dtype(api, d.dtype, "desc->dtype", &constant.dtype));
-    AXRT_RETURN_IF_ERROR(read_shape(api, d.shape, d.rank, "desc->shape", &constant.shape));
-    if (d.strides) constant.strides.assign(d.strides, d.strides + d.rank);
-    constant.alignment = d.alignment;
-    AXRT_RETURN_IF_ERROR(read_layout(api, d.layout, "desc->layout", &constant.quantization));
+    AXRT_RETURN_IF_ERROR(read_constant(api, d, &constant));
     return forward(api, self->builder.add_constant(std::move(constant), bytes_of(d.data, d.size),
                                                    out_index));
+  });
+}
+
+AXRT_API axrt_status_t axrt_axe_builder_add_constant_from_source(
+    axrt_axe_builder_t builder, const axrt_axe_constant_desc_t* desc,
+    const axrt_axe_data_source_t* source, uint32_t* out_index) {
+  static constexpr ApiCall api("axrt_axe_builder_add_constant_from_source");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    AxeBuilderObject* self = nullptr;
+    AXRT_RETURN_IF_ERROR(resolve_builder(api, builder, &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_index, "out_index"));
+    const axrt_axe_constant_desc_t defaults = AXRT_AXE_CONSTANT_DESC_INIT;
+    axrt_axe_constant_desc_t d;
+    AXRT_RETURN_IF_ERROR(
+        read_struct(api, desc, "desc", "axrt_axe_constant_desc_t", defaults, &d));
+    if (d.data != nullptr || d.size != 0) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`desc->data` and `desc->size` must be NULL and 0: the data comes from "
+                       "`source` ({} bytes)",
+                       source ? source->size : 0);
+    }
+    const axrt_axe_data_source_t source_defaults = AXRT_AXE_DATA_SOURCE_INIT;
+    axrt_axe_data_source_t src;
+    AXRT_RETURN_IF_ERROR(
+        read_struct(api, source, "source", "axrt_axe_data_source_t", source_defaults, &src));
+    if (src.read == nullptr) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT, "`source->read` is NULL");
+    }
+    axe::ConstantT constant;
+    AXRT_RETURN_IF_ERROR(read_constant(api, d, &constant));
+    // The release callback belongs to the caller until the builder keeps
+    // the source: a refused constant leaves it unreleased.
+    const auto release = src.release;
+    src.release = nullptr;
+    auto callback = std::make_shared<CallbackSource>(src);
+    uint32_t index = 0;
+    AXRT_RETURN_IF_ERROR(
+        forward(api, self->builder.add_constant(std::move(constant), callback, &index)));
+    callback->adopt_release(release);
+    *out_index = index;
+    return nullptr;
   });
 }
 

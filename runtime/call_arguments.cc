@@ -68,6 +68,11 @@ axrt_status_t check_argument(const ApiCall& api, CallState* call, axrt_argument_
                                 "an output must be writable",
                                 t.buffer->describe()));
   }
+  if (kind == AXRT_ARGUMENT_KIND_INPUT && arg.is_mutable && t.read_only) {
+    return mismatch(fmt::format("is read-only (imported from a read-only DLPack tensor over {}); "
+                                "a mutable input is written in place and must be writable",
+                                t.buffer->describe()));
+  }
   if (t.dtype != arg.dtype || t.rank != arg.dims.size()) {
     return mismatch(fmt::format("is {}{} but the signature wants {}", dtype_name(t.dtype),
                                 format_shape(t.dims()), f.describe_signature(arg)));

@@ -81,6 +81,9 @@ struct ArgumentSignature {
   axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
   std::vector<int64_t> dims;         // -1 where symbolic
   std::vector<int32_t> dim_symbols;  // -1 where fixed
+  // Format 1.2: an input the commands write in place; the caller's tensor
+  // must be writable.
+  bool is_mutable = false;
 };
 
 struct Function : Object {

@@ -171,6 +171,57 @@ AXRT_API axrt_status_t axrt_executable_find_function(axrt_executable_t executabl
   });
 }
 
+AXRT_API axrt_status_t axrt_executable_get_metadata(axrt_executable_t executable, uint32_t index,
+                                                    const char** out_key,
+                                                    const char** out_value,
+                                                    size_t* out_value_size) {
+  static constexpr ApiCall api("axrt_executable_get_metadata");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Executable* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(executable, "executable", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_key, "out_key"));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_value, "out_value"));
+    const auto* entries = self->file->metadata().metadata();
+    const uint32_t count = entries == nullptr ? 0 : entries->size();
+    if (index >= count) {
+      return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                       "metadata entry {} is out of range: {} has {} entries", index,
+                       self->describe(), count);
+    }
+    const auto* entry = entries->Get(index);
+    // The verifier requires a non-empty key; a value may be absent.
+    *out_key = entry->key()->c_str();
+    *out_value = entry->value() == nullptr ? "" : entry->value()->c_str();
+    if (out_value_size != nullptr) *out_value_size = entry->value() == nullptr ? 0 : entry->value()->size();
+    return nullptr;
+  });
+}
+
+AXRT_API axrt_status_t axrt_executable_find_metadata(axrt_executable_t executable,
+                                                     const char* key, const char** out_value,
+                                                     size_t* out_value_size) {
+  static constexpr ApiCall api("axrt_executable_find_metadata");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Executable* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(executable, "executable", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(key, "key"));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_value, "out_value"));
+    const auto* entries = self->file->metadata().metadata();
+    if (entries != nullptr) {
+      for (const auto* entry : *entries) {
+        if (entry->key()->string_view() != key) continue;
+        *out_value = entry->value() == nullptr ? "" : entry->value()->c_str();
+        if (out_value_size != nullptr) {
+          *out_value_size = entry->value() == nullptr ? 0 : entry->value()->size();
+        }
+        return nullptr;
+      }
+    }
+    return api.error(AXRT_STATUS_CODE_NOT_FOUND, "{} has no metadata entry '{}'",
+                     self->describe(), key);
+  });
+}
+
 AXRT_API axrt_status_t axrt_executable_get_device(axrt_executable_t executable,
                                                   axrt_device_t* out_device) {
   static constexpr ApiCall api("axrt_executable_get_device");
@@ -231,6 +282,7 @@ AXRT_API axrt_status_t axrt_function_query_argument(axrt_function_t function,
     info.rank = static_cast<uint32_t>(arg.dims.size());
     info.dims = arg.dims.data();
     info.dim_symbols = arg.dim_symbols.data();
+    info.flags = arg.is_mutable ? AXRT_ARGUMENT_FLAG_MUTABLE : 0;
     write_query_struct(info, out_info);
     return nullptr;
   });

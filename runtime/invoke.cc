@@ -51,6 +51,9 @@ axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* st
   }
   AXRT_RETURN_IF_ERROR(build_batch(api, call, batch.get()));
   batch->buffers.reserve(input_count + output_count + 1);
+  // Inputs, mutable ones (written in place) included, are held like the
+  // outputs until the batch completed: every driver keeps a batch's
+  // buffers alive to its end, and the stream orders later work after it.
   for (Tensor* t : call.inputs) batch->buffers.emplace_back(t->buffer.get());
   for (Tensor* t : call.outputs) batch->buffers.emplace_back(t->buffer.get());
   if (arena) {

@@ -32,6 +32,7 @@ ArgumentSignature signature_of(const axe::TensorSig& sig) {
   ArgumentSignature arg;
   arg.name = str(sig.name());
   arg.dtype = static_cast<axrt_dtype_t>(sig.dtype());
+  arg.is_mutable = sig.mutable_();
   if (sig.shape()) {
     for (const axe::Dim* dim : *sig.shape()) {
       const bool symbolic = dim->symbol() >= 0;

@@ -9,7 +9,10 @@ debian_packages=(
   libflatbuffers-dev flatbuffers-compiler libdlpack-dev python3-dev
 )
 # "module|pip requirement": the Python package (bindings/python) and its
-# tests. JAX on the CPU is what the DLPack interop tests exchange with.
+# tests. JAX on the CPU is what the DLPack interop tests exchange with;
+# tokenizers runs the text prompts of axrt.llm. torch and transformers, the
+# model path's references, are not installed: their outputs are committed
+# (tests/llm/README.md).
 python_packages=(
   "pybind11|pybind11>=2.10"
   "scikit_build_core|scikit-build-core>=0.8"
@@ -17,6 +20,7 @@ python_packages=(
   "ml_dtypes|ml_dtypes>=0.3"
   "pytest|pytest>=7"
   "jax|jax[cpu]"
+  "tokenizers|tokenizers>=0.13"
 )
 
 missing=()

@@ -148,6 +148,61 @@ TEST_CASE_METHOD(ExecutableTest, "executable: load, inspect and invoke with allo
   CHECK_FALSE(g_state_mismatch);
 }
 
+TEST_CASE_METHOD(ExecutableTest, "executable: a mutable input is written in place, in stream "
+                                 "order",
+                 "[cts][executable]") {
+  CTS_REQUIRE_FEATURE(Feature::kHostKernels);
+  // accumulate(acc: mutable f32[n], x: f32[n]): acc = 2 x + acc, in place.
+  AxeBuilder b("axrt conformance suite", "1");
+  const uint32_t lib = b.AddLibrary("cts.kernels", 1);
+  const uint32_t k = b.AddKernel(
+      "axpy", lib, "cts_axpy",
+      {BufferParam("x"), BufferParam("y"), BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+       ScalarParam("n", AXRT_AXE_DTYPE_UINT64), ScalarParam("alpha", AXRT_AXE_DTYPE_FLOAT32)});
+  Sig acc{"acc", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}};
+  acc.is_mutable = true;
+  const uint32_t f = b.AddFunction("accumulate", {{"n", 1000}},
+                                   {acc, {"x", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}}, {});
+  b.Dispatch(f, k, {CeilDiv(Sym(0), kElementsPerWorkgroup)},
+             {BindInput(1), BindInput(0), BindInput(0), BindScalar(Sym(0)), BindScalar(F32(2.0f))});
+  Executable exe = Load(b.Bytes());
+  Function fn = Find(exe.get(), "accumulate");
+  axrt_argument_info_t arg = AXRT_ARGUMENT_INFO_INIT;
+  REQUIRE_OK(axrt_function_query_argument(fn.get(), AXRT_ARGUMENT_KIND_INPUT, 0, &arg));
+  CHECK(arg.flags == AXRT_ARGUMENT_FLAG_MUTABLE);
+
+  const size_t n = 300;
+  const std::vector<float> x = Iota(n, 1.0f);
+  Tensor tacc = F32Tensor(std::vector<float>(n, 0.5f)), tx = F32Tensor(x);
+  axrt_buffer_t before = nullptr;
+  REQUIRE_OK(axrt_tensor_get_buffer(tacc.get(), &before));
+  Stream first = NewStream(), second = NewStream();
+  axrt_tensor_t inputs[] = {tacc.get(), tx.get()};
+  // Three calls queued back to back each see the previous one's writes.
+  for (int call = 0; call < 3; ++call) {
+    REQUIRE_OK(axrt_function_invoke(fn.get(), first.get(), inputs, 2, nullptr, 0, nullptr));
+  }
+  // Another stream ordered after them by an event sees them too.
+  Event done = NewEvent();
+  REQUIRE_OK(axrt_stream_record_event(first.get(), done.get()));
+  REQUIRE_OK(axrt_stream_wait_event(second.get(), done.get()));
+  REQUIRE_OK(axrt_function_invoke(fn.get(), second.get(), inputs, 2, nullptr, 0, nullptr));
+  REQUIRE_OK(axrt_stream_synchronize(second.get()));
+  const std::vector<float> got = ReadAs<float>(*this, tacc.get());
+  REQUIRE(got.size() == n);
+  for (size_t i = 0; i < n; ++i) CHECK(got[i] == 0.5f + 4 * 2.0f * x[i]);
+  // The same memory throughout.
+  axrt_buffer_t after = nullptr;
+  REQUIRE_OK(axrt_tensor_get_buffer(tacc.get(), &after));
+  axrt_buffer_info_t info_before = AXRT_BUFFER_INFO_INIT, info_after = AXRT_BUFFER_INFO_INIT;
+  REQUIRE_OK(axrt_buffer_query_info(before, &info_before));
+  REQUIRE_OK(axrt_buffer_query_info(after, &info_after));
+  CHECK(info_before.device_address == info_after.device_address);
+  axrt_buffer_release(before);
+  axrt_buffer_release(after);
+  CHECK_FALSE(g_state_mismatch);
+}
+
 TEST_CASE_METHOD(ExecutableTest, "executable: calls that do not match the signature are refused "
                                  "naming the function, the argument and both shapes",
                  "[cts][executable]") {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -365,6 +366,27 @@ KernelCase MatmulF32() {
                     std::vector<double>(w.begin(), w.end()), {}, 32);
 }
 
+// bf16 [N, K] weights: the top halves of random f32 values, so the
+// reference widens them exactly.
+KernelCase MatmulBf16() {
+  const uint64_t M = 67, N = 72, K = 40;
+  const std::vector<float> values = RandomFloats(N * K, 36);
+  std::vector<uint16_t> w(N * K);
+  std::vector<double> widened(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) {
+      uint32_t bits;
+      std::memcpy(&bits, &values[n * K + k], sizeof bits);
+      w[n * K + k] = static_cast<uint16_t>(bits >> 16);
+      bits &= 0xffff0000u;
+      float top;
+      std::memcpy(&top, &bits, sizeof top);
+      widened[k * N + n] = top;
+    }
+  }
+  return MatmulCase("axrt_matmul_bf16_f32", M, N, K, {InputBuffer(BytesOf(w))}, widened, {}, 37);
+}
+
 KernelCase MatmulInt8() {
   const uint64_t M = 67, N = 72, K = 40;
   const std::vector<int> codes = RandomInts(N * K, 41, -127, 127);
@@ -429,6 +451,341 @@ KernelCase MatmulFp8(const std::string& kernel, uint64_t M, uint64_t N, uint64_t
                     dequantized, {block, block}, 63);
 }
 
+// ---------------------------------------------------------------------------
+// Transformer kernels (docs/llm.md, "Kernels"). The cache is
+// f32 [L, 2, num_blocks, kv_heads, block_size, head_dim].
+// ---------------------------------------------------------------------------
+
+struct PagedShape {
+  uint64_t layers = 2, layer = 1, num_blocks = 9, kv_heads = 2, block_size = 4, head_dim = 8,
+           max_blocks = 7, heads = 4;
+  uint64_t k_offset() const { return heads * head_dim; }
+  // Queries, then keys, then values, then three columns no kernel reads.
+  uint64_t row_stride() const { return (heads + 2 * kv_heads) * head_dim + 3; }
+  uint64_t cache_size() const { return layers * 2 * num_blocks * kv_heads * block_size * head_dim; }
+  // Index of element d of KV head g at `position` of the sequence whose
+  // block table row is `table`: kind 0 keys, 1 values.
+  uint64_t Slot(const std::vector<int32_t>& table, uint64_t row, uint64_t position, uint64_t kind,
+                uint64_t g, uint64_t d) const {
+    const uint64_t block = static_cast<uint64_t>(table[row * max_blocks + position / block_size]);
+    return ((((layer * 2 + kind) * num_blocks + block) * kv_heads + g) * block_size +
+            position % block_size) *
+               head_dim +
+           d;
+  }
+};
+
+// `rows` block-table rows of `shape.max_blocks` distinct blocks each, as
+// far as the pool allows, in a shuffled order.
+std::vector<int32_t> BlockTables(const PagedShape& shape, uint64_t rows, uint32_t seed) {
+  std::vector<int32_t> pool(shape.num_blocks);
+  for (uint64_t i = 0; i < shape.num_blocks; ++i) pool[i] = static_cast<int32_t>(i);
+  std::mt19937 random(seed);
+  std::vector<int32_t> tables;
+  for (uint64_t r = 0; r < rows; ++r) {
+    std::shuffle(pool.begin(), pool.end(), random);
+    tables.insert(tables.end(), pool.begin(), pool.begin() + static_cast<long>(shape.max_blocks));
+  }
+  return tables;
+}
+
+KernelCase Embedding(bool bf16) {
+  const uint64_t T = 7, H = 40, V = 50;
+  const std::vector<int> ids = RandomInts(T, 81, 0, static_cast<int>(V) - 1);
+  const std::vector<int32_t> tokens(ids.begin(), ids.end());
+  const std::vector<float> values = RandomFloats(V * H, 82);
+  std::vector<uint16_t> halves(V * H);
+  std::vector<double> table(V * H);
+  for (uint64_t i = 0; i < V * H; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    halves[i] = static_cast<uint16_t>(bits >> 16);
+    bits &= 0xffff0000u;
+    float top;
+    std::memcpy(&top, &bits, sizeof top);
+    table[i] = bf16 ? top : values[i];
+  }
+  KernelCase c;
+  c.kernel = bf16 ? "axrt_embedding_bf16" : "axrt_embedding_f32";
+  c.description = "T = 7, H = 40, V = 50";
+  c.grid = {static_cast<uint32_t>(T), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(tokens)),
+               bf16 ? InputBuffer(BytesOf(halves)) : InputBuffer(BytesOf(values)),
+               OutputBuffer(T * H * 4)};
+  c.scalars = {T, H, V};
+  std::vector<double> want(T * H);
+  for (uint64_t t = 0; t < T; ++t) {
+    for (uint64_t h = 0; h < H; ++h) want[t * H + h] = table[tokens[t] * H + h];
+  }
+  const std::string name = c.kernel;
+  c.check = [want, name](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[2]), want, std::vector<double>(want.size(), 0.0), name);
+  };
+  return c;
+}
+
+// Rotates the first `heads` heads of every row; the last column of each row
+// lies past them and must keep its value.
+KernelCase Rope() {
+  const uint64_t T = 5, heads = 3, D = 16, row_stride = heads * D + 5;
+  const float scaling = 1.25f;
+  const std::vector<float> x = RandomFloats(T * row_stride, 91);
+  const std::vector<int32_t> positions = {1, 7, 300, 4095, 12};
+  std::vector<float> inv_freq(D / 2);
+  for (uint64_t i = 0; i < D / 2; ++i) {
+    inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / D));
+  }
+  KernelCase c;
+  c.kernel = "axrt_rope_f32";
+  c.description = "T = 5, 3 heads of 16 in rows of 53, attention_scaling = 1.25";
+  c.grid = {static_cast<uint32_t>(T), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(x)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(inv_freq))};
+  c.buffers[0].writable = true;
+  c.buffers[0].fully_written = false;
+  c.scalars = {T, heads, D, row_stride, F32Bits(scaling)};
+  std::vector<double> want(x.begin(), x.end());
+  std::vector<double> bound(x.size(), 0.0);
+  for (uint64_t t = 0; t < T; ++t) {
+    for (uint64_t h = 0; h < heads; ++h) {
+      const uint64_t base = t * row_stride + h * D;
+      for (uint64_t i = 0; i < D / 2; ++i) {
+        const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+        const double cosine = std::cos(static_cast<double>(angle)) * scaling;
+        const double sine = std::sin(static_cast<double>(angle)) * scaling;
+        const double a = x[base + i], b = x[base + i + D / 2];
+        want[base + i] = a * cosine - b * sine;
+        want[base + i + D / 2] = b * cosine + a * sine;
+        bound[base + i] = bound[base + i + D / 2] =
+            1e-6 * scaling * (std::fabs(a) + std::fabs(b)) + 1e-7;
+      }
+    }
+  }
+  c.check = [want, bound](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[0]), want, bound, "axrt_rope_f32");
+  };
+  return c;
+}
+
+KernelCase SiluMul() {
+  const uint64_t rows = 6, cols = 37;
+  const std::vector<float> gate_up = RandomFloats(rows * 2 * cols, 101, -6.0f, 6.0f);
+  KernelCase c;
+  c.kernel = "axrt_silu_mul_f32";
+  c.description = "[6, 2 x 37]";
+  c.grid = {static_cast<uint32_t>(rows), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(gate_up)), OutputBuffer(rows * cols * 4)};
+  c.scalars = {rows, cols};
+  std::vector<double> want(rows * cols), bound(rows * cols);
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t j = 0; j < cols; ++j) {
+      const double u = gate_up[r * 2 * cols + cols + j];
+      want[r * cols + j] = Silu(gate_up[r * 2 * cols + j]) * u;
+      bound[r * cols + j] = 1.1e-5 * std::fabs(want[r * cols + j]) + 1e-6 * std::fabs(u);
+    }
+  }
+  c.check = [want, bound](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[1]), want, bound, "axrt_silu_mul_f32");
+  };
+  return c;
+}
+
+// Two sequences of four tokens each (a chunk of prefill at positions 5..8
+// and 17..20); the rest of the cache keeps its random contents.
+KernelCase KvCacheWrite() {
+  const PagedShape s;
+  const uint64_t T = 8, per_seq = 4;
+  const std::vector<float> qkv = RandomFloats(T * s.row_stride(), 111);
+  const std::vector<int32_t> positions = {5, 6, 7, 8, 17, 18, 19, 20};
+  const std::vector<int32_t> tables = BlockTables(s, 2, 112);
+  const std::vector<float> cache = RandomFloats(s.cache_size(), 113);
+  KernelCase c;
+  c.kernel = "axrt_kv_cache_write_f32";
+  c.description = "2 sequences of 4 tokens, 2 KV heads of 8, blocks of 4";
+  c.grid = {static_cast<uint32_t>(T), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(tables)), InputBuffer(BytesOf(cache))};
+  c.buffers[3].writable = true;
+  c.buffers[3].fully_written = false;
+  c.scalars = {T,           per_seq,         s.layer,        s.num_blocks,
+               s.kv_heads,  s.block_size,    s.head_dim,     s.max_blocks,
+               s.row_stride(), s.k_offset()};
+  std::vector<double> want(cache.begin(), cache.end());
+  const uint64_t width = s.kv_heads * s.head_dim;
+  for (uint64_t t = 0; t < T; ++t) {
+    for (uint64_t g = 0; g < s.kv_heads; ++g) {
+      for (uint64_t d = 0; d < s.head_dim; ++d) {
+        const uint64_t column = t * s.row_stride() + s.k_offset() + g * s.head_dim + d;
+        const uint64_t p = static_cast<uint64_t>(positions[t]);
+        want[s.Slot(tables, t / per_seq, p, 0, g, d)] = qkv[column];
+        want[s.Slot(tables, t / per_seq, p, 1, g, d)] = qkv[column + width];
+      }
+    }
+  }
+  c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[3]), want, std::vector<double>(want.size(), 0.0),
+              "axrt_kv_cache_write_f32");
+  };
+  return c;
+}
+
+// Attention of query row `row` (positions[row]) of the sequence whose block
+// table row is `table_row`, every head, into want/bound [heads x head_dim].
+void AttentionReference(const PagedShape& s, const std::vector<float>& qkv,
+                        const std::vector<float>& cache, const std::vector<int32_t>& tables,
+                        uint64_t table_row, uint64_t row, uint64_t position, float scale,
+                        double* want, double* bound) {
+  const uint64_t group = s.heads / s.kv_heads;
+  for (uint64_t h = 0; h < s.heads; ++h) {
+    const uint64_t g = h / group;
+    const float* q = qkv.data() + row * s.row_stride() + h * s.head_dim;
+    std::vector<double> scores(position + 1);
+    double max = -INFINITY;
+    for (uint64_t j = 0; j <= position; ++j) {
+      double dot = 0.0;
+      for (uint64_t d = 0; d < s.head_dim; ++d) {
+        dot += double{q[d]} * cache[s.Slot(tables, table_row, j, 0, g, d)];
+      }
+      scores[j] = dot * scale;
+      max = std::max(max, scores[j]);
+    }
+    double sum = 0.0;
+    for (double& score : scores) sum += (score = std::exp(score - max));
+    for (uint64_t d = 0; d < s.head_dim; ++d) {
+      double out = 0.0, weighted = 0.0, largest = 0.0;
+      for (uint64_t j = 0; j <= position; ++j) {
+        const double v = cache[s.Slot(tables, table_row, j, 1, g, d)];
+        out += scores[j] / sum * v;
+        weighted += scores[j] / sum * std::fabs(v);
+        largest = std::max(largest, std::fabs(v));
+      }
+      want[h * s.head_dim + d] = out;
+      bound[h * s.head_dim + d] = 1e-5 * (weighted + largest) + 1e-6;
+    }
+  }
+}
+
+// Prefill: 20 queries at positions 5..24 (two query tiles, the second
+// partial) over a cache whose earlier positions hold random keys and
+// values. Decode: three sequences at positions 0, 9 and 22.
+KernelCase Attention(bool prefill) {
+  const PagedShape s;
+  const uint64_t rows = prefill ? 20 : 3;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const std::vector<float> qkv = RandomFloats(rows * s.row_stride(), prefill ? 121 : 131);
+  const std::vector<float> cache = RandomFloats(s.cache_size(), prefill ? 122 : 132, -2.0f, 2.0f);
+  std::vector<int32_t> positions;
+  if (prefill) {
+    for (uint64_t t = 0; t < rows; ++t) positions.push_back(static_cast<int32_t>(5 + t));
+  } else {
+    positions = {0, 9, 22};
+  }
+  const std::vector<int32_t> tables = BlockTables(s, prefill ? 1 : rows, prefill ? 123 : 133);
+  KernelCase c;
+  c.kernel = prefill ? "axrt_attention_prefill_f32" : "axrt_attention_decode_f32";
+  c.description = prefill ? "20 queries at positions 5..24, 4 heads over 2 KV heads of 8"
+                          : "3 sequences at positions 0, 9, 22, 4 heads over 2 KV heads of 8";
+  c.grid = prefill ? axrt_kernel_dim3_t{CeilDiv(rows, 16), static_cast<uint32_t>(s.heads), 1}
+                   : axrt_kernel_dim3_t{static_cast<uint32_t>(rows),
+                                        static_cast<uint32_t>(s.kv_heads), 1};
+  const uint64_t width = s.heads * s.head_dim;
+  c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(tables)), InputBuffer(BytesOf(cache)),
+               OutputBuffer(rows * width * 4)};
+  c.scalars = {rows,         s.heads,      s.kv_heads,   s.head_dim,     s.layer,
+               s.num_blocks, s.block_size, s.max_blocks, s.row_stride(), F32Bits(scale)};
+  std::vector<double> want(rows * width), bound(rows * width);
+  for (uint64_t r = 0; r < rows; ++r) {
+    AttentionReference(s, qkv, cache, tables, prefill ? 0 : r, r,
+                       static_cast<uint64_t>(positions[r]), scale, &want[r * width],
+                       &bound[r * width]);
+  }
+  const std::string name = c.kernel;
+  c.check = [want, bound, name](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[4]), want, bound, name);
+  };
+  return c;
+}
+
+uint64_t Mix64(uint64_t z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The sampling steps of docs/llm.md ("Sampling") in double.
+int32_t SampleReference(const float* logits, uint64_t V, float temperature, int32_t top_k,
+                        float top_p, uint64_t seed, int32_t position) {
+  uint64_t greedy = 0;
+  for (uint64_t i = 1; i < V; ++i) {
+    if (logits[i] > logits[greedy]) greedy = i;
+  }
+  const double l_max = logits[greedy];
+  if (!(temperature > 0.0f) || top_k == 1) return static_cast<int32_t>(greedy);
+  std::vector<double> w(V);
+  for (uint64_t i = 0; i < V; ++i) w[i] = std::exp((logits[i] - l_max) / double{temperature});
+  std::vector<uint64_t> ranked(V);
+  for (uint64_t i = 0; i < V; ++i) ranked[i] = i;
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](uint64_t a, uint64_t b) { return logits[a] > logits[b]; });
+  uint64_t k = top_k > 0 && static_cast<uint64_t>(top_k) < V ? static_cast<uint64_t>(top_k) : V;
+  if (top_p < 1.0f) {
+    double total = 0.0;
+    for (uint64_t i = 0; i < k; ++i) total += w[ranked[i]];
+    double running = 0.0;
+    for (uint64_t i = 0; i < k; ++i) {
+      running += w[ranked[i]];
+      if (running >= double{top_p} * total) {
+        k = i + 1;
+        break;
+      }
+    }
+  }
+  std::vector<double> kept(V, 0.0);
+  for (uint64_t i = 0; i < k; ++i) kept[ranked[i]] = w[ranked[i]];
+  double sum = 0.0;
+  for (double& value : kept) sum = value += sum;
+  const uint64_t step = static_cast<uint64_t>(static_cast<uint32_t>(position)) + 1;
+  const double u =
+      static_cast<double>(Mix64(Mix64(seed) + step * 0x9E3779B97F4A7C15ull) >> 11) * 0x1p-53;
+  for (uint64_t i = 0; i < V; ++i) {
+    if (kept[i] > u * sum) return static_cast<int32_t>(i);
+  }
+  return -1;  // never for these inputs: the case checks it
+}
+
+// Greedy, top-k = 1, full sampling, top-k with top-p, and top-p alone.
+KernelCase Sample() {
+  const uint64_t B = 5, V = 300;
+  const std::vector<float> logits = RandomFloats(B * V, 141, -4.0f, 4.0f);
+  const std::vector<float> temperature = {0.0f, 0.7f, 0.8f, 1.2f, 0.5f};
+  const std::vector<int32_t> top_k = {0, 1, 0, 20, 0};
+  const std::vector<float> top_p = {1.0f, 1.0f, 1.0f, 0.9f, 0.6f};
+  const std::vector<uint64_t> seeds = {1, 2, 0x0123456789abcdefull, 42, 7};
+  const std::vector<int32_t> positions = {0, 3, 17, 1000, 5};
+  KernelCase c;
+  c.kernel = "axrt_sample_f32";
+  c.description = "B = 5, V = 300";
+  c.grid = {static_cast<uint32_t>(B), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(logits)),      InputBuffer(BytesOf(temperature)),
+               InputBuffer(BytesOf(top_k)),       InputBuffer(BytesOf(top_p)),
+               InputBuffer(BytesOf(seeds)),       InputBuffer(BytesOf(positions)),
+               OutputBuffer(B * sizeof(int32_t))};
+  c.scalars = {B, V};
+  std::vector<int32_t> want(B);
+  for (uint64_t b = 0; b < B; ++b) {
+    want[b] = SampleReference(logits.data() + b * V, V, temperature[b], top_k[b], top_p[b],
+                              seeds[b], positions[b]);
+  }
+  c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
+    CHECK(std::find(want.begin(), want.end(), -1) == want.end());
+    CHECK(ValuesOf<int32_t>(buffers[6]) == want);
+  };
+  return c;
+}
+
 std::vector<KernelCase> BuiltinCases() {
   std::vector<KernelCase> cases;
   cases.push_back(ElementwiseBinary("axrt_add_f32", false));
@@ -439,6 +796,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(Norm(true));
   cases.push_back(Norm(false));
   cases.push_back(MatmulF32());
+  cases.push_back(MatmulBf16());
   cases.push_back(MatmulInt8());
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2));
@@ -447,6 +805,14 @@ std::vector<KernelCase> BuiltinCases() {
   // scale grid is [2, 2] and both edges are partial.
   cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_f32", 67, 72, 40, 0, &kFp8PerTensor));
   cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_b128_f32", 5, 136, 200, 128, &kFp8B128));
+  cases.push_back(Embedding(false));
+  cases.push_back(Embedding(true));
+  cases.push_back(Rope());
+  cases.push_back(SiluMul());
+  cases.push_back(KvCacheWrite());
+  cases.push_back(Attention(true));
+  cases.push_back(Attention(false));
+  cases.push_back(Sample());
   return cases;
 }
 

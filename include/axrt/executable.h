@@ -222,6 +222,24 @@ AXRT_API axrt_status_t axrt_executable_find_function(axrt_executable_t executabl
                                                      const char* name,
                                                      axrt_function_t* out_function);
 
+/* The executable's free-form metadata (docs/format.md section 2: `key` /
+ * `value` strings a compiler wrote, such as a model's configuration).
+ * Entry `index` in file order: `*out_key` and `*out_value` point to
+ * NUL-terminated strings owned by the executable, valid while it lives;
+ * `*out_value_size` (optional, may be NULL) is the value's length in bytes,
+ * which a value holding NUL bytes needs. OUT_OF_RANGE at or beyond the
+ * number of entries, so a caller enumerates from 0 until it sees that. */
+AXRT_API axrt_status_t axrt_executable_get_metadata(axrt_executable_t executable, uint32_t index,
+                                                    const char** out_key,
+                                                    const char** out_value,
+                                                    size_t* out_value_size);
+
+/* The value of the first metadata entry whose key is `key`, as
+ * axrt_executable_get_metadata gives it; NOT_FOUND when there is none. */
+AXRT_API axrt_status_t axrt_executable_find_metadata(axrt_executable_t executable,
+                                                     const char* key, const char** out_value,
+                                                     size_t* out_value_size);
+
 /* Writes a new reference to the device the executable was loaded on. */
 AXRT_API axrt_status_t axrt_executable_get_device(axrt_executable_t executable,
                                                   axrt_device_t* out_device);
@@ -260,6 +278,15 @@ enum {
   AXRT_ARGUMENT_KIND_OUTPUT = 2,
 };
 
+/* Properties of an argument (axrt_argument_info_t.flags). */
+typedef uint32_t axrt_argument_flags_t;
+enum {
+  /* A mutable input (format 1.2): the function writes the caller's tensor
+   * in place, so the tensor passed must be writable; the call updates its
+   * memory, with no copy, in stream order like an output's. */
+  AXRT_ARGUMENT_FLAG_MUTABLE = 1u << 0,
+};
+
 typedef struct axrt_argument_info_t {
   size_t struct_size;
   const void* next;
@@ -271,10 +298,13 @@ typedef struct axrt_argument_info_t {
   const int64_t* dims;
   /* `rank` entries: the symbol's index, or -1 where the extent is fixed. */
   const int32_t* dim_symbols;
+  /* AXRT_ARGUMENT_FLAG_* bits. Past the end of the struct as it was before
+   * the field, so a library without it leaves it 0. */
+  axrt_argument_flags_t flags;
 } axrt_argument_info_t;
 
 #define AXRT_ARGUMENT_INFO_INIT \
-  { sizeof(axrt_argument_info_t), NULL, NULL, AXRT_DTYPE_INVALID, 0, NULL, NULL }
+  { sizeof(axrt_argument_info_t), NULL, NULL, AXRT_DTYPE_INVALID, 0, NULL, NULL, 0 }
 
 /* Describes input or output `index` of `function`; OUT_OF_RANGE past the
  * count. */
@@ -303,8 +333,12 @@ typedef struct axrt_invoke_options_t {
  * `outputs` has `output_count` entries: a non-NULL entry is a tensor the
  * caller supplies (checked like an input, against the shape the inputs
  * imply, and not read-only); a NULL entry is allocated from the device's pool and, on success
- * only, written with a tensor the caller owns. Every tensor is retained
- * until the call completes; inputs must not be written until then.
+ * only, written with a tensor the caller owns. A mutable input
+ * (AXRT_ARGUMENT_FLAG_MUTABLE) must not be read-only either: the commands
+ * write its memory in place, with no copy, ordered on `stream` like an
+ * output's (read it after the call completes). Every tensor is retained
+ * until the call completes; inputs must not be written until then, and no
+ * memory the call writes may be read or written by other work meanwhile.
  * `options` may be NULL.
  *
  * Errors are returned before anything is queued and name the function, the

@@ -15,11 +15,16 @@
  * built in dependency order and never hold cycles. Names of kernels,
  * constants and functions are unique within the file.
  *
+ * The one exception to copying: a constant added with
+ * axrt_axe_builder_add_constant_from_source() gives its bytes through a
+ * callback, which the builder calls only while it writes the file, so that
+ * converting a checkpoint of many gigabytes never needs memory for it.
+ *
  * Every write runs the complete verification of the reader (with segment
  * checksums) over the bytes it produced, so the builder never emits a file
  * that axrt refuses; when it does refuse, the write fails with the reader's
  * message. Output is deterministic: the same calls in the same order give
- * identical bytes.
+ * identical bytes (given the same bytes from the callbacks).
  *
  * Layout of the output: each code object gets its own code segment; all
  * constants share one constant segment, in the order added, each starting
@@ -417,6 +422,42 @@ AXRT_API axrt_status_t axrt_axe_builder_add_constant(axrt_axe_builder_t builder,
                                                      const axrt_axe_constant_desc_t* desc,
                                                      uint32_t* out_index);
 
+/* Reads bytes [offset, offset + size) of a constant's data into `dst`.
+ * Returns NULL, or a status (the builder takes ownership) that fails the
+ * write and reaches its caller with the constant's name in front. */
+typedef axrt_status_t (*axrt_axe_read_fn_t)(void* user_data, uint64_t offset, void* dst,
+                                            uint64_t size);
+
+/* Where a constant's data comes from when it is not copied in. */
+typedef struct axrt_axe_data_source_t {
+  size_t struct_size;
+  const void* next;   /* no extensions are taken */
+  uint64_t size;      /* bytes of the data; must match shape x dtype like desc->size */
+  axrt_axe_read_fn_t read; /* required */
+  /* Optional: called once with `user_data` when the builder no longer needs
+   * the source (its last reference released); not called when adding the
+   * constant fails, which leaves `user_data` with the caller. */
+  void (*release)(void* user_data);
+  void* user_data;
+} axrt_axe_data_source_t;
+
+#define AXRT_AXE_DATA_SOURCE_INIT { sizeof(axrt_axe_data_source_t), NULL, 0, NULL, NULL, NULL }
+
+/* Adds a constant like axrt_axe_builder_add_constant(), whose data
+ * (`source->size` bytes; `desc->data` must be NULL and `desc->size` 0) is
+ * read through `source->read` each time the file is written, instead of
+ * being copied now. During a write the builder reads each such constant once,
+ * in ascending order of offset, at most 4 MiB per call, into its own
+ * buffer, and writes the bytes to the file before it reads more, so a write
+ * holds a few megabytes of them at any time, whatever their total
+ * (axrt_axe_builder_write_memory() still holds the whole file). Reads happen
+ * on the thread that writes, after the metadata was verified; the bytes must
+ * be the same every time they are read. A read that fails stops the write,
+ * which then leaves no file behind. */
+AXRT_API axrt_status_t axrt_axe_builder_add_constant_from_source(
+    axrt_axe_builder_t builder, const axrt_axe_constant_desc_t* desc,
+    const axrt_axe_data_source_t* source, uint32_t* out_index);
+
 /* Adds a copy of constant `constant`'s weights pre-packed for `target` in
  * the layout `layout_id` (both copied, non-empty); `size` bytes of `data`
  * are copied (at least 1), aligned like the constant. NOT_FOUND when
@@ -449,6 +490,18 @@ typedef struct axrt_axe_dim_t {
   int32_t symbol;
 } axrt_axe_dim_t;
 
+/* Properties of a signature entry (axrt_axe_tensor_sig_t.flags). */
+typedef uint32_t axrt_axe_tensor_sig_flags_t;
+enum {
+  /* Format 1.2, inputs only: the function's commands may write the input in
+   * place (a KV cache, a step counter). A mutable input can be bound to
+   * WRITE and READ_WRITE kernel parameters and be the destination of copies
+   * and fills; the caller passes a writable tensor that the call updates,
+   * with no copy. The file then requires the feature "mutable-inputs.v1",
+   * added when it is written, so that readers before format 1.2 refuse it. */
+  AXRT_AXE_TENSOR_SIG_FLAG_MUTABLE = 1u << 0,
+};
+
 typedef struct axrt_axe_tensor_sig_t {
   size_t struct_size;
   const void* next;
@@ -456,10 +509,12 @@ typedef struct axrt_axe_tensor_sig_t {
   axrt_axe_dtype_t dtype;
   size_t rank;
   const axrt_axe_dim_t* dims; /* `rank` entries */
+  /* AXRT_AXE_TENSOR_SIG_FLAG_* bits; MUTABLE is refused on outputs. */
+  axrt_axe_tensor_sig_flags_t flags;
 } axrt_axe_tensor_sig_t;
 
 #define AXRT_AXE_TENSOR_SIG_INIT \
-  { sizeof(axrt_axe_tensor_sig_t), NULL, NULL, AXRT_AXE_DTYPE_INVALID, 0, NULL }
+  { sizeof(axrt_axe_tensor_sig_t), NULL, NULL, AXRT_AXE_DTYPE_INVALID, 0, NULL, 0 }
 
 typedef struct axrt_axe_function_desc_t {
   size_t struct_size;
@@ -478,7 +533,8 @@ typedef struct axrt_axe_function_desc_t {
   { sizeof(axrt_axe_function_desc_t), NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0 }
 
 /* Adds a function with no commands yet and writes its index to
- * `*out_index`. ALREADY_EXISTS when the name is taken. */
+ * `*out_index`. ALREADY_EXISTS when the name is taken; INVALID_ARGUMENT for
+ * a mutable output or flag bits this library does not know. */
 AXRT_API axrt_status_t axrt_axe_builder_add_function(axrt_axe_builder_t builder,
                                                      const axrt_axe_function_desc_t* desc,
                                                      uint32_t* out_index);
@@ -530,7 +586,7 @@ typedef struct axrt_axe_copy_desc_t {
   const void* next;
   const axrt_axe_binding_t* src; /* not SCALAR */
   axrt_axe_expr_t src_offset;    /* absent means 0 */
-  const axrt_axe_binding_t* dst; /* OUTPUT or ARENA (inputs are read-only) */
+  const axrt_axe_binding_t* dst; /* OUTPUT, ARENA or a mutable INPUT */
   axrt_axe_expr_t dst_offset;    /* absent means 0 */
   axrt_axe_expr_t length;        /* bytes; required */
 } axrt_axe_copy_desc_t;
@@ -541,7 +597,7 @@ typedef struct axrt_axe_copy_desc_t {
 typedef struct axrt_axe_fill_desc_t {
   size_t struct_size;
   const void* next;
-  const axrt_axe_binding_t* target; /* OUTPUT or ARENA (inputs are read-only) */
+  const axrt_axe_binding_t* target; /* OUTPUT, ARENA or a mutable INPUT */
   axrt_axe_expr_t offset; /* absent means 0 */
   axrt_axe_expr_t length; /* bytes; required */
   uint64_t pattern;       /* fits in `pattern_size` bytes */
@@ -557,10 +613,11 @@ typedef struct axrt_axe_fill_desc_t {
  * output or symbol index, or an arena range, that the function does not
  * have; INVALID_ARGUMENT for a binding of the wrong kind (a dispatch takes
  * one binding per kernel parameter, SCALAR exactly for SCALAR parameters;
- * copies and fills write only OUTPUT and ARENA bindings), fields a binding
- * kind does not use, or a malformed expression. Whether a constant's layout
- * matches the one a parameter declares is checked when the file is
- * written. */
+ * copies and fills write only OUTPUT, ARENA and mutable INPUT bindings),
+ * fields a binding kind does not use, or a malformed expression. Whether a
+ * constant's layout matches the one a parameter declares, and whether a
+ * WRITE or READ_WRITE parameter is bound to writable memory, is checked
+ * when the file is written. */
 AXRT_API axrt_status_t axrt_axe_builder_add_dispatch(axrt_axe_builder_t builder, uint32_t function,
                                                      const axrt_axe_dispatch_desc_t* desc);
 AXRT_API axrt_status_t axrt_axe_builder_add_copy(axrt_axe_builder_t builder, uint32_t function,
@@ -574,9 +631,12 @@ AXRT_API axrt_status_t axrt_axe_builder_add_fill(axrt_axe_builder_t builder, uin
 
 /* Writes the file to `path`: first to a temporary file in the same
  * directory, then renamed over `path`, so a failed write never leaves a
- * partial file. Verifies the bytes first and writes nothing when the reader
- * refuses them. The builder is unchanged and may be extended and written
- * again. */
+ * partial file. The file is written piece by piece, never whole in memory:
+ * the metadata and the copied payloads first, verified by the reader before
+ * any source of axrt_axe_builder_add_constant_from_source() is read, then
+ * those sources, then the file is read back (mapped) and verified in full,
+ * checksums included, before the rename. The builder is unchanged and may
+ * be extended and written again. */
 AXRT_API axrt_status_t axrt_axe_builder_write_file(axrt_axe_builder_t builder, const char* path);
 
 /* Writes the verified file to new memory: `*out_data` (free it with

@@ -1,15 +1,15 @@
-// The tile engine every matmul kernel shares. A workgroup computes one
-// 64 x 64 tile of y = x . W + bias: for each K panel of kKc it copies the x
+// The tile engine every matmul kernel shares for tiles of many rows (the
+// small-row paths are in skinny_matmul.h). A workgroup computes one 64 x 64
+// tile of y = x . W + bias: for each K panel of `kc` rows it copies the x
 // rows into a contiguous panel, has its kernel's packer write the W panel as
 // f32 strips of kNr columns (a copy for f32, a dequantisation otherwise),
-// and runs a kMr x kNr register-tile micro-kernel over every kMr rows and
-// every strip.
-// The tile accumulates in a float scratch tile one K panel at a time, so a
-// long K adds panel sums rather than extending one running sum.
+// and runs a register-tile micro-kernel over every row block and strip
+// group. The tile accumulates in a float scratch tile one K panel at a time,
+// so a long K adds panel sums rather than extending one running sum.
 //
 // Everything here is AXRT_CPU_INLINE and takes kLanes, the floats per SIMD
-// register of the build it is compiled into (kernel_util.h), so that a
-// kernel's run_dispatched body compiles all of it for that instruction set.
+// register of the build it is compiled into (matmul_isa.h), so that a
+// kernel's body compiles all of it for that instruction set.
 #ifndef AXRT_KERNELS_CPU_GEMM_H_
 #define AXRT_KERNELS_CPU_GEMM_H_
 
@@ -18,14 +18,22 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/matmul_isa.h"
 
 namespace axrt::kernels::cpu {
 
 inline constexpr int kTile = 64;  // output tile edge (docs/kernels.md)
 inline constexpr int kMr = 6;     // micro-tile rows
 inline constexpr int kNr = 16;    // micro-tile columns
-inline constexpr int kKc = 256;   // K panel depth
+inline constexpr int kKc = 256;   // the deepest K panel (GemmBlocking::kc <= kKc)
 static_assert(kTile % kNr == 0);
+
+// The run-time blocking of the tile engine (matmul_tuning.h picks it).
+struct GemmBlocking {
+  int kc = kKc;   // K panel depth, a multiple of 8 in [8, kKc]
+  int shape = 0;  // AVX-512 register tile: 0 = 6 rows x 64 columns, 1 = 12 rows x 32 columns
+  int pack_x = 0;  // 1: copy each x panel into TileScratch::a; 0: read x where it is
+};
 
 // One thread's working memory for a tile (about 150 KiB, so not on the
 // stack of whatever thread runs the workgroup).
@@ -81,10 +89,23 @@ template <int kLanes>
 struct Simd;
 
 template <>
+struct Simd<16> {
+  typedef float F __attribute__((vector_size(64)));
+  typedef int32_t I __attribute__((vector_size(64)));
+  typedef uint32_t U __attribute__((vector_size(64)));
+  typedef uint16_t H __attribute__((vector_size(32)));  // 16 halfwords
+  typedef int16_t S __attribute__((vector_size(32)));   // 16 shorts
+  typedef int8_t B __attribute__((vector_size(16)));    // 16 bytes
+};
+
+template <>
 struct Simd<8> {
   typedef float F __attribute__((vector_size(32)));
   typedef int32_t I __attribute__((vector_size(32)));
   typedef uint32_t U __attribute__((vector_size(32)));
+  typedef uint16_t H __attribute__((vector_size(16)));  // 8 halfwords
+  typedef int16_t S __attribute__((vector_size(16)));   // 8 shorts
+  typedef int8_t B __attribute__((vector_size(8)));    // 8 bytes
 };
 
 template <>
@@ -92,6 +113,9 @@ struct Simd<4> {
   typedef float F __attribute__((vector_size(16)));
   typedef int32_t I __attribute__((vector_size(16)));
   typedef uint32_t U __attribute__((vector_size(16)));
+  typedef uint16_t H __attribute__((vector_size(8)));  // 4 halfwords
+  typedef int16_t S __attribute__((vector_size(8)));   // 4 shorts
+  typedef int8_t B __attribute__((vector_size(4)));    // 4 bytes
 };
 
 template <class V, class T>
@@ -106,14 +130,14 @@ AXRT_CPU_INLINE void store_vector(T* p, V v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
-// c[MR][kNr] (row stride kTile) += a rows [0, MR) (row stride kKc) . b-strip
+// c[MR][kNr] (row stride kTile) += a rows [0, MR) (row stride lda) . b-strip
 // over depth kc. The
 // register tile is MR rows by two vectors; a narrow build covers the kNr
 // columns in several passes. Short strips split k over kSplit accumulator
 // sets so that the FMA latency does not serialise the loop.
 template <int MR, int kLanes>
-AXRT_CPU_INLINE void micro_kernel(const float* __restrict a, const float* __restrict b,
-                                  float* __restrict c, int kc) {
+AXRT_CPU_INLINE void micro_kernel(const float* __restrict a, uint64_t lda,
+                                  const float* __restrict b, float* __restrict c, int kc) {
   using F = typename Simd<kLanes>::F;
   constexpr int kWidth = 2 * kLanes;  // columns per pass
   constexpr int kSplit = MR == 1 ? 4 : MR == 2 ? 2 : 1;
@@ -135,7 +159,7 @@ AXRT_CPU_INLINE void micro_kernel(const float* __restrict a, const float* __rest
         const F b1 = load_vector<F>(bc + (k + s) * kNr + kLanes);
 #pragma GCC unroll 8
         for (int m = 0; m < MR; ++m) {
-          const float am = a[m * kKc + k + s];
+          const float am = a[m * lda + k + s];
           acc[s][m][0] += am * b0;
           acc[s][m][1] += am * b1;
         }
@@ -146,7 +170,7 @@ AXRT_CPU_INLINE void micro_kernel(const float* __restrict a, const float* __rest
       const F b1 = load_vector<F>(bc + k * kNr + kLanes);
 #pragma GCC unroll 8
       for (int m = 0; m < MR; ++m) {
-        const float am = a[m * kKc + k];
+        const float am = a[m * lda + k];
         acc[0][m][0] += am * b0;
         acc[0][m][1] += am * b1;
       }
@@ -166,32 +190,39 @@ AXRT_CPU_INLINE void micro_kernel(const float* __restrict a, const float* __rest
 }
 
 // Copies rows [0, rows) x depth [0, kc) of x (row stride ldx) into
-// TileScratch::a.
+// TileScratch::a, a register at a time (a memcpy of a run-time length
+// becomes `rep movs`, slow to start for rows this short).
+template <int kLanes>
 AXRT_CPU_INLINE void pack_x_panel(const float* __restrict x, uint64_t ldx, int rows, int kc,
                                   float* __restrict a) {
+  using F = typename Simd<kLanes>::F;
   for (int m = 0; m < rows; ++m) {
-    std::memcpy(a + m * kKc, x + static_cast<uint64_t>(m) * ldx, sizeof(float) * kc);
+    const float* __restrict src = x + static_cast<uint64_t>(m) * ldx;
+    float* __restrict dst = a + m * kKc;
+    int k = 0;
+    for (; k + kLanes <= kc; k += kLanes) store_vector(dst + k, load_vector<F>(src + k));
+    for (; k < kc; ++k) dst[k] = src[k];
   }
 }
 
 // c += a-panel . b-panel for the whole tile. Each b strip (kc x kNr, at most
 // 16 KiB) stays in L1 while the a strips stream past it.
 template <int kLanes>
-AXRT_CPU_INLINE void multiply_panel_body(const float* a, const float* b, float* c, int rows,
-                                         int strips, int kc) {
+AXRT_CPU_INLINE void multiply_panel_body(const float* a, uint64_t lda, const float* b, float* c,
+                                         int rows, int strips, int kc) {
   static_assert(kMr == 6, "multiply_panel's switch lists the strip heights");
   for (int j = 0; j < strips; ++j) {
     const float* b_strip = b + j * kKc * kNr;
     for (int m0 = 0; m0 < rows; m0 += kMr) {
-      const float* a_strip = a + m0 * kKc;
+      const float* a_strip = a + m0 * lda;
       float* c_tile = c + m0 * kTile + j * kNr;
       switch (std::min(kMr, rows - m0)) {
-        case 6: micro_kernel<6, kLanes>(a_strip, b_strip, c_tile, kc); break;
-        case 5: micro_kernel<5, kLanes>(a_strip, b_strip, c_tile, kc); break;
-        case 4: micro_kernel<4, kLanes>(a_strip, b_strip, c_tile, kc); break;
-        case 3: micro_kernel<3, kLanes>(a_strip, b_strip, c_tile, kc); break;
-        case 2: micro_kernel<2, kLanes>(a_strip, b_strip, c_tile, kc); break;
-        default: micro_kernel<1, kLanes>(a_strip, b_strip, c_tile, kc); break;
+        case 6: micro_kernel<6, kLanes>(a_strip, lda, b_strip, c_tile, kc); break;
+        case 5: micro_kernel<5, kLanes>(a_strip, lda, b_strip, c_tile, kc); break;
+        case 4: micro_kernel<4, kLanes>(a_strip, lda, b_strip, c_tile, kc); break;
+        case 3: micro_kernel<3, kLanes>(a_strip, lda, b_strip, c_tile, kc); break;
+        case 2: micro_kernel<2, kLanes>(a_strip, lda, b_strip, c_tile, kc); break;
+        default: micro_kernel<1, kLanes>(a_strip, lda, b_strip, c_tile, kc); break;
       }
     }
   }
@@ -200,39 +231,115 @@ AXRT_CPU_INLINE void multiply_panel_body(const float* a, const float* b, float* 
 // multiply_panel_body, compiled once per build in gemm.cc. Kept out of line
 // so that the register tile is allocated on its own and not next to a
 // packer's loop-invariant constants (which made GCC spill an accumulator).
-void multiply_panel_baseline(const float* a, const float* b, float* c, int rows, int strips,
-                             int kc) noexcept;
+void multiply_panel_baseline(const float* a, uint64_t lda, const float* b, float* c, int rows,
+                             int strips, int kc) noexcept;
 #if AXRT_CPU_HAVE_AVX2_BUILD
-[[gnu::target("avx2,fma")]] void multiply_panel_avx2(const float* a, const float* b, float* c,
-                                                     int rows, int strips, int kc) noexcept;
+[[gnu::target("avx2,fma")]] void multiply_panel_avx2(const float* a, uint64_t lda,
+                                                     const float* b, float* c, int rows,
+                                                     int strips, int kc) noexcept;
+// The AVX-512 build: register tiles of up to 6 rows x 4 strips (shape 0) or
+// 12 rows x 2 strips (shape 1), 24 accumulators either way.
+[[gnu::target(AXRT_CPU_AVX512_TARGET)]] void multiply_panel_avx512(const float* a, uint64_t lda,
+                                                                   const float* b, float* c,
+                                                                   int rows, int strips, int kc,
+                                                                   int shape) noexcept;
 #endif
 
 template <int kLanes>
-AXRT_CPU_INLINE void multiply_panel(const float* a, const float* b, float* c, int rows,
-                                    int strips, int kc) {
+AXRT_CPU_INLINE void multiply_panel(const float* a, uint64_t lda, const float* b, float* c,
+                                    int rows, int strips, int kc, const GemmBlocking& blocking) {
 #if AXRT_CPU_HAVE_AVX2_BUILD
+  if constexpr (kLanes == 16) {
+    multiply_panel_avx512(a, lda, b, c, rows, strips, kc, blocking.shape);
+    return;
+  }
   if constexpr (kLanes == 8) {
-    multiply_panel_avx2(a, b, c, rows, strips, kc);
+    multiply_panel_avx2(a, lda, b, c, rows, strips, kc);
     return;
   }
 #endif
   static_assert(kLanes == 4 || AXRT_CPU_HAVE_AVX2_BUILD);
-  multiply_panel_baseline(a, b, c, rows, strips, kc);
+  (void)blocking;
+  multiply_panel_baseline(a, lda, b, c, rows, strips, kc);
 }
 
 // Accumulates x[m0 .. m0 + rows, 0 .. K) . W[0 .. K, n0 .. n0 + cols) into
 // scratch.c. `pack_w.template pack<kLanes>(k0, kc, b)` writes
 // W[k0 .. k0 + kc, tile columns] into b in the TileScratch::b layout, zero
 // past the tile's columns.
+// A packer may also offer `prefetch(k_begin, k_end)`, which starts fetching
+// W rows [k_begin, k_end) into L2: the tile engine spreads the next panel's
+// rows over the multiplication of the current one.
+template <class PackW>
+concept PrefetchingPacker = requires(const PackW& p) { p.prefetch(uint64_t{0}, uint64_t{0}); };
+
 template <int kLanes, class PackW>
 AXRT_CPU_INLINE void accumulate_tile(const float* x, uint64_t K, const Tile& tile,
-                                     const PackW& pack_w, TileScratch& scratch) {
+                                     const PackW& pack_w, TileScratch& scratch,
+                                     const GemmBlocking& blocking) {
   std::memset(scratch.c, 0, sizeof(float) * tile.rows * kTile);
-  for (uint64_t k0 = 0; k0 < K; k0 += kKc) {
-    const int kc = static_cast<int>(std::min<uint64_t>(kKc, K - k0));
-    pack_x_panel(x + tile.m0 * K + k0, K, tile.rows, kc, scratch.a);
+  const uint64_t depth = static_cast<uint64_t>(std::clamp(blocking.kc, 8, kKc));
+  // Rows per part of the multiplication: a multiple of every register
+  // tile's height.
+  constexpr int kPartRows = 24;
+  const int parts = (tile.rows + kPartRows - 1) / kPartRows;
+  for (uint64_t k0 = 0; k0 < K; k0 += depth) {
+    const int kc = static_cast<int>(std::min<uint64_t>(depth, K - k0));
+    const float* a = x + tile.m0 * K + k0;
+    uint64_t lda = K;
+    if (blocking.pack_x != 0) {
+      pack_x_panel<kLanes>(a, K, tile.rows, kc, scratch.a);
+      a = scratch.a;
+      lda = kKc;
+    }
     pack_w.template pack<kLanes>(k0, kc, scratch.b);
-    multiply_panel<kLanes>(scratch.a, scratch.b, scratch.c, tile.rows, tile.strips, kc);
+    const uint64_t next = k0 + static_cast<uint64_t>(kc);
+    const uint64_t next_end = std::min<uint64_t>(K, next + depth);
+    for (int part = 0; part < parts; ++part) {
+      if constexpr (PrefetchingPacker<PackW>) {
+        if (next < K) {
+          const uint64_t per_part = (next_end - next + parts - 1) / parts;
+          const uint64_t from = next + per_part * part;
+          pack_w.prefetch(from, std::min(next_end, from + per_part));
+        }
+      }
+      const int m0 = part * kPartRows;
+      multiply_panel<kLanes>(a + m0 * lda, lda, scratch.b, scratch.c + m0 * kTile,
+                             std::min(kPartRows, tile.rows - m0), tile.strips, kc, blocking);
+    }
+  }
+}
+
+// Writes strip[k][lane] = decode(lane, src[lane ld + k]) for k in
+// [k_begin, k_end) and lanes [0, width), zero in the lanes past width: the
+// transposing copy of the [N, K] layouts. The rows are first copied a cache
+// line at a time into a small buffer, since kNr rows ld bytes apart collide
+// in one L1 set whenever ld is a multiple of 4 KiB.
+template <class T, class Decode>
+AXRT_CPU_INLINE void transpose_rows(const T* __restrict src, uint64_t ld, int width, int k_begin,
+                                    int k_end, float* __restrict strip, const Decode& decode) {
+  constexpr int kBlock = 64 / sizeof(T);
+  alignas(64) T buffer[kNr][kBlock];
+  for (int kb = k_begin; kb < k_end; kb += kBlock) {
+    const int count = std::min(kBlock, k_end - kb);
+    for (int lane = 0; lane < width; ++lane) {
+      std::memcpy(buffer[lane], src + lane * ld + kb, sizeof(T) * count);
+      // Sixteen streams at once are more than the hardware prefetcher tracks.
+      __builtin_prefetch(src + lane * ld + kb + 4 * kBlock);
+    }
+    float* __restrict dst = strip + kb * kNr;
+    if (width == kNr) {
+      for (int k = 0; k < count; ++k) {
+#pragma GCC unroll 16
+        for (int lane = 0; lane < kNr; ++lane) dst[k * kNr + lane] = decode(lane, buffer[lane][k]);
+      }
+    } else {
+      for (int k = 0; k < count; ++k) {
+        for (int lane = 0; lane < kNr; ++lane) {
+          dst[k * kNr + lane] = lane < width ? decode(lane, buffer[lane][k]) : 0.0f;
+        }
+      }
+    }
   }
 }
 

@@ -72,6 +72,18 @@ struct MatmulF32Args {
 };
 static_assert(sizeof(MatmulF32Args) == 56);
 
+// y[M, N] = x[M, K] . w^T + bias[N], w bf16 [N, K] as raw 16-bit patterns.
+struct MatmulBf16Args {
+  const float* x;
+  const uint16_t* w;
+  const float* bias;
+  float* y;
+  uint64_t M;
+  uint64_t N;
+  uint64_t K;
+};
+static_assert(sizeof(MatmulBf16Args) == 56);
+
 // w int8 [N, K], scale f32 [N, 1].
 struct MatmulInt8Args {
   const float* x;
@@ -116,6 +128,102 @@ struct MatmulFp8Args {
 };
 static_assert(sizeof(MatmulFp8Args) == 80);
 
+// The transformer kernels of docs/llm.md. Token ids, positions and block ids
+// are i32; the KV cache is f32 [L, 2, num_blocks, kv_heads, block_size,
+// head_dim].
+struct EmbeddingF32Args {
+  const int32_t* tokens;
+  const float* table;
+  float* out;
+  uint64_t T;
+  uint64_t H;
+  uint64_t V;
+};
+static_assert(sizeof(EmbeddingF32Args) == 48);
+
+// table bf16 [V, H], as raw 16-bit patterns.
+struct EmbeddingBf16Args {
+  const int32_t* tokens;
+  const uint16_t* table;
+  float* out;
+  uint64_t T;
+  uint64_t H;
+  uint64_t V;
+};
+static_assert(sizeof(EmbeddingBf16Args) == 48);
+
+struct RopeArgs {
+  float* x;
+  const int32_t* positions;
+  const float* inv_freq;
+  uint64_t T;
+  uint64_t heads;
+  uint64_t head_dim;
+  uint64_t row_stride;
+  float attention_scaling;
+};
+static_assert(sizeof(RopeArgs) == 64);
+
+struct SiluMulArgs {
+  const float* gate_up;
+  float* out;
+  uint64_t rows;
+  uint64_t cols;
+};
+static_assert(sizeof(SiluMulArgs) == 32);
+
+struct KvCacheWriteArgs {
+  const float* qkv;
+  const int32_t* positions;
+  const int32_t* block_tables;
+  float* cache;
+  uint64_t T;
+  uint64_t tokens_per_seq;
+  uint64_t layer;
+  uint64_t num_blocks;
+  uint64_t kv_heads;
+  uint64_t block_size;
+  uint64_t head_dim;
+  uint64_t max_blocks;
+  uint64_t row_stride;
+  uint64_t k_offset;
+};
+static_assert(sizeof(KvCacheWriteArgs) == 112);
+
+// Prefill (`count` = T, one block table) and decode (`count` = B, a block
+// table per sequence) take the same block.
+struct AttentionArgs {
+  const float* qkv;
+  const int32_t* positions;
+  const int32_t* block_tables;
+  const float* cache;
+  float* out;
+  uint64_t count;
+  uint64_t heads;
+  uint64_t kv_heads;
+  uint64_t head_dim;
+  uint64_t layer;
+  uint64_t num_blocks;
+  uint64_t block_size;
+  uint64_t max_blocks;
+  uint64_t row_stride;
+  float scale;
+};
+static_assert(sizeof(AttentionArgs) == 120);
+
+struct SampleArgs {
+  const float* logits;
+  const float* temperature;
+  const int32_t* top_k;
+  const float* top_p;
+  const uint64_t* seeds;
+  const int32_t* positions;
+  int32_t* tokens;
+  uint64_t B;
+  uint64_t V;
+};
+static_assert(sizeof(SampleArgs) == 72);
+
 }  // namespace axrt::kernels::cpu
 
 // The entry points, C symbols named as in docs/kernels.md. Hidden like
@@ -140,6 +248,8 @@ axrt_kernel_result_t axrt_rmsnorm_f32(const void* args, const axrt_kernel_dispat
 
 axrt_kernel_result_t axrt_matmul_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                      const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_bf16_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                          const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,
                                              const axrt_kernel_dispatch_t* dispatch,
                                              const axrt_kernel_workgroup_t* workgroup);
@@ -158,6 +268,26 @@ axrt_kernel_result_t axrt_matmul_fp8_e4m3_f32(const void* args,
 axrt_kernel_result_t axrt_matmul_fp8_e4m3_b128_f32(const void* args,
                                                    const axrt_kernel_dispatch_t* dispatch,
                                                    const axrt_kernel_workgroup_t* workgroup);
+
+axrt_kernel_result_t axrt_embedding_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                        const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_embedding_bf16(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                         const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_rope_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                   const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_silu_mul_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                       const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_kv_cache_write_f32(const void* args,
+                                             const axrt_kernel_dispatch_t* dispatch,
+                                             const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_prefill_f32(const void* args,
+                                                const axrt_kernel_dispatch_t* dispatch,
+                                                const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_decode_f32(const void* args,
+                                               const axrt_kernel_dispatch_t* dispatch,
+                                               const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_sample_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                     const axrt_kernel_workgroup_t* workgroup);
 
 }  // extern "C"
 

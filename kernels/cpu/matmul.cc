@@ -1,6 +1,11 @@
-// axrt_matmul_f32: y[M, N] = x[M, K] . w[K, N] + bias[N].
+// axrt_matmul_f32: y[M, N] = x[M, K] . w[K, N] + bias[N], and
+// axrt_matmul_bf16_f32: y = x . w^T + bias with w bf16 [N, K].
+#include <bit>
+
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/matmul_tuning.h"
+#include "kernels/cpu/skinny_matmul.h"
 
 namespace axrt::kernels::cpu {
 namespace {
@@ -8,9 +13,10 @@ namespace {
 // Copies the tile's columns of w rows [k0, k0 + kc) into f32 strips, a row
 // at a time (one pass over each row's pages).
 struct PackF32 {
-  static constexpr int kPrefetchRows = 8;
+  static constexpr int kPrefetchRows = 16;
   const float* w;
   uint64_t N;
+  uint64_t K;
   const Tile& tile;
 
   template <int kLanes>
@@ -20,8 +26,9 @@ struct PackF32 {
     for (int k = 0; k < kc; ++k) {
       const float* __restrict src = w + (k0 + k) * N + tile.n0;
       float* __restrict dst = b + k * kNr;
-      // Rows are N apart, too far for the hardware prefetcher to follow.
-      if (k + kPrefetchRows < kc) {
+      // Rows are N apart, too far for the hardware prefetcher to follow;
+      // the last rows of a panel fetch the first of the next.
+      if (k0 + k + kPrefetchRows < K) {
         for (int n = 0; n < tile.cols; n += 16) __builtin_prefetch(src + kPrefetchRows * N + n);
       }
       for (int j = 0; j < full_strips; ++j) {
@@ -33,19 +40,77 @@ struct PackF32 {
       }
     }
   }
+
+  // Rows [k_begin, k_end) of the tile's columns into L2, ahead of pack().
+  AXRT_CPU_INLINE void prefetch(uint64_t k_begin, uint64_t k_end) const {
+    for (uint64_t k = k_begin; k < k_end; ++k) {
+      const float* src = w + k * N + tile.n0;
+      for (int n = 0; n < tile.cols; n += 16) __builtin_prefetch(src + n, 0, 2);
+    }
+  }
 };
 
 struct MatmulF32Body {
   template <int kLanes>
   AXRT_CPU_INLINE static void run(const MatmulF32Args* args, const Tile* tile,
-                                  TileScratch* scratch) {
-    const PackF32 pack{args->w, args->N, *tile};
-    accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch);
+                                  TileScratch* scratch, const MatmulTuning* tuning) {
+    if (tile->rows <= kSkinnyMaxRows) {
+      if (tile->cols == kTile) {
+        const F32Rows source{args->w, args->N, tile->n0};
+        skinny_kmajor_tile<kLanes>(args->x, args->K, *tile, source, *scratch, tuning->skinny);
+      } else {
+        const F32RowsCopied source{args->w, args->N, tile->n0, tile->cols};
+        skinny_kmajor_tile<kLanes>(args->x, args->K, *tile, source, *scratch, tuning->skinny);
+      }
+    } else {
+      const PackF32 pack{args->w, args->N, args->K, *tile};
+      accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch, tuning->gemm);
+    }
+    store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/false);
+  }
+};
+
+// bf16 [N, K] rows widened (exactly: bf16 is the top half of an f32) into
+// the f32 strips of the tile engine.
+struct PackBf16 {
+  const uint16_t* w;
+  uint64_t K;
+  const Tile& tile;
+
+  template <int kLanes>
+  AXRT_CPU_INLINE void pack(uint64_t k0, int kc, float* __restrict b) const {
+    const auto decode = [](int, uint16_t bits) {
+      return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+    };
+    for (int j = 0; j < tile.strips; ++j) {
+      const int width = std::min(kNr, tile.cols - j * kNr);
+      transpose_rows(w + (tile.n0 + j * kNr) * K + k0, K, width, 0, kc, b + j * kKc * kNr,
+                     decode);
+    }
+  }
+};
+
+struct MatmulBf16Body {
+  template <int kLanes>
+  AXRT_CPU_INLINE static void run(const MatmulBf16Args* args, const Tile* tile,
+                                  TileScratch* scratch, const MatmulTuning* tuning) {
+    if (tile->rows <= kSkinnyMaxRows) {
+      skinny_nmajor_tile<kLanes>(args->x, args->w, args->K, *tile, *scratch);
+    } else {
+      const PackBf16 pack{args->w, args->K, *tile};
+      accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch, tuning->gemm);
+    }
     store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/false);
   }
 };
 
 }  // namespace
+
+void matmul_f32_tile(MatmulIsa isa, const MatmulF32Args& args, const Tile& tile,
+                     TileScratch& scratch, const MatmulTuning& tuning) noexcept {
+  run_matmul_isa<MatmulF32Body>(isa, &args, &tile, &scratch, &tuning);
+}
+
 }  // namespace axrt::kernels::cpu
 
 using namespace axrt::kernels::cpu;
@@ -55,6 +120,18 @@ extern "C" axrt_kernel_result_t axrt_matmul_f32(const void* args, const axrt_ker
   const auto* a = static_cast<const MatmulF32Args*>(args);
   Tile tile;
   if (!locate_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
-  run_dispatched<MatmulF32Body>(a, &tile, &tile_scratch());
+  const MatmulIsa isa = matmul_isa();
+  run_matmul_isa<MatmulF32Body>(isa, a, &tile, &tile_scratch(), &matmul_tuning(isa));
+  return AXRT_KERNEL_OK;
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_bf16_f32(const void* args,
+                                                     const axrt_kernel_dispatch_t*,
+                                                     const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const MatmulBf16Args*>(args);
+  Tile tile;
+  if (!locate_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
+  const MatmulIsa isa = matmul_isa();
+  run_matmul_isa<MatmulBf16Body>(isa, a, &tile, &tile_scratch(), &matmul_tuning(isa));
   return AXRT_KERNEL_OK;
 }

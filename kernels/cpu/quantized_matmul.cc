@@ -1,46 +1,19 @@
-// The quantized matmuls: each dequantises a K panel of its weight tile into
-// the f32 strips of the shared tile engine (gemm.h) and reuses its
-// micro-kernel. Layouts: docs/kernels.md and docs/format.md sections 5, 9.
+// The quantized matmuls. Tiles of many rows dequantise a K panel of their
+// weight tile into the f32 strips of the shared tile engine (gemm.h) and
+// reuse its micro-kernel; tiles of at most 16 rows take the paths of
+// skinny_matmul.h, which widen int8 weights in registers, and decode int4
+// rows in registers (up to 4 rows, Int4Rows::fused) or into a small panel.
+// Layouts: docs/kernels.md and docs/format.md sections 5, 9.
 #include <cinttypes>
+#include <utility>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/matmul_tuning.h"
+#include "kernels/cpu/skinny_matmul.h"
 
 namespace axrt::kernels::cpu {
 namespace {
-
-// Writes strip[k][lane] = decode(lane, src[lane ld + k]) for k in
-// [k_begin, k_end) and lanes [0, width), zero in the lanes past width: the
-// transposing copy of the [N, K] layouts. The rows are first copied a cache
-// line at a time into a small buffer, since kNr rows ld bytes apart collide
-// in one L1 set whenever ld is a multiple of 4 KiB.
-template <class T, class Decode>
-AXRT_CPU_INLINE void transpose_rows(const T* __restrict src, uint64_t ld, int width, int k_begin,
-                                    int k_end, float* __restrict strip, const Decode& decode) {
-  constexpr int kBlock = 64 / sizeof(T);
-  alignas(64) T buffer[kNr][kBlock];
-  for (int kb = k_begin; kb < k_end; kb += kBlock) {
-    const int count = std::min(kBlock, k_end - kb);
-    for (int lane = 0; lane < width; ++lane) {
-      std::memcpy(buffer[lane], src + lane * ld + kb, sizeof(T) * count);
-      // Sixteen streams at once are more than the hardware prefetcher tracks.
-      __builtin_prefetch(src + lane * ld + kb + 4 * kBlock);
-    }
-    float* __restrict dst = strip + kb * kNr;
-    if (width == kNr) {
-      for (int k = 0; k < count; ++k) {
-#pragma GCC unroll 16
-        for (int lane = 0; lane < kNr; ++lane) dst[k * kNr + lane] = decode(lane, buffer[lane][k]);
-      }
-    } else {
-      for (int k = 0; k < count; ++k) {
-        for (int lane = 0; lane < kNr; ++lane) {
-          dst[k * kNr + lane] = lane < width ? decode(lane, buffer[lane][k]) : 0.0f;
-        }
-      }
-    }
-  }
-}
 
 // ---------------------------------------------------------------------------
 // int8, per output channel: W[k][n] = w[n][k] x scale[n]. The strips hold the
@@ -67,10 +40,14 @@ struct PackInt8 {
 struct MatmulInt8Body {
   template <int kLanes>
   AXRT_CPU_INLINE static void run(const MatmulInt8Args* args, const Tile* tile,
-                                  TileScratch* scratch) {
+                                  TileScratch* scratch, const MatmulTuning* tuning) {
     for (int n = 0; n < tile->cols; ++n) scratch->column_scale[n] = args->scale[tile->n0 + n];
-    const PackInt8 pack{args->w, args->K, *tile};
-    accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch);
+    if (tile->rows <= kSkinnyMaxRows) {
+      skinny_nmajor_tile<kLanes>(args->x, args->w, args->K, *tile, *scratch);
+    } else {
+      const PackInt8 pack{args->w, args->K, *tile};
+      accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch, tuning->gemm);
+    }
     store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/true);
   }
 };
@@ -119,9 +96,11 @@ struct PackInt4 {
   }
 
   // The eight codes of tile columns [c, c + 8) in one row, dequantised.
-  template <int kLanes>
+  template <int kBuildLanes>
   AXRT_CPU_INLINE void dequantize8(const uint32_t* __restrict codes, uint32_t shift, int c,
                                    float* __restrict dst) const {
+    // Eight columns at a time: at most 8 lanes.
+    constexpr int kLanes = kBuildLanes > 8 ? 8 : kBuildLanes;
     using F = typename Simd<kLanes>::F;
     using I = typename Simd<kLanes>::I;
     using U = typename Simd<kLanes>::U;
@@ -183,13 +162,253 @@ struct PackInt4 {
   }
 };
 
+// Sequential order: element e of a word sits in nibble e.
+alignas(32) constexpr uint32_t kSequentialShift[8] = {0, 4, 8, 12, 16, 20, 24, 28};
+
+// The 4-bit fields of columns [V kLanes, V kLanes + kLanes) of 64 columns
+// packed 8 to a word in `words`: each lane's word shifted by its element's
+// position in `shifts` (8 entries).
+template <int kLanes, int V>
+AXRT_CPU_INLINE typename Simd<kLanes>::U nibbles(const uint32_t* __restrict words,
+                                                 const uint32_t* __restrict shifts) {
+  using U = typename Simd<kLanes>::U;
+  if constexpr (kLanes == 16) {
+    // Words 2V and 2V + 1, each spread over 8 lanes.
+    using U8 = typename Simd<8>::U;
+    const U8 w8 = load_vector<U8>(words);
+    const U spread =
+        __builtin_shufflevector(w8, w8, 2 * V, 2 * V, 2 * V, 2 * V, 2 * V, 2 * V, 2 * V, 2 * V,
+                                2 * V + 1, 2 * V + 1, 2 * V + 1, 2 * V + 1, 2 * V + 1, 2 * V + 1,
+                                2 * V + 1, 2 * V + 1);
+    const U8 s8 = load_vector<U8>(shifts);
+    const U shift =
+        __builtin_shufflevector(s8, s8, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+    return (spread >> shift) & 0xfu;
+  } else {
+    // One word per vector (8 lanes) or half a word (4 lanes).
+    return ((U{} + words[V * kLanes / 8]) >> load_vector<U>(shifts + (V * kLanes) % 8)) & 0xfu;
+  }
+}
+
+// IEEE binary16 bit patterns (in 32-bit lanes) to binary32, exactly.
+template <int kLanes>
+AXRT_CPU_INLINE typename Simd<kLanes>::F halves_to_floats(typename Simd<kLanes>::U h) {
+  using F = typename Simd<kLanes>::F;
+  using I = typename Simd<kLanes>::I;
+  using U = typename Simd<kLanes>::U;
+  const U sign = (h & 0x8000u) << 16;
+  const U exponent = (h >> 10) & 0x1fu;
+  const U mantissa = h & 0x3ffu;
+  const U normal = sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);
+  const U special = sign | 0x7f800000u | (mantissa << 13);  // infinities and NaNs
+  // Zero and subnormals: mantissa x 2^-24, exact in f32.
+  const F tiny = __builtin_convertvector(reinterpret_cast<I>(mantissa), F) * 0x1p-24f;
+  const U subnormal = sign | reinterpret_cast<U>(tiny);
+  const U bits = exponent == 0u ? subnormal : (exponent == 0x1fu ? special : normal);
+  return reinterpret_cast<F>(bits);
+}
+
+// The skinny path's int4 weights. Up to 4 rows decode each weight row in
+// registers and multiply it at once (fused); more rows decode blocks of
+// rows into a small f32 panel, columns in order and zero past the tile's,
+// for the k-major engine (rows()).
+template <Int4Format kFormat>
+struct Int4Rows {
+  static constexpr bool kInPlace = false;
+  static constexpr int kMaxFusedRows = 4;
+  static constexpr uint64_t kPrefetchRows = 32;  // rows of K ahead
+  const MatmulInt4Args& args;
+  const Tile& tile;
+  TileScratch& scratch;
+
+  template <int kLanes, int V>
+  AXRT_CPU_INLINE void group_vector(const uint16_t* __restrict scales,
+                                    const uint32_t* __restrict zeros) const {
+    using F = typename Simd<kLanes>::F;
+    using H = typename Simd<kLanes>::H;
+    using I = typename Simd<kLanes>::I;
+    using U = typename Simd<kLanes>::U;
+    const F s =
+        halves_to_floats<kLanes>(__builtin_convertvector(load_vector<H>(scales + V * kLanes), U));
+    U z = nibbles<kLanes, V>(zeros, kFormat == Int4Format::kAwq ? kAwqShift : kSequentialShift);
+    if constexpr (kFormat == Int4Format::kGptqV1) z += 1u;  // v1 stores z - 1
+    const F zf = __builtin_convertvector(reinterpret_cast<I>(z), F);
+    store_vector(scratch.column_scale + V * kLanes, s);
+    store_vector(scratch.column_offset + V * kLanes, -zf * s);
+  }
+
+  // column_scale[n] = s, column_offset[n] = -z s for group g; 0 past the
+  // tile's columns.
+  template <int kLanes, int... V>
+  AXRT_CPU_INLINE void load_group(uint64_t g, std::integer_sequence<int, V...>) const {
+    const uint16_t* scales = args.scales + g * args.N + tile.n0;
+    const uint32_t* zeros = args.qzeros + g * (args.N / 8) + tile.n0 / 8;
+    alignas(64) uint16_t scales_padded[kTile];
+    alignas(64) uint32_t zeros_padded[kTile / 8];
+    if (tile.cols != kTile) {
+      std::memset(scales_padded, 0, sizeof scales_padded);
+      std::memset(zeros_padded, 0, sizeof zeros_padded);
+      std::memcpy(scales_padded, scales, sizeof(uint16_t) * tile.cols);
+      std::memcpy(zeros_padded, zeros, sizeof(uint32_t) * (tile.cols / 8));
+      scales = scales_padded;
+      zeros = zeros_padded;
+    }
+    (group_vector<kLanes, V>(scales, zeros), ...);
+  }
+
+  template <int kLanes>
+  AXRT_CPU_INLINE void load_group(uint64_t g) const {
+    load_group<kLanes>(g, std::make_integer_sequence<int, kTile / kLanes>{});
+  }
+
+  // The packed words of row `row` for the tile's columns (a zero-padded
+  // copy in `padded` when the tile is narrower than 64) and, for GPTQ, the
+  // row's shift within them.
+  AXRT_CPU_INLINE const uint32_t* row_words(uint64_t row, uint32_t* shift,
+                                            uint32_t* __restrict padded) const {
+    const uint64_t N = args.N;
+    const uint32_t* words;
+    int count;
+    if constexpr (kFormat == Int4Format::kAwq) {
+      words = args.qweight + row * (N / 8) + tile.n0 / 8;
+      count = tile.cols / 8;
+      *shift = 0;
+      // 32 bytes a row, N / 2 bytes apart: beyond the hardware prefetcher.
+      __builtin_prefetch(words + kPrefetchRows * (N / 8));
+    } else {
+      words = args.qweight + (row / 8) * N + tile.n0;
+      count = tile.cols;
+      *shift = static_cast<uint32_t>(4 * (row % 8));
+      if (row % 8 == 0) {
+        for (int c = 0; c < tile.cols; c += 16) {
+          __builtin_prefetch(words + kPrefetchRows / 8 * N + c);
+        }
+      }
+    }
+    if (tile.cols != kTile) {
+      std::memset(padded, 0, sizeof(uint32_t) * kTile);
+      std::memcpy(padded, words, sizeof(uint32_t) * count);
+      words = padded;
+    }
+    return words;
+  }
+
+  // W[row][V kLanes .. V kLanes + kLanes) of the tile = q s - z s.
+  template <int kLanes, int V>
+  AXRT_CPU_INLINE typename Simd<kLanes>::F weights(const uint32_t* __restrict words,
+                                                   uint32_t shift) const {
+    using F = typename Simd<kLanes>::F;
+    using I = typename Simd<kLanes>::I;
+    using U = typename Simd<kLanes>::U;
+    U codes;
+    if constexpr (kFormat == Int4Format::kAwq) {
+      codes = nibbles<kLanes, V>(words, kAwqShift);
+    } else {
+      codes = (load_vector<U>(words + V * kLanes) >> shift) & 0xfu;
+    }
+    const F q = __builtin_convertvector(reinterpret_cast<I>(codes), F);
+    return q * load_vector<F>(scratch.column_scale + V * kLanes) +
+           load_vector<F>(scratch.column_offset + V * kLanes);
+  }
+
+  template <int kLanes, int... V>
+  AXRT_CPU_INLINE void decode_row(const uint32_t* words, uint32_t shift, float* __restrict dst,
+                                  std::integer_sequence<int, V...>) const {
+    (store_vector(dst + V * kLanes, weights<kLanes, V>(words, shift)), ...);
+  }
+
+  // The k-major engine's source: rows [k0, k0 + kb) decoded into `panel`.
+  template <int kLanes>
+  AXRT_CPU_INLINE void rows(uint64_t k0, int kb, float* panel, const float** b,
+                            uint64_t* ldb) const {
+    alignas(64) uint32_t padded[kTile];
+    int k = 0;
+    while (k < kb) {
+      const uint64_t g = (k0 + k) / args.group_size;
+      const int k_end = static_cast<int>(std::min<uint64_t>(kb, (g + 1) * args.group_size - k0));
+      load_group<kLanes>(g);
+      for (; k < k_end; ++k) {
+        uint32_t shift;
+        const uint32_t* words = row_words(k0 + k, &shift, padded);
+        decode_row<kLanes>(words, shift, panel + k * kTile,
+                           std::make_integer_sequence<int, kTile / kLanes>{});
+      }
+    }
+    *b = panel;
+    *ldb = kTile;
+  }
+
+  // Fused: columns [V0 kLanes, (V0 + NV) kLanes) of scratch.c rows [0, MR)
+  // = x rows . W, each weight row decoded in registers.
+  template <int kLanes, int MR, int V0, int... J>
+  AXRT_CPU_INLINE void fused_pass(const float* __restrict x, std::integer_sequence<int, J...>) const {
+    using F = typename Simd<kLanes>::F;
+    constexpr int NV = sizeof...(J);
+    const uint64_t K = args.K;
+    const uint64_t group_size = args.group_size;
+    alignas(64) uint32_t padded[kTile];
+    F acc[MR][NV];
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) acc[m][j] = F{};
+    }
+    for (uint64_t g0 = 0; g0 < K; g0 += group_size) {
+      load_group<kLanes>(g0 / group_size);
+      for (uint64_t k = g0; k < g0 + group_size; ++k) {
+        uint32_t shift;
+        const uint32_t* words = row_words(k, &shift, padded);
+        const F w[NV] = {weights<kLanes, V0 + J>(words, shift)...};
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) {
+          const float xm = x[m * K + k];
+#pragma GCC unroll 8
+          for (int j = 0; j < NV; ++j) acc[m][j] += xm * w[j];
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+      for (int j = 0; j < NV; ++j) store_vector(scratch.c + m * kTile + (V0 + j) * kLanes, acc[m][j]);
+    }
+  }
+
+  template <int kLanes, int MR, int... P>
+  AXRT_CPU_INLINE void fused_passes(const float* x, std::integer_sequence<int, P...>) const {
+    constexpr int NV = skinny_vectors<kLanes>(MR);
+    (fused_pass<kLanes, MR, P * NV>(x, std::make_integer_sequence<int, NV>{}), ...);
+  }
+
+  template <int kLanes, int MR>
+  AXRT_CPU_INLINE void fused(const float* x) const {
+    constexpr int NV = skinny_vectors<kLanes>(MR);
+    fused_passes<kLanes, MR>(x, std::make_integer_sequence<int, kTile / kLanes / NV>{});
+  }
+};
+
 template <Int4Format kFormat>
 struct MatmulInt4Body {
   template <int kLanes>
   AXRT_CPU_INLINE static void run(const MatmulInt4Args* args, const Tile* tile,
-                                  TileScratch* scratch) {
-    const PackInt4<kFormat> pack{*args, *tile, *scratch};
-    accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch);
+                                  TileScratch* scratch, const MatmulTuning* tuning) {
+    const Int4Rows<kFormat> source{*args, *tile, *scratch};
+    const float* x = args->x + tile->m0 * args->K;
+    if (args->K == 0 && tile->rows <= kSkinnyMaxRows) {
+      std::memset(scratch->c, 0, sizeof(float) * tile->rows * kTile);
+    } else if (tile->rows <= Int4Rows<kFormat>::kMaxFusedRows) {
+      switch (tile->rows) {
+        case 1: source.template fused<kLanes, 1>(x); break;
+        case 2: source.template fused<kLanes, 2>(x); break;
+        case 3: source.template fused<kLanes, 3>(x); break;
+        default: source.template fused<kLanes, 4>(x); break;
+      }
+    } else if (tile->rows <= kSkinnyMaxRows) {
+      skinny_kmajor_tile<kLanes>(args->x, args->K, *tile, source, *scratch, tuning->skinny);
+    } else {
+      const PackInt4<kFormat> pack{*args, *tile, *scratch};
+      accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch, tuning->gemm);
+    }
     store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/false);
   }
 };
@@ -220,7 +439,8 @@ axrt_kernel_result_t matmul_int4(const char* name, const void* raw_args,
   }
   Tile tile;
   if (!locate_tile(workgroup, args->M, args->N, &tile)) return AXRT_KERNEL_OK;
-  run_dispatched<MatmulInt4Body<kFormat>>(args, &tile, &tile_scratch());
+  const MatmulIsa isa = matmul_isa();
+  run_matmul_isa<MatmulInt4Body<kFormat>>(isa, args, &tile, &tile_scratch(), &matmul_tuning(isa));
   return AXRT_KERNEL_OK;
 }
 
@@ -265,10 +485,10 @@ struct PackFp8 {
 struct MatmulFp8Body {
   template <int kLanes>
   AXRT_CPU_INLINE static void run(const MatmulFp8Args* args, const Tile* tile,
-                                  TileScratch* scratch) {
+                                  TileScratch* scratch, const MatmulTuning* tuning) {
     const PackFp8 pack{*args, *tile, args->block_n != 0 ? args->block_n : args->N,
                        args->block_k != 0 ? args->block_k : args->K};
-    accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch);
+    accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch, tuning->gemm);
     store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/false);
   }
 };
@@ -277,7 +497,8 @@ axrt_kernel_result_t matmul_fp8(const void* raw_args, const axrt_kernel_workgrou
   const auto* args = static_cast<const MatmulFp8Args*>(raw_args);
   Tile tile;
   if (!locate_tile(workgroup, args->M, args->N, &tile)) return AXRT_KERNEL_OK;
-  run_dispatched<MatmulFp8Body>(args, &tile, &tile_scratch());
+  const MatmulIsa isa = matmul_isa();
+  run_matmul_isa<MatmulFp8Body>(isa, args, &tile, &tile_scratch(), &matmul_tuning(isa));
   return AXRT_KERNEL_OK;
 }
 
@@ -292,7 +513,8 @@ extern "C" axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,
   const auto* a = static_cast<const MatmulInt8Args*>(args);
   Tile tile;
   if (!locate_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
-  run_dispatched<MatmulInt8Body>(a, &tile, &tile_scratch());
+  const MatmulIsa isa = matmul_isa();
+  run_matmul_isa<MatmulInt8Body>(isa, a, &tile, &tile_scratch(), &matmul_tuning(isa));
   return AXRT_KERNEL_OK;
 }
 

@@ -4,3 +4,6 @@
 #include "matmul.cu"
 #include "matmul_int4.cu"
 #include "rowwise.cu"
+#include "transformer.cu"
+#include "attention.cu"
+#include "sampling.cu"

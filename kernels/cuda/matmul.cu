@@ -1,4 +1,4 @@
-// Matmuls on f32, int8 and fp8 weights (docs/kernels.md, "Matrix
+// Matmuls on f32, bf16, int8 and fp8 weights (docs/kernels.md, "Matrix
 // multiplication"); the tiling is matmul_tile.cuh's.
 #include "matmul_tile.cuh"
 
@@ -20,6 +20,28 @@ struct F32Weights {
       const uint64_t k = k0 + kk;
       const uint64_t n = n0 + c;
       tile[kk][c] = (k < K && n < N) ? w[k * N + n] : 0.0f;
+    }
+  }
+};
+
+// w bf16 [N, K] (raw 16-bit patterns, the [out, in] layout): W[k][n] is
+// w[n][k] widened, exactly (bf16 is the top half of an f32). A half-warp
+// reads 16 consecutive k of one output channel.
+struct Bf16Weights {
+  const uint16_t* __restrict__ w;
+  uint64_t N;
+  uint64_t K;
+
+  __device__ __forceinline__ void operator()(WeightTile& tile, uint64_t k0, uint64_t n0) const {
+#pragma unroll
+    for (unsigned l = 0; l < kTileK * kTileMN / kBlockThreads; ++l) {
+      const unsigned idx = threadIdx.x + l * kBlockThreads;
+      const unsigned c = idx / kTileK;
+      const unsigned kk = idx % kTileK;
+      const uint64_t k = k0 + kk;
+      const uint64_t n = n0 + c;
+      tile[kk][c] =
+          (k < K && n < N) ? __uint_as_float(static_cast<uint32_t>(w[n * K + k]) << 16) : 0.0f;
     }
   }
 };
@@ -91,6 +113,13 @@ extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_f32(const float* x, const float* w, const float* bias, float* y, uint64_t M,
                     uint64_t N, uint64_t K) {
   axrt_cuda::matmul_tile(x, bias, y, M, N, K, axrt_cuda::F32Weights{w, N, K});
+}
+
+// bf16 weights [N, K], no quantization layout.
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_matmul_bf16_f32(const float* x, const uint16_t* w, const float* bias, float* y,
+                         uint64_t M, uint64_t N, uint64_t K) {
+  axrt_cuda::matmul_tile(x, bias, y, M, N, K, axrt_cuda::Bf16Weights{w, N, K});
 }
 
 // Layout int8.per_channel.

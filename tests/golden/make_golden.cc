@@ -2,10 +2,10 @@
 // API only. Not run by the tests: the files it wrote are committed under
 // tests/golden/v<version>/ and must keep loading forever (README.md).
 //
-//   axrt_make_golden [--version 1.0|1.1] OUTPUT_DIR
+//   axrt_make_golden [--version 1.0|1.1|1.2] OUTPUT_DIR
 //
 // Each version's set holds the files added with that version (1.1: kernel
-// variants); the default is the newest. Today's writer stamps every file with
+// variants, 1.2: mutable inputs); the default is the newest. Today's writer stamps every file with
 // the newest minor, so rerunning an older set does not reproduce its
 // committed bytes: released directories are never regenerated.
 #include <cstdint>
@@ -444,6 +444,38 @@ void kernel_variants(const std::string& dir) {
   write(b, dir, "kernel_variants.axe");
 }
 
+// ---------------------------------------------------------------------------
+// Format 1.2
+// ---------------------------------------------------------------------------
+
+// Mutable inputs: a function that updates its state in place, written by a
+// dispatch (a WRITE parameter), a fill and a copy, beside an ordinary input
+// and output. The file requires "mutable-inputs.v1" (added by the builder).
+void mutable_inputs(const std::string& dir) {
+  AxeBuilder b(kProducer, "1.2");
+  const uint32_t library = add_kernel_library(b);
+  const uint32_t add = b.AddKernel("add", library, "axrt_add_f32",
+                                   {BufferParam("a"), BufferParam("b"),
+                                    BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+                                    ScalarParam("n", AXRT_AXE_DTYPE_UINT64)},
+                                   {64, 1, 1});
+  // step(state: mutable f32[1024], x: f32[1024], last: mutable f32[1024])
+  //   -> (y: f32[1024]): state += x; y = state; last = 0; last = x.
+  Sig state{"state", AXRT_AXE_DTYPE_FLOAT32, {Fixed(1024)}};
+  state.is_mutable = true;
+  Sig last{"last", AXRT_AXE_DTYPE_FLOAT32, {Fixed(1024)}};
+  last.is_mutable = true;
+  const uint32_t step =
+      b.AddFunction("step", {}, {state, {"x", AXRT_AXE_DTYPE_FLOAT32, {Fixed(1024)}}, last},
+                    {{"y", AXRT_AXE_DTYPE_FLOAT32, {Fixed(1024)}}});
+  b.Dispatch(step, add, {Lit(1)},
+             {BindInput(0), BindInput(1), BindInput(0), BindScalar(Lit(1024))});
+  b.Copy(step, BindInput(0), /*src_offset=*/{}, BindOutput(0), /*dst_offset=*/{}, Lit(4096));
+  b.Fill(step, BindInput(2), /*offset=*/{}, Lit(4096), 0, 4);
+  b.Copy(step, BindInput(1), /*src_offset=*/{}, BindInput(2), /*dst_offset=*/{}, Lit(4096));
+  write(b, dir, "mutable_inputs.axe");
+}
+
 void write_v1_0(const std::string& dir) {
   code_objects(dir);
   int8_per_channel(dir);
@@ -460,25 +492,29 @@ void write_v1_0(const std::string& dir) {
 
 void write_v1_1(const std::string& dir) { kernel_variants(dir); }
 
+void write_v1_2(const std::string& dir) { mutable_inputs(dir); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string version = "1.1";
+  std::string version = "1.2";
   int next = 1;
   if (argc == 4 && std::strcmp(argv[1], "--version") == 0) {
     version = argv[2];
     next = 3;
   }
-  if (argc != next + 1 || (version != "1.0" && version != "1.1")) {
-    std::fprintf(stderr, "usage: %s [--version 1.0|1.1] OUTPUT_DIR\n", argv[0]);
+  if (argc != next + 1 || (version != "1.0" && version != "1.1" && version != "1.2")) {
+    std::fprintf(stderr, "usage: %s [--version 1.0|1.1|1.2] OUTPUT_DIR\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[next];
   try {
     if (version == "1.0") {
       write_v1_0(dir);
-    } else {
+    } else if (version == "1.1") {
       write_v1_1(dir);
+    } else {
+      write_v1_2(dir);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "axrt_make_golden: %s\n", e.what());

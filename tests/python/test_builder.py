@@ -59,10 +59,10 @@ def expect_error(cls, *fragments):
 # Writing files
 
 
-def test_empty_builder_writes_a_format_1_1_file():
+def test_empty_builder_writes_a_format_1_2_file():
     data = Builder().to_bytes()
     assert data[:8] == MAGIC
-    assert struct.unpack_from("<HH", data, 8) == (1, 1)
+    assert struct.unpack_from("<HH", data, 8) == (1, 2)
     assert struct.unpack_from("<Q", data, 48)[0] == len(data)
 
 

@@ -48,8 +48,9 @@ def test_functions_by_attribute_and_item(elementwise):
     assert elementwise.both.signature.startswith("both(a: f32[n], b: f32[n]) -> (sum: f32[n], product: f32[n])")
     assert elementwise.main.signature in repr(elementwise)
     assert elementwise.main.signature in repr(elementwise.main)
-    assert elementwise.main.inputs == [{"name": "a", "dtype": "f32", "shape": ("n",)},
-                                       {"name": "b", "dtype": "f32", "shape": ("n",)}]
+    assert elementwise.main.inputs == [
+        {"name": "a", "dtype": "f32", "shape": ("n",), "mutable": False},
+        {"name": "b", "dtype": "f32", "shape": ("n",), "mutable": False}]
     with pytest.raises(AttributeError, match="has no function 'nope' .it has: main, both"):
         elementwise.nope
     assert not hasattr(elementwise, "nope")

@@ -231,6 +231,7 @@ uint32_t AxeBuilder::AddFunction(const std::string& name, const std::vector<Symb
       c.dtype = sig.dtype;
       c.rank = sig.dims.size();
       c.dims = dims.back().data();
+      c.flags = sig.is_mutable ? AXRT_AXE_TENSOR_SIG_FLAG_MUTABLE : 0;
       out.push_back(c);
     }
     return out;

@@ -78,6 +78,8 @@ struct Sig {
   std::string name;
   axrt_axe_dtype_t dtype = AXRT_AXE_DTYPE_FLOAT32;
   std::vector<Dim> dims;
+  // Format 1.2, inputs only: written in place by the function.
+  bool is_mutable = false;
 };
 
 struct SymbolDecl {

@@ -1,9 +1,14 @@
 // The .axe builder through its C API: every field round-trips through the
-// verifying reader, output is deterministic, and errors name their cause.
+// verifying reader, output is deterministic, and errors name their cause;
+// constants whose bytes come from a source are streamed into the file, a
+// piece at a time, without the builder ever holding them.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,9 +20,12 @@
 #include <catch2/catch.hpp>
 
 #include "axrt/axrt.h"
+#include "format/builder.h"
 #include "format/reader.h"
+#include "format/writer.h"
 #include "tests/support/axe_test_builder.h"
 #include "tests/unit/status_check.h"
+#include "tests/unit/subprocess.h"
 
 namespace {
 
@@ -211,7 +219,7 @@ TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
   const axe::Executable& exe = file->metadata();
 
   CHECK(file->header().format_major == 1);
-  CHECK(file->header().format_minor == 1);
+  CHECK(file->header().format_minor == 2);
   REQUIRE(exe.producer());
   CHECK(exe.producer()->name()->str() == "axe_builder_test");
   CHECK(exe.producer()->version()->str() == "3.1.4");
@@ -880,6 +888,275 @@ TEST_CASE("a declared kernel layout must match the bound constant's", "[axe_buil
   INFO(refused.message);
   REQUIRE(refused.code != AXRT_STATUS_CODE_OK);
   CHECK(refused.message.find("dequantized_type") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// Constants read from a source while the file is written
+// ---------------------------------------------------------------------------
+
+// The byte at `offset` of the test sources' data.
+uint8_t SourceByte(uint64_t offset) {
+  return static_cast<uint8_t>((offset * 2654435761u) >> 13);
+}
+
+// Produces SourceByte() data and records every read: the largest piece,
+// that pieces come in order and whole, and how many bytes were read.
+class CountingSource final : public axe::ByteSource {
+ public:
+  explicit CountingSource(uint64_t size) : size_(size) {}
+  uint64_t size() const noexcept override { return size_; }
+  axrt_status_t read(uint64_t offset, std::span<uint8_t> out) override {
+    ++reads;
+    in_order &= offset == next_offset;
+    next_offset = offset + out.size();
+    if (next_offset == size_) next_offset = 0;  // the next write starts again
+    largest = std::max<uint64_t>(largest, out.size());
+    bytes_read += out.size();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = SourceByte(offset + i);
+    return nullptr;
+  }
+
+  uint64_t reads = 0;
+  uint64_t largest = 0;
+  uint64_t bytes_read = 0;
+  uint64_t next_offset = 0;
+  bool in_order = true;
+
+ private:
+  uint64_t size_;
+};
+
+std::filesystem::path ScratchDir(const char* name) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / (std::string(name) + "." + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<uint8_t> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+}
+
+axe::ConstantT DenseBytes(const char* name, uint64_t size) {
+  axe::ConstantT constant;
+  constant.name = name;
+  constant.dtype = axe::DType::UINT8;
+  constant.shape = {size};
+  return constant;
+}
+
+TEST_CASE("a constant from a source is streamed a piece at a time", "[axe_builder][stream]") {
+  // Three and a half chunks, between two small constants held in memory.
+  const uint64_t size = 3 * axe::kStreamChunkSize + axe::kStreamChunkSize / 2 + 12345;
+  auto source = std::make_shared<CountingSource>(size);
+  axe::Builder builder("axe_builder_test", "1");
+  uint32_t index = 0;
+  const std::vector<uint8_t> small = Filler(100, 3);
+  REQUIRE_CALL_OK(builder.add_constant(DenseBytes("before", small.size()), small, &index));
+  REQUIRE_CALL_OK(builder.add_constant(DenseBytes("streamed", size), source, &index));
+  CHECK(index == 1);
+  REQUIRE_CALL_OK(builder.add_constant(DenseBytes("after", small.size()), small, &index));
+  CHECK(source->reads == 0);  // nothing is read before a write
+
+  const std::filesystem::path dir = ScratchDir("axe_builder_stream");
+  const std::string path = (dir / "streamed.axe").string();
+  REQUIRE_CALL_OK(builder.write_file(path));
+  CHECK(source->in_order);
+  CHECK(source->bytes_read == size);
+  CHECK(source->largest <= axe::kStreamChunkSize);
+  CHECK(source->largest < size);
+  CHECK(source->reads == (size + axe::kStreamChunkSize - 1) / axe::kStreamChunkSize);
+  CHECK(std::distance(std::filesystem::directory_iterator(dir),
+                      std::filesystem::directory_iterator()) == 1);
+
+  // The file holds the source's bytes where the metadata says, and the
+  // same bytes as the file built in memory, and as one whose constant was
+  // copied in.
+  const std::vector<uint8_t> disk = ReadAll(path);
+  auto file = Open(disk);
+  const axe::Constant* streamed = file->metadata().constants()->Get(1);
+  const std::span<const uint8_t> data = file->range_bytes(*streamed->data());
+  REQUIRE(data.size() == size);
+  bool same = true;
+  for (uint64_t i = 0; i < size; ++i) same &= data[i] == SourceByte(i);
+  CHECK(same);
+  std::vector<uint8_t> memory;
+  REQUIRE_CALL_OK(builder.finish(&memory));
+  CHECK(memory == disk);
+  CHECK(source->bytes_read == 2 * size);
+
+  std::vector<uint8_t> copied_bytes(data.begin(), data.end());
+  axe::Builder copied("axe_builder_test", "1");
+  REQUIRE_CALL_OK(copied.add_constant(DenseBytes("before", small.size()), small, &index));
+  REQUIRE_CALL_OK(copied.add_constant(DenseBytes("streamed", size), copied_bytes, &index));
+  REQUIRE_CALL_OK(copied.add_constant(DenseBytes("after", small.size()), small, &index));
+  std::vector<uint8_t> copied_file;
+  REQUIRE_CALL_OK(copied.finish(&copied_file));
+  CHECK(copied_file == disk);
+  std::filesystem::remove_all(dir);
+}
+
+// The C callback of the tests below: SourceByte() data, or a failure at
+// `fail_at`; counts its calls and releases.
+struct CallbackState {
+  uint64_t fail_at = UINT64_MAX;
+  int reads = 0;
+  int released = 0;
+
+  static axrt_status_t Read(void* user_data, uint64_t offset, void* dst, uint64_t size) {
+    auto* self = static_cast<CallbackState*>(user_data);
+    ++self->reads;
+    if (offset + size > self->fail_at) {
+      return axrt_status_create(AXRT_STATUS_CODE_DATA_LOSS, "the checkpoint is truncated");
+    }
+    auto* out = static_cast<uint8_t*>(dst);
+    for (uint64_t i = 0; i < size; ++i) out[i] = SourceByte(offset + i);
+    return nullptr;
+  }
+  static void Release(void* user_data) { ++static_cast<CallbackState*>(user_data)->released; }
+};
+
+uint32_t AddSourceConstant(axrt_axe_builder_t builder, const char* name, uint64_t size,
+                           CallbackState* state) {
+  const uint64_t shape[] = {size / 4};
+  axrt_axe_constant_desc_t desc = AXRT_AXE_CONSTANT_DESC_INIT;
+  desc.name = name;
+  desc.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  desc.rank = 1;
+  desc.shape = shape;
+  axrt_axe_data_source_t source = AXRT_AXE_DATA_SOURCE_INIT;
+  source.size = size;
+  source.read = &CallbackState::Read;
+  source.release = &CallbackState::Release;
+  source.user_data = state;
+  uint32_t index = 99;
+  REQUIRE_CALL_OK(axrt_axe_builder_add_constant_from_source(builder, &desc, &source, &index));
+  return index;
+}
+
+TEST_CASE("the C API reads a constant through a callback while writing",
+          "[axe_builder][stream]") {
+  CallbackState state;
+  const std::filesystem::path dir = ScratchDir("axe_builder_callback");
+  const std::string path = (dir / "callback.axe").string();
+  {
+    AxeBuilder builder;
+    builder.AddConstant("bias", AXRT_AXE_DTYPE_FLOAT32, {4}, Filler(16, 1));
+    CHECK(AddSourceConstant(builder.get(), "w", 1 << 20, &state) == 1);
+    CHECK(state.reads == 0);
+    REQUIRE_CALL_OK(axrt_axe_builder_write_file(builder.get(), path.c_str()));
+    CHECK(state.reads == 1);  // 1 MiB: one piece
+    const std::vector<uint8_t> disk = ReadAll(path);
+    CHECK(builder.Bytes() == disk);
+    CHECK(state.reads == 2);
+    auto file = Open(disk);
+    const std::span<const uint8_t> data =
+        file->range_bytes(*file->metadata().constants()->Get(1)->data());
+    REQUIRE(data.size() == 1 << 20);
+    CHECK(data[12345] == SourceByte(12345));
+    CHECK(state.released == 0);
+  }
+  // Released once, with the builder.
+  CHECK(state.released == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a failing source fails the write and leaves no file behind",
+          "[axe_builder][stream]") {
+  CallbackState state;
+  state.fail_at = 6 << 20;  // the second piece fails
+  const std::filesystem::path dir = ScratchDir("axe_builder_failing");
+  const std::string path = (dir / "model.axe").string();
+  // An older file at the destination stays as it was.
+  std::ofstream(path, std::ios::binary) << "previous";
+  AxeBuilder builder;
+  AddSourceConstant(builder.get(), "layers.0.w", 8 << 20, &state);
+  REQUIRE_CALL_FAILS(axrt_axe_builder_write_file(builder.get(), path.c_str()),
+                     AXRT_STATUS_CODE_DATA_LOSS, "axrt_axe_builder_write_file",
+                     "constant 'layers.0.w'", "the checkpoint is truncated", "[4194304, 8388608)");
+  CHECK(state.reads == 2);
+  const std::vector<uint8_t> left = ReadAll(path);
+  CHECK(std::string(left.begin(), left.end()) == "previous");
+  CHECK(std::distance(std::filesystem::directory_iterator(dir),
+                      std::filesystem::directory_iterator()) == 1);
+  void* data = reinterpret_cast<void*>(0x1);
+  size_t size = 7;
+  REQUIRE_CALL_FAILS(axrt_axe_builder_write_memory(builder.get(), &data, &size),
+                     AXRT_STATUS_CODE_DATA_LOSS, "constant 'layers.0.w'");
+  CHECK(data == reinterpret_cast<void*>(0x1));
+  CHECK(size == 7);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a file the reader refuses reads no source", "[axe_builder][stream]") {
+  CallbackState state;
+  AxeBuilder builder;
+  AddSourceConstant(builder.get(), "w", 4096, &state);
+  // A kernel library whose target names no host: refused when written.
+  builder.AddLibrary("axrt.cpu", 1, "not-a-target");
+  const std::filesystem::path dir = ScratchDir("axe_builder_refused_source");
+  const std::string path = (dir / "refused.axe").string();
+  REQUIRE_CALL_FAILS(axrt_axe_builder_write_file(builder.get(), path.c_str()),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "reader refuses", "not-a-target");
+  CHECK(state.reads == 0);
+  CHECK(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+// Run alone, in a process of its own (below): 256 MiB of weights from a
+// source are written while the process may not allocate 128 MiB more.
+TEST_CASE("stream 256 MiB under a memory limit", "[.stream-256mib]") {
+  constexpr uint64_t kSize = uint64_t{256} << 20;
+  const std::filesystem::path dir = ScratchDir("axe_builder_256mib");
+  const std::string path = (dir / "big.axe").string();
+  axe::Builder builder("axe_builder_test", "1");
+  auto source = std::make_shared<CountingSource>(kSize);
+  uint32_t index = 0;
+  REQUIRE_CALL_OK(builder.add_constant(DenseBytes("big", kSize), source, &index));
+
+  // From here on, private writable memory (the heap, anonymous mappings)
+  // may grow by 128 MiB at most; mapping the written file read-only, as the
+  // verification does, is not counted.
+  uint64_t data_kib = 0;
+  {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmData:", 0) == 0) data_kib = std::strtoull(line.c_str() + 7, nullptr, 10);
+    }
+  }
+  REQUIRE(data_kib > 0);
+  rlimit limit{};
+  REQUIRE(getrlimit(RLIMIT_DATA, &limit) == 0);
+  limit.rlim_cur = data_kib * 1024 + (uint64_t{128} << 20);
+  REQUIRE(setrlimit(RLIMIT_DATA, &limit) == 0);
+  // The limit bites: a copy of the constant cannot be made.
+  void* whole = std::malloc(kSize);
+  const bool limited = whole == nullptr;
+  std::free(whole);
+  if (!limited) std::exit(77);
+
+  REQUIRE_CALL_OK(builder.write_file(path));
+  CHECK(source->bytes_read == kSize);
+  CHECK(source->largest <= axe::kStreamChunkSize);
+  CHECK(std::filesystem::file_size(path) > kSize);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("writing a 256 MiB constant from a source needs no memory for it",
+          "[axe_builder][stream]") {
+  if (!axrt_test::kCanLimitAddressSpace) {
+    WARN("sanitizers reserve memory up front; the limit cannot be set here");
+    return;
+  }
+  INFO("run with \"[.stream-256mib]\" for the child's report");
+  const int status = axrt_test::RunSelf("[.stream-256mib]", 120);
+  if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+    WARN("this kernel does not count anonymous mappings against RLIMIT_DATA; not checked");
+    return;
+  }
+  CHECK(axrt_test::ExitedCleanly(status));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -25,10 +26,12 @@ struct StatusFree {
 };
 using Status = std::unique_ptr<axrt_status_s, StatusFree>;
 
-std::unique_ptr<axe::AxeFile> Open(const std::string& version, const std::string& name) {
+std::unique_ptr<axe::AxeFile> Open(const std::string& version, const std::string& name,
+                                   uint16_t reader_minor = axe::kFormatMinor) {
   const std::string path = std::string(AXRT_GOLDEN_DIR) + "/" + version + "/" + name;
   axe::ReadOptions options;
   options.verify_checksums = true;
+  options.reader_minor = reader_minor;
   std::unique_ptr<axe::AxeFile> file;
   Status status(axe::AxeFile::open_file(path, options, &file));
   INFO(path << ": " << (status ? axrt_status_message(status.get()) : "OK"));
@@ -104,6 +107,35 @@ TEST_CASE("every golden file of format 1.1 is listed here", "[golden]") {
     CHECK(file->header().format_minor == 1);
     CHECK(file->metadata().producer()->name()->str() == "axrt_make_golden");
     CHECK(file->metadata().producer()->version()->str() == "1.1");
+  }
+}
+
+TEST_CASE("every golden file of format 1.2 is listed here", "[golden]") {
+  const std::vector<std::string> expected = {"mutable_inputs.axe"};
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(AXRT_GOLDEN_DIR) + "/v1.2")) {
+    if (entry.path().extension() == ".axe") found.push_back(entry.path().filename().string());
+  }
+  std::sort(found.begin(), found.end());
+  CHECK(found == expected);
+  for (const std::string& name : found) {
+    auto file = Open("v1.2", name);
+    CHECK(file->header().format_major == 1);
+    CHECK(file->header().format_minor == 2);
+    CHECK(file->metadata().producer()->name()->str() == "axrt_make_golden");
+    CHECK(file->metadata().producer()->version()->str() == "1.2");
+  }
+}
+
+TEST_CASE("readers acting as older versions still read the older golden files", "[golden]") {
+  for (const auto& [version, minor] :
+       {std::pair<std::string, uint16_t>{"v1.0", 0}, {"v1.0", 1}, {"v1.1", 1}}) {
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::string(AXRT_GOLDEN_DIR) + "/" + version)) {
+      if (entry.path().extension() != ".axe") continue;
+      INFO(version << " read as 1." << minor);
+      Open(version, entry.path().filename().string(), minor);
+    }
   }
 }
 
@@ -411,6 +443,68 @@ TEST_CASE("golden v1.1 kernel_variants.axe", "[golden]") {
   CHECK(dispatch->kernel() == 0);
   CHECK(dispatch->bindings()->size() == 3);
   CHECK(dispatch->workgroup_count_x()->ops()->Get(0)->operand() == 4);
+}
+
+// ---------------------------------------------------------------------------
+// Format 1.2
+// ---------------------------------------------------------------------------
+
+TEST_CASE("golden v1.2 mutable_inputs.axe", "[golden]") {
+  auto file = Open("v1.2", "mutable_inputs.axe");
+  const axe::Executable& exe = file->metadata();
+  REQUIRE(exe.required_features() != nullptr);
+  REQUIRE(exe.required_features()->size() == 1);
+  CHECK(exe.required_features()->Get(0)->str() == "mutable-inputs.v1");
+  REQUIRE(exe.functions()->size() == 1);
+  const axe::Function* step = exe.functions()->Get(0);
+  CHECK(step->name()->str() == "step");
+  REQUIRE(step->inputs()->size() == 3);
+  CHECK(step->inputs()->Get(0)->name()->str() == "state");
+  CHECK(step->inputs()->Get(0)->mutable_());
+  CHECK_FALSE(step->inputs()->Get(1)->mutable_());
+  CHECK(step->inputs()->Get(2)->name()->str() == "last");
+  CHECK(step->inputs()->Get(2)->mutable_());
+  REQUIRE(step->outputs()->size() == 1);
+  CHECK_FALSE(step->outputs()->Get(0)->mutable_());
+
+  // Every command writes a mutable input or reads one: the WRITE parameter
+  // of the dispatch, the copy out of it, the fill and the copy into it.
+  REQUIRE(step->commands()->size() == 4);
+  const auto* dispatch = step->commands()->GetAs<axe::DispatchCommand>(0);
+  REQUIRE(dispatch != nullptr);
+  CHECK(exe.kernels()->Get(dispatch->kernel())->params()->Get(2)->access() ==
+        axe::Access::WRITE);
+  CHECK(dispatch->bindings()->Get(2)->kind() == axe::BindingKind::INPUT);
+  CHECK(dispatch->bindings()->Get(2)->index() == 0);
+  const auto* fill = step->commands()->GetAs<axe::FillCommand>(2);
+  REQUIRE(fill != nullptr);
+  CHECK(fill->target()->kind() == axe::BindingKind::INPUT);
+  CHECK(fill->target()->index() == 2);
+  const auto* copy = step->commands()->GetAs<axe::CopyCommand>(3);
+  REQUIRE(copy != nullptr);
+  CHECK(copy->dst()->kind() == axe::BindingKind::INPUT);
+  CHECK(copy->dst()->index() == 2);
+}
+
+TEST_CASE("a reader of format 1.1 refuses the 1.2 file, naming the feature", "[golden]") {
+  CHECK(axe::known_features(1).size() == 5);
+  CHECK(std::find(axe::known_features(1).begin(), axe::known_features(1).end(),
+                  "mutable-inputs.v1") == axe::known_features(1).end());
+  for (uint16_t minor : {uint16_t{0}, uint16_t{1}}) {
+    INFO("read as 1." << minor);
+    const std::string path = std::string(AXRT_GOLDEN_DIR) + "/v1.2/mutable_inputs.axe";
+    axe::ReadOptions options;
+    options.reader_minor = minor;
+    std::unique_ptr<axe::AxeFile> file;
+    Status status(axe::AxeFile::open_file(path, options, &file));
+    REQUIRE(status != nullptr);
+    CHECK(axrt_status_code(status.get()) == AXRT_STATUS_CODE_UNIMPLEMENTED);
+    const std::string message = axrt_status_message(status.get());
+    INFO(message);
+    CHECK(message.find("requires feature 'mutable-inputs.v1'") != std::string::npos);
+    CHECK(message.find("does not understand") != std::string::npos);
+    CHECK(file == nullptr);
+  }
 }
 
 }  // namespace

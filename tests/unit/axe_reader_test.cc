@@ -1607,6 +1607,75 @@ TEST_CASE("functions: a parameter's declared layout matches the constant bound t
   expect_accepted([](Model& m) { m.kernel(kGemmInt8).params[1]->layout->scale->constant = -1; });
 }
 
+TEST_CASE("functions: mutable inputs (format 1.2) may be written") {
+  const auto mutable_x = [](Model& m) {
+    m.function().inputs[0]->mutable_ = true;
+    m.exe.required_features.push_back("mutable-inputs.v1");
+  };
+  // A READ_WRITE parameter, a copy destination and a fill target.
+  expect_accepted([&](Model& m) {
+    mutable_x(m);
+    m.dispatch(6).bindings[1] = bind(BindingKind::INPUT, 0);
+    m.copy().dst = bind(BindingKind::INPUT, 0);
+    m.fill().target = bind(BindingKind::INPUT, 0);
+  });
+  // The flag needs the feature, so that older readers refuse the file.
+  expect_refused([](Model& m) { m.function().inputs[0]->mutable_ = true; }, kInvalid,
+                 {"function 0 'main': input 0 'x' is mutable, but required_features does not "
+                  "list 'mutable-inputs.v1'"});
+  // Outputs are written anyway; the flag is refused there.
+  expect_refused(
+      [&](Model& m) {
+        mutable_x(m);
+        m.function().outputs[0]->mutable_ = true;
+      },
+      kInvalid, {"function 0 'main': output 0 'y' is marked mutable; only inputs can be"});
+  // Another input stays read-only.
+  expect_refused(
+      [&](Model& m) {
+        mutable_x(m);
+        auto other = std::make_unique<TensorSigT>();
+        other->name = "z";
+        other->dtype = DType::FLOAT32;
+        other->shape.push_back(dim(4));
+        m.function().inputs.push_back(std::move(other));
+        m.copy().dst = bind(BindingKind::INPUT, 1);
+      },
+      kInvalid, {"command 2 (copy): dst: INPUT 1 is read-only and cannot be written (the input "
+                 "is not mutable)"});
+}
+
+TEST_CASE("functions: a reader acting as format 1.1 refuses mutable inputs") {
+  const auto mutable_x = [](Model& m) {
+    m.function().inputs[0]->mutable_ = true;
+    m.exe.required_features.push_back("mutable-inputs.v1");
+    m.dispatch(6).bindings[1] = bind(BindingKind::INPUT, 0);
+  };
+  ReadOptions as_1_1;
+  as_1_1.reader_minor = 1;
+  expect_refused(mutable_x, kUnimplemented,
+                 {"requires feature 'mutable-inputs.v1' (required_features[2]), which this "
+                  "reader does not understand"},
+                 as_1_1);
+  // Told the name, it still reads every input as read-only.
+  as_1_1.extra_features = {"mutable-inputs.v1"};
+  expect_refused(mutable_x, kInvalid,
+                 {"parameter 1 'out' has READ_WRITE access but is bound to read-only INPUT 0"},
+                 as_1_1);
+  // Files without mutable inputs read the same at every minor.
+  for (uint16_t minor : {uint16_t{0}, uint16_t{1}, uint16_t{2}, uint16_t{9}}) {
+    ReadOptions options;
+    options.reader_minor = minor;
+    const Opened opened = open(Model().bytes(), options);
+    INFO("1." << minor << ": " << opened.message());
+    CHECK(opened.status == nullptr);
+  }
+  CHECK(known_features(0).size() == 5);
+  CHECK(known_features(1).size() == 5);
+  CHECK(known_features(2).size() == 6);
+  CHECK(known_features().back() == "mutable-inputs.v1");
+}
+
 TEST_CASE("functions: copies") {
   expect_refused([](Model& m) { m.copy().src = scalar(literal(1)); }, kInvalid,
                  {"command 2 (copy): src: a SCALAR binding is not a buffer"});

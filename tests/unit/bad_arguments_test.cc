@@ -1529,6 +1529,87 @@ BAD_ARGUMENTS(axrt_axe_builder_add_constant) {
   CHECK(index == 77);
 }
 
+// Counts the releases of a walk's data source; reads zeros.
+struct WalkSource {
+  int released = 0;
+  static axrt_status_t Read(void*, uint64_t, void* dst, uint64_t size) {
+    std::memset(dst, 0, size);
+    return nullptr;
+  }
+  static void Release(void* user_data) { ++static_cast<WalkSource*>(user_data)->released; }
+};
+
+BAD_ARGUMENTS(axrt_axe_builder_add_constant_from_source) {
+  WalkSource walk_source;
+  {
+    AxeBuilder builder;
+    const uint64_t shape[] = {2, 4};
+    axrt_axe_constant_desc_t init = AXRT_AXE_CONSTANT_DESC_INIT;
+    init.name = "walk";
+    init.dtype = AXRT_AXE_DTYPE_UINT8;
+    init.rank = 2;
+    init.shape = shape;
+    axrt_axe_data_source_t source = AXRT_AXE_DATA_SOURCE_INIT;
+    source.size = 8;
+    source.read = &WalkSource::Read;
+    source.release = &WalkSource::Release;
+    source.user_data = &walk_source;
+    uint32_t index = 77;
+    WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+      return axrt_axe_builder_add_constant_from_source(b, &init, &source, &index);
+    });
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, nullptr, &source, &index),
+                   "desc");
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, &init, nullptr, &index),
+                   "source");
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, &init, &source, nullptr),
+                   "out_index");
+    WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_constant_desc_t* d) {
+      return axrt_axe_builder_add_constant_from_source(builder.b, d, &source, &index);
+    });
+    WalkOptions(source, /*takes_label=*/false, [&](const axrt_axe_data_source_t* s) {
+      return axrt_axe_builder_add_constant_from_source(builder.b, &init, s, &index);
+    });
+    axrt_axe_constant_desc_t desc = init;
+    const uint8_t bytes[8] = {};
+    desc.data = bytes;
+    desc.size = sizeof(bytes);
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, &desc, &source, &index),
+                   "desc->data");
+    desc = init;
+    desc.name = nullptr;
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, &desc, &source, &index),
+                   "desc->name");
+    desc = init;
+    desc.dtype = 24;
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, &desc, &source, &index),
+                   "desc->dtype");
+    axrt_axe_data_source_t bad = source;
+    bad.read = nullptr;
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, &init, &bad, &index),
+                   "source->read");
+    bad = source;
+    bad.size = 7;
+    EXPECT_INVALID(axrt_axe_builder_add_constant_from_source(builder.b, &init, &bad, &index),
+                   "needs 8 bytes");
+    CHECK(index == 77);
+    // Every refusal left the source with the caller.
+    CHECK(walk_source.released == 0);
+    EXPECT_OK(axrt_axe_builder_add_constant_from_source(builder.b, &init, &source, &index));
+    CHECK(index == 1);
+    void* data = nullptr;
+    size_t size = 0;
+    EXPECT_OK(axrt_axe_builder_write_memory(builder.b, &data, &size));
+    axrt_axe_memory_free(data);
+    desc = init;
+    EXPECT_ERROR(axrt_axe_builder_add_constant_from_source(builder.b, &desc, &source, &index),
+                 AXRT_STATUS_CODE_ALREADY_EXISTS, "'walk'");
+    CHECK(walk_source.released == 0);
+  }
+  // The builder kept the one it took, and released it with itself.
+  CHECK(walk_source.released == 1);
+}
+
 BAD_ARGUMENTS(axrt_axe_builder_add_prepacked_copy) {
   AxeBuilder builder;
   const uint8_t bytes[4] = {};
@@ -1607,10 +1688,20 @@ BAD_ARGUMENTS(axrt_axe_builder_add_function) {
   EXPECT_ERROR(axrt_axe_builder_add_function(builder.b, &desc, &index),
                AXRT_STATUS_CODE_OUT_OF_RANGE, "symbol 1");
   sig.dims = dims;
+  sig.flags = 1u << 5;
+  EXPECT_ERROR(axrt_axe_builder_add_function(builder.b, &desc, &index),
+               AXRT_STATUS_CODE_UNIMPLEMENTED, "desc->inputs[0].flags");
+  sig.flags = 0;
   desc.outputs = &sig;
   desc.output_count = 1;
   EXPECT_ERROR(axrt_axe_builder_add_function(builder.b, &desc, &index),
                AXRT_STATUS_CODE_ALREADY_EXISTS, "'x'");
+  sig.name = "y";
+  sig.flags = AXRT_AXE_TENSOR_SIG_FLAG_MUTABLE;
+  desc.inputs = nullptr;
+  desc.input_count = 0;
+  EXPECT_INVALID(axrt_axe_builder_add_function(builder.b, &desc, &index),
+                 "only inputs can be mutable");
   CHECK(index == 77);
 }
 
@@ -2125,6 +2216,39 @@ BAD_ARGUMENTS(axrt_executable_get_device) {
   EXPECT_OK(axrt_executable_get_device(walk.executable, &out));
   CHECK(out == device);
   axrt_device_release(out);
+}
+
+BAD_ARGUMENTS(axrt_executable_get_metadata) {
+  WalkExecutable walk(*this);
+  const char* key = nullptr;
+  const char* value = nullptr;
+  size_t size = 7;
+  EXPECT_INVALID(axrt_executable_get_metadata(nullptr, 0, &key, &value, &size), "executable");
+  EXPECT_INVALID(axrt_executable_get_metadata(walk.executable, 0, nullptr, &value, &size),
+                 "out_key");
+  EXPECT_INVALID(axrt_executable_get_metadata(walk.executable, 0, &key, nullptr, &size),
+                 "out_value");
+  EXPECT_INVALID(axrt_executable_get_metadata(As<axrt_executable_t>(stream), 0, &key, &value,
+                                              &size),
+                 "stream");
+  // The walk's executable carries no metadata.
+  EXPECT_ERROR(axrt_executable_get_metadata(walk.executable, 0, &key, &value, &size),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "has 0 entries");
+  CHECK(key == nullptr);
+  CHECK(value == nullptr);
+  CHECK(size == 7);
+}
+
+BAD_ARGUMENTS(axrt_executable_find_metadata) {
+  WalkExecutable walk(*this);
+  const char* value = nullptr;
+  EXPECT_INVALID(axrt_executable_find_metadata(nullptr, "k", &value, nullptr), "executable");
+  EXPECT_INVALID(axrt_executable_find_metadata(walk.executable, nullptr, &value, nullptr), "key");
+  EXPECT_INVALID(axrt_executable_find_metadata(walk.executable, "k", nullptr, nullptr),
+                 "out_value");
+  EXPECT_ERROR(axrt_executable_find_metadata(walk.executable, "model", &value, nullptr),
+               AXRT_STATUS_CODE_NOT_FOUND, "no metadata entry 'model'");
+  CHECK(value == nullptr);
 }
 
 BAD_ARGUMENTS(axrt_function_retain) {

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -26,6 +28,9 @@
 #include "axrt/kernel_abi.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/library.h"
+#include "kernels/cpu/matmul_isa.h"
+#include "kernels/cpu/matmul_tuning.h"
+#include "tests/unit/subprocess.h"
 
 namespace {
 
@@ -272,6 +277,53 @@ struct IsaScope {
   ~IsaScope() { axrt::kernels::cpu::force_baseline_isa = false; }
 };
 
+using axrt::kernels::cpu::MatmulIsa;
+
+// The matmul kernels' builds this CPU runs (and AXRT_CPU_ISA allows),
+// widest first (AVX-512, AVX2 + FMA, baseline).
+std::vector<MatmulIsa> matmul_isas() {
+  std::vector<MatmulIsa> isas;
+  const int widest = std::min(static_cast<int>(axrt::kernels::cpu::matmul_cpu_isa()),
+                              static_cast<int>(axrt::kernels::cpu::matmul_environment_isa_limit()));
+  for (int isa = widest; isa >= 0; --isa) {
+    isas.push_back(static_cast<MatmulIsa>(isa));
+  }
+  return isas;
+}
+
+// Runs the matmul kernels under one build (and the other kernels under the
+// baseline when that build is).
+struct MatmulIsaScope {
+  explicit MatmulIsaScope(MatmulIsa isa) {
+    axrt::kernels::cpu::matmul_isa_limit = static_cast<int>(isa);
+    axrt::kernels::cpu::force_baseline_isa = isa == MatmulIsa::kBaseline;
+  }
+  ~MatmulIsaScope() {
+    axrt::kernels::cpu::matmul_isa_limit = static_cast<int>(MatmulIsa::kAvx512);
+    axrt::kernels::cpu::force_baseline_isa = false;
+  }
+};
+
+const char* matmul_isa_name() {
+  return axrt::kernels::cpu::matmul_isa_name(axrt::kernels::cpu::matmul_isa());
+}
+
+// The matmul tuner's cache lives in a directory of this process's own (the
+// tuner tests point it elsewhere), so that the tests never read or write the
+// user's cache.
+struct TuningCacheForTests {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("cpu_kernels_test." + std::to_string(getpid()));
+  TuningCacheForTests() {
+    setenv("AXRT_TUNING_CACHE", (dir / "matmul_tuning.txt").c_str(), 1);
+    unsetenv("AXRT_TUNING");
+  }
+  ~TuningCacheForTests() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+} g_tuning_cache_for_tests;
+
 // ---------------------------------------------------------------------------
 // Test-side number formats, written independently of the kernels'
 // ---------------------------------------------------------------------------
@@ -330,6 +382,22 @@ uint8_t to_e4m3fn(double v) {
     }
   }
   return v < 0 ? static_cast<uint8_t>(best | 0x80) : best;
+}
+
+// The bf16 nearest to a finite float (ties to even), as its bit pattern,
+// and a pattern's value.
+uint16_t to_bf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+double bf16_value(uint16_t pattern) {
+  const uint32_t bits = static_cast<uint32_t>(pattern) << 16;
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
 }
 
 // AWQ order: element e of a word's eight sits in nibble kAwqNibble[e].
@@ -421,6 +489,25 @@ Int8Weights quantize_int8(const std::vector<float>& w_kn, uint64_t N, uint64_t K
       const double code = std::clamp(std::nearbyint(double(w_kn[k * N + n]) / scale), -127.0, 127.0);
       q.w[n * K + k] = static_cast<int8_t>(code);
       q.dequantized[k * N + n] = code * double(scale);
+    }
+  }
+  return q;
+}
+
+// bf16 [N, K] (the [out, in] layout), rounded to nearest.
+struct Bf16Weights {
+  std::vector<uint16_t> w;
+  std::vector<double> dequantized;  // [K, N]
+};
+
+Bf16Weights round_bf16(const std::vector<float>& w_kn, uint64_t N, uint64_t K) {
+  Bf16Weights q;
+  q.w.resize(std::max<uint64_t>(N * K, 1));
+  q.dequantized.resize(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) {
+      q.w[n * K + k] = to_bf16(w_kn[k * N + n]);
+      q.dequantized[k * N + n] = bf16_value(q.w[n * K + k]);
     }
   }
   return q;
@@ -587,6 +674,16 @@ TEST_CASE("every kernel of docs/kernels.md is in the table with its parameters")
   const std::vector<Param> fp8 = {
       {"x", B, 0}, {"w", B, 0}, {"scale", B, 0}, {"bias", B, 0},    {"y", B, 0},
       scalar("M"), scalar("N"), scalar("K"),     scalar("block_n"), scalar("block_k")};
+  const std::vector<Param> embedding = {{"tokens", B, 0}, {"table", B, 0}, {"out", B, 0},
+                                        scalar("T"),        scalar("H"),        scalar("V")};
+  auto attention = [&](const char* table, const char* count) {
+    return std::vector<Param>{{"qkv", B, 0},        {"positions", B, 0},  {table, B, 0},
+                              {"cache", B, 0},      {"out", B, 0},        scalar(count),
+                              scalar("heads"),      scalar("kv_heads"),   scalar("head_dim"),
+                              scalar("layer"),      scalar("num_blocks"), scalar("block_size"),
+                              scalar("max_blocks"), scalar("row_stride"),
+                              {"scale", S, AXRT_DTYPE_FLOAT32}};
+  };
   struct Expected {
     std::vector<Param> params;
     const char* quantized_param;  // the one parameter with a layout_id
@@ -619,12 +716,61 @@ TEST_CASE("every kernel of docs/kernels.md is in the table with its parameters")
         nullptr,
         nullptr}},
       {"axrt_matmul_f32", {matmul, nullptr, nullptr}},
+      {"axrt_matmul_bf16_f32", {matmul, nullptr, nullptr}},
       {"axrt_matmul_int8_pc_f32", {int8, "w", "int8.per_channel"}},
       {"axrt_matmul_awq_int4_f32", {int4, "qweight", "awq.int4.g128"}},
       {"axrt_matmul_gptq_int4_f32", {int4, "qweight", "gptq_v2.int4.g128"}},
       {"axrt_matmul_gptq_v1_int4_f32", {int4, "qweight", "gptq.int4.g128"}},
       {"axrt_matmul_fp8_e4m3_f32", {fp8, "w", "fp8.e4m3fn.per_tensor"}},
       {"axrt_matmul_fp8_e4m3_b128_f32", {fp8, "w", "fp8.e4m3fn.b128x128"}},
+      // The transformer kernels (docs/llm.md); tests/python/test_llm_kernels.py
+      // checks what they compute.
+      {"axrt_embedding_f32", {embedding, nullptr, nullptr}},
+      {"axrt_embedding_bf16", {embedding, nullptr, nullptr}},
+      {"axrt_rope_f32",
+       {{{"x", B, 0},
+         {"positions", B, 0},
+         {"inv_freq", B, 0},
+         scalar("T"),
+         scalar("heads"),
+         scalar("head_dim"),
+         scalar("row_stride"),
+         {"attention_scaling", S, AXRT_DTYPE_FLOAT32}},
+        nullptr,
+        nullptr}},
+      {"axrt_silu_mul_f32",
+       {{{"gate_up", B, 0}, {"out", B, 0}, scalar("rows"), scalar("cols")}, nullptr, nullptr}},
+      {"axrt_kv_cache_write_f32",
+       {{{"qkv", B, 0},
+         {"positions", B, 0},
+         {"block_tables", B, 0},
+         {"cache", B, 0},
+         scalar("T"),
+         scalar("tokens_per_seq"),
+         scalar("layer"),
+         scalar("num_blocks"),
+         scalar("kv_heads"),
+         scalar("block_size"),
+         scalar("head_dim"),
+         scalar("max_blocks"),
+         scalar("row_stride"),
+         scalar("k_offset")},
+        nullptr,
+        nullptr}},
+      {"axrt_attention_prefill_f32", {attention("block_table", "T"), nullptr, nullptr}},
+      {"axrt_attention_decode_f32", {attention("block_tables", "B"), nullptr, nullptr}},
+      {"axrt_sample_f32",
+       {{{"logits", B, 0},
+         {"temperature", B, 0},
+         {"top_k", B, 0},
+         {"top_p", B, 0},
+         {"seeds", B, 0},
+         {"positions", B, 0},
+         {"tokens", B, 0},
+         scalar("B"),
+         scalar("V")},
+        nullptr,
+        nullptr}},
   };
 
   const axrt_kernel_library_t& lib = library();
@@ -917,76 +1063,112 @@ TEST_CASE("axrt_rmsnorm_f32") {
 // Matmuls
 // ===========================================================================
 
-TEST_CASE("axrt_matmul_f32") {
-  for (bool baseline : {false, true}) {
-    IsaScope isa(baseline);
-    const Shape shapes[] = {{1, 1, 1},      {1, 64, 64},    {3, 5, 7},      {64, 64, 64},
-                            {65, 130, 257}, {100, 72, 300}, {7, 200, 1000}, {128, 192, 512},
-                            {1, 300, 700},  {2, 3, 0}};
-    for (const Shape& s : shapes) {
-      if (!runs_in_this_build(s)) continue;
-      INFO(axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s));
-      MatmulCase c(s, 61 + static_cast<uint32_t>(s.M * 7 + s.N * 3 + s.K));
-      const auto w = random_weights(s.K, s.N, 62 + static_cast<uint32_t>(s.K));
-      const std::vector<float> w_storage = w.empty() ? std::vector<float>(1) : w;
-      ArgBlock args(find_kernel("axrt_matmul_f32"));
-      c.common(args).buffer("w", w_storage.data());
-      c.run(args);
-      check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
-    }
-  }
-}
-
-TEST_CASE("axrt_matmul_int8_pc_f32") {
-  for (bool baseline : {false, true}) {
-    IsaScope isa(baseline);
-    const Shape shapes[] = {{1, 1, 1},    {3, 5, 7},      {65, 130, 257},
-                            {1, 64, 300}, {100, 72, 300}, {64, 128, 1000}};
-    for (const Shape& s : shapes) {
-      if (!runs_in_this_build(s)) continue;
-      INFO(axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s));
-      MatmulCase c(s, 71 + static_cast<uint32_t>(s.M + s.N + s.K));
-      const Int8Weights q = quantize_int8(random_weights(s.K, s.N, 72), s.N, s.K);
-      ArgBlock args(find_kernel("axrt_matmul_int8_pc_f32"));
-      c.common(args).buffer("w", q.w.data()).buffer("scale", q.scale.data());
-      c.run(args);
-      check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
-    }
-  }
-}
-
 namespace {
 
-void check_int4_kernel(const char* name, Int4Kind kind) {
-  for (bool baseline : {false, true}) {
-    IsaScope isa(baseline);
-    struct Case {
-      Shape shape;
-      uint64_t group;
-    };
-    const Case cases[] = {{{1, 8, 128}, 128},   {{5, 72, 256}, 128},  {{70, 136, 384}, 128},
-                          {{64, 64, 128}, 128}, {{3, 200, 640}, 128}, {{1, 4096 / 8, 256}, 128},
-                          {{9, 24, 96}, 32},    {{66, 80, 64}, 8}};
-    for (const Case& t : cases) {
-      const Shape& s = t.shape;
+// Shapes for every path of the f32 and n-major kernels: the small-row paths
+// (M = 1 .. 16: one register pass, several passes, tails of N and K that
+// are not multiples of 16 or 64), the many-row tile engine, and empty K.
+const Shape kMatmulShapes[] = {
+    {1, 1, 1},     {1, 64, 64},    {1, 300, 700},  {1, 1024, 96},  {2, 72, 257},
+    {3, 5, 7},     {3, 130, 33},   {4, 64, 512},   {5, 100, 300},  {6, 17, 1000},
+    {7, 64, 129},  {8, 200, 64},   {9, 192, 600},  {11, 80, 31},   {12, 130, 257},
+    {13, 64, 1024}, {16, 200, 333}, {16, 1024, 64}, {17, 64, 64},  {33, 70, 90},
+    {64, 64, 64},  {65, 130, 257}, {100, 72, 300}, {128, 192, 512}, {2, 3, 0},
+    {20, 7, 0}};
+
+template <class Body>
+void for_each_matmul_case(Body&& body) {
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
+    for (const Shape& s : kMatmulShapes) {
       if (!runs_in_this_build(s)) continue;
-      INFO(name << " " << axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s)
-                << " group " << t.group);
-      MatmulCase c(s, 81 + static_cast<uint32_t>(s.M + s.N + s.K));
-      const Int4Weights q = quantize_int4(random_weights(s.K, s.N, 82), s.N, s.K, t.group, kind);
-      ArgBlock args(find_kernel(name));
-      c.common(args)
-          .buffer("qweight", q.qweight.data())
-          .buffer("scales", q.scales.data())
-          .buffer("qzeros", q.qzeros.data())
-          .u64("group_size", t.group);
-      c.run(args);
-      check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
+      INFO(matmul_isa_name() << " " << shape_name(s));
+      body(s);
+    }
+  }
+}
+
+void check_f32_matmul(const Shape& s) {
+  MatmulCase c(s, 61 + static_cast<uint32_t>(s.M * 7 + s.N * 3 + s.K));
+  const auto w = random_weights(s.K, s.N, 62 + static_cast<uint32_t>(s.K));
+  const std::vector<float> w_storage = w.empty() ? std::vector<float>(1) : w;
+  ArgBlock args(find_kernel("axrt_matmul_f32"));
+  c.common(args).buffer("w", w_storage.data());
+  c.run(args);
+  check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
+}
+
+void check_bf16_matmul(const Shape& s) {
+  MatmulCase c(s, 131 + static_cast<uint32_t>(s.M + s.N + s.K));
+  const Bf16Weights q = round_bf16(random_weights(s.K, s.N, 132), s.N, s.K);
+  ArgBlock args(find_kernel("axrt_matmul_bf16_f32"));
+  c.common(args).buffer("w", q.w.data());
+  c.run(args);
+  check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
+}
+
+void check_int8_matmul(const Shape& s) {
+  MatmulCase c(s, 71 + static_cast<uint32_t>(s.M + s.N + s.K));
+  const Int8Weights q = quantize_int8(random_weights(s.K, s.N, 72), s.N, s.K);
+  const std::vector<int8_t> w = q.w.empty() ? std::vector<int8_t>(1) : q.w;
+  ArgBlock args(find_kernel("axrt_matmul_int8_pc_f32"));
+  c.common(args).buffer("w", w.data()).buffer("scale", q.scale.data());
+  c.run(args);
+  check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
+}
+
+struct Int4Case {
+  Shape shape;
+  uint64_t group;
+};
+
+// M = 1 .. 4 decode each weight row in registers, 5 .. 16 through a panel,
+// more through the tile engine; N a multiple of 8 but not of 64, groups of
+// 8 to 128, K spanning one or several groups and kb blocks.
+const Int4Case kInt4Cases[] = {
+    {{1, 8, 128}, 128},    {{1, 4096 / 8, 256}, 128}, {{1, 200, 640}, 128},
+    {{2, 72, 256}, 128},   {{3, 200, 640}, 128},      {{4, 64, 128}, 128},
+    {{4, 136, 96}, 32},    {{5, 72, 256}, 128},       {{7, 40, 512}, 128},
+    {{9, 24, 96}, 32},     {{12, 8, 64}, 8},          {{13, 200, 384}, 128},
+    {{16, 136, 1024}, 128}, {{17, 64, 128}, 128},     {{64, 64, 128}, 128},
+    {{66, 80, 64}, 8},     {{70, 136, 384}, 128},     {{2, 16, 0}, 128}};
+
+void check_int4_case(const char* name, Int4Kind kind, const Int4Case& t) {
+  const Shape& s = t.shape;
+  MatmulCase c(s, 81 + static_cast<uint32_t>(s.M + s.N + s.K));
+  const Int4Weights q = quantize_int4(random_weights(s.K, s.N, 82), s.N, s.K, t.group, kind);
+  const std::vector<uint32_t> qweight = q.qweight.empty() ? std::vector<uint32_t>(1) : q.qweight;
+  const std::vector<uint16_t> scales = q.scales.empty() ? std::vector<uint16_t>(1) : q.scales;
+  const std::vector<uint32_t> qzeros = q.qzeros.empty() ? std::vector<uint32_t>(1) : q.qzeros;
+  ArgBlock args(find_kernel(name));
+  c.common(args)
+      .buffer("qweight", qweight.data())
+      .buffer("scales", scales.data())
+      .buffer("qzeros", qzeros.data())
+      .u64("group_size", t.group);
+  c.run(args);
+  check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
+}
+
+void check_int4_kernel(const char* name, Int4Kind kind) {
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
+    for (const Int4Case& t : kInt4Cases) {
+      if (!runs_in_this_build(t.shape)) continue;
+      INFO(name << " " << matmul_isa_name() << " " << shape_name(t.shape) << " group "
+                << t.group);
+      check_int4_case(name, kind, t);
     }
   }
 }
 
 }  // namespace
+
+TEST_CASE("axrt_matmul_f32") { for_each_matmul_case(check_f32_matmul); }
+
+TEST_CASE("axrt_matmul_bf16_f32") { for_each_matmul_case(check_bf16_matmul); }
+
+TEST_CASE("axrt_matmul_int8_pc_f32") { for_each_matmul_case(check_int8_matmul); }
 
 TEST_CASE("axrt_matmul_awq_int4_f32") {
   check_int4_kernel("axrt_matmul_awq_int4_f32", Int4Kind::kAwq);
@@ -996,6 +1178,43 @@ TEST_CASE("axrt_matmul_gptq_int4_f32") {
 }
 TEST_CASE("axrt_matmul_gptq_v1_int4_f32") {
   check_int4_kernel("axrt_matmul_gptq_v1_int4_f32", Int4Kind::kGptqV1);
+}
+
+TEST_CASE("the bf16 matmul widens every bf16 value exactly") {
+  // Row m of x is e_(m mod K), so y[m][n] = bf16(w[n][m mod K]) exactly:
+  // normals, subnormals, zeros of both signs, the largest finite values.
+  const uint16_t patterns[] = {0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x3f80,
+                               0xbf80, 0x7f7f, 0xff7f, 0x4049, 0x3c23, 0x1234};
+  const uint64_t K = std::size(patterns), N = 3;
+  std::vector<uint16_t> w(N * K);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) w[n * K + k] = patterns[(k + n) % K];
+  }
+  const std::vector<float> bias(N, 0.0f);
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
+    for (uint64_t M : {K, 3 * K}) {  // the small-row path and the tile engine
+      INFO(matmul_isa_name() << " M = " << M);
+      std::vector<float> x(M * K, 0.0f);
+      for (uint64_t m = 0; m < M; ++m) x[m * K + m % K] = 1.0f;
+      std::vector<float> y = output_buffer(M * N);
+      ArgBlock args(find_kernel("axrt_matmul_bf16_f32"));
+      args.buffer("x", x.data())
+          .buffer("w", w.data())
+          .buffer("bias", bias.data())
+          .buffer("y", y.data())
+          .u64("M", M)
+          .u64("N", N)
+          .u64("K", K);
+      REQUIRE(dispatch(args, matmul_grid(M, N)).code == AXRT_KERNEL_OK);
+      for (uint64_t m = 0; m < M; ++m) {
+        for (uint64_t n = 0; n < N; ++n) {
+          INFO("y[" << m << "][" << n << "]");
+          CHECK(static_cast<double>(y[m * N + n]) == bf16_value(w[n * K + m % K]));
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("GPTQ v1 stores z - 1 where v2 stores z") {
@@ -1033,12 +1252,12 @@ namespace {
 
 void check_fp8_kernel(const char* name, uint64_t block_n, uint64_t block_k,
                       std::initializer_list<Shape> shapes) {
-  for (bool baseline : {false, true}) {
-    IsaScope isa(baseline);
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
     for (const Shape& s : shapes) {
       if (!runs_in_this_build(s)) continue;
-      INFO(name << " " << axrt::kernels::cpu::dispatched_isa_name() << " " << shape_name(s)
-                << " blocks " << block_n << "x" << block_k);
+      INFO(name << " " << matmul_isa_name() << " " << shape_name(s) << " blocks " << block_n
+                << "x" << block_k);
       MatmulCase c(s, 101 + static_cast<uint32_t>(s.M + s.N + s.K));
       const Fp8Weights q = quantize_fp8(random_weights(s.K, s.N, 102), s.N, s.K, block_n, block_k);
       ArgBlock args(find_kernel(name));
@@ -1079,6 +1298,292 @@ TEST_CASE("a matmul workgroup outside the grid writes nothing") {
   // A grid larger than ceil(N/64) x ceil(M/64): the extra workgroups do nothing.
   REQUIRE(dispatch(args, {3, 2, 2}, Order::kShuffled).code == AXRT_KERNEL_OK);
   check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
+}
+
+// ===========================================================================
+// Instruction sets and the tuner
+// ===========================================================================
+
+namespace {
+
+namespace cpu = axrt::kernels::cpu;
+
+// Sets (or, with nullptr, unsets) an environment variable for a scope.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    had_ = std::getenv(name) != nullptr;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~EnvScope() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// A directory of the test's own, removed at the end of the scope.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const char* name)
+      : path(std::filesystem::temp_directory_path() /
+             (std::string(name) + "." + std::to_string(getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+bool same_tuning(const cpu::MatmulTuning& a, const cpu::MatmulTuning& b) {
+  return a.skinny.kb == b.skinny.kb && a.skinny.wide == b.skinny.wide &&
+         a.skinny.prefetch == b.skinny.prefetch && a.gemm.kc == b.gemm.kc &&
+         a.gemm.shape == b.gemm.shape && a.gemm.pack_x == b.gemm.pack_x;
+}
+
+// A first use of the f32 matmul from several workgroups at once (threaded
+// order), checked against the reference: whatever the tuner does, the
+// results stay within the bound.
+void use_matmul_from_threads() {
+  const Shape s{70, 200, 300};
+  MatmulCase c(s, 141);
+  const auto w = random_weights(s.K, s.N, 142);
+  ArgBlock args(find_kernel("axrt_matmul_f32"));
+  c.common(args).buffer("w", w.data());
+  REQUIRE(dispatch(args, matmul_grid(s.M, s.N), Order::kThreaded).code == AXRT_KERNEL_OK);
+  check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
+}
+
+const char kCacheHeader[] = "# axrt matmul tuning cache, format 1\n";
+
+}  // namespace
+
+TEST_CASE("the matmul builds follow the ISA limit") {
+  const MatmulIsa widest = cpu::matmul_cpu_isa();
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
+    CHECK(cpu::matmul_isa() == isa);
+  }
+  CHECK(cpu::matmul_isa() == matmul_isas().front());
+  CHECK(matmul_isas().front() <= widest);
+  {
+    IsaScope baseline(true);  // the switch the other kernels' tests use
+    CHECK(cpu::matmul_isa() == MatmulIsa::kBaseline);
+  }
+}
+
+// Runs in a process of its own with AXRT_CPU_ISA set (see below).
+TEST_CASE("AXRT_CPU_ISA caps the matmul build", "[.isa-environment]") {
+  const char* value = std::getenv("AXRT_CPU_ISA");
+  REQUIRE(value != nullptr);
+  const MatmulIsa cap = std::string(value) == "baseline" ? MatmulIsa::kBaseline
+                        : std::string(value) == "avx2"   ? MatmulIsa::kAvx2
+                                                         : MatmulIsa::kAvx512;
+  REQUIRE(cpu::matmul_isa() == std::min(cap, cpu::matmul_cpu_isa()));
+  check_f32_matmul({5, 70, 90});
+}
+
+TEST_CASE("AXRT_CPU_ISA is read at first use") {
+  for (const char* value : {"avx2", "baseline"}) {
+    INFO("AXRT_CPU_ISA=" << value);
+    EnvScope isa("AXRT_CPU_ISA", value);
+    const int status = axrt_test::RunSelf("[.isa-environment]");
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+}
+
+TEST_CASE("the tuner writes its choice to the cache and reads it back") {
+  TempDir dir("cpu_kernels_tuning");
+  // In a directory that does not exist yet: the tuner creates it.
+  const std::filesystem::path cache = dir.path / "nested" / "matmul_tuning.txt";
+  EnvScope path("AXRT_TUNING_CACHE", cache.c_str());
+  EnvScope on("AXRT_TUNING", nullptr);
+  const MatmulIsa isa = cpu::matmul_isa();
+
+  cpu::reset_matmul_tuning_for_testing();
+  CHECK(cpu::matmul_tuning_source(isa) == cpu::MatmulTuningSource::kNotYet);
+  use_matmul_from_threads();
+  CHECK(cpu::matmul_tuning_source(isa) == cpu::MatmulTuningSource::kMeasured);
+  const cpu::MatmulTuning measured = cpu::matmul_tuning(isa);
+
+  // One entry, under this CPU's key, holding what was chosen.
+  const std::string text = read_file(cache);
+  REQUIRE(text.rfind(kCacheHeader, 0) == 0);
+  const std::string key = cpu::matmul_tuning_key(isa) + "\t";
+  const size_t at = text.find("\n" + key);
+  REQUIRE(at != std::string::npos);
+  const size_t value_at = at + 1 + key.size();
+  const std::string value = text.substr(value_at, text.find('\n', value_at) - value_at);
+  cpu::MatmulTuning parsed;
+  REQUIRE(cpu::parse_matmul_tuning(value, &parsed));
+  CHECK(same_tuning(parsed, measured));
+  CHECK(cpu::matmul_tuning_key(isa).find(cpu::matmul_isa_name(isa)) != std::string::npos);
+
+  // A new process (here: a reset) reads it back instead of timing again.
+  cpu::reset_matmul_tuning_for_testing();
+  use_matmul_from_threads();
+  CHECK(cpu::matmul_tuning_source(isa) == cpu::MatmulTuningSource::kCache);
+  CHECK(same_tuning(cpu::matmul_tuning(isa), measured));
+
+  // A cached blocking other than the measured one is taken as it is.
+  cpu::MatmulTuning chosen = cpu::default_matmul_tuning(isa);
+  chosen.skinny.kb = 64;
+  chosen.skinny.prefetch = 7;
+  chosen.gemm.kc = 200;
+  write_file(cache, std::string(kCacheHeader) + "another CPU|avx2|v1\t" +
+                        cpu::format_matmul_tuning(cpu::default_matmul_tuning(isa)) + "\n" +
+                        cpu::matmul_tuning_key(isa) + "\t" + cpu::format_matmul_tuning(chosen) +
+                        "\n");
+  cpu::reset_matmul_tuning_for_testing();
+  use_matmul_from_threads();
+  CHECK(cpu::matmul_tuning_source(isa) == cpu::MatmulTuningSource::kCache);
+  CHECK(same_tuning(cpu::matmul_tuning(isa), chosen));
+  cpu::reset_matmul_tuning_for_testing();
+}
+
+TEST_CASE("a corrupt, foreign or unwritable tuning cache is ignored") {
+  TempDir dir("cpu_kernels_tuning_bad");
+  const std::filesystem::path cache = dir.path / "matmul_tuning.txt";
+  EnvScope path("AXRT_TUNING_CACHE", cache.c_str());
+  EnvScope on("AXRT_TUNING", nullptr);
+  const MatmulIsa isa = cpu::matmul_isa();
+  const std::string key = cpu::matmul_tuning_key(isa);
+  const std::string good = cpu::format_matmul_tuning(cpu::default_matmul_tuning(isa));
+  static const char kJunk[] = "\x7f" "ELF not a cache\0\xff\xfe";
+  const std::string bad_files[] = {
+      std::string(kJunk, sizeof kJunk - 1),                              // binary junk
+      key + "\t" + good + "\n",                                      // no header
+      std::string(kCacheHeader) + key + " " + good + "\n",           // no tab
+      std::string(kCacheHeader) + key + "\t" + good + "\textra\n",    // two tabs
+      std::string(kCacheHeader) + key + "\tskinny_kb=7 skinny_wide=0 skinny_prefetch=16 "
+                                        "gemm_kc=128 gemm_shape=0 gemm_pack_x=1\n",  // kb not a multiple of 8
+      std::string(kCacheHeader) + key + "\tskinny_kb=64\n",             // fields missing
+      std::string(kCacheHeader) + key + "\t" + good + " gemm_kc=128\n",  // a field twice
+      std::string(kCacheHeader) + key + "\t" + good + " more=1\n",       // an unknown field
+      std::string(kCacheHeader) + key + "\tskinny_kb=64 skinny_wide=0 skinny_prefetch=-3 "
+                                        "gemm_kc=128 gemm_shape=0 gemm_pack_x=1\n",  // negative
+      std::string(kCacheHeader) + key + "\tskinny_kb=99999999999 skinny_wide=0 "
+                                        "skinny_prefetch=1 gemm_kc=128 gemm_shape=0 gemm_pack_x=1\n",
+      std::string(kCacheHeader) + key + "\tskinny_kb=64 skinny_wide=2 skinny_prefetch=16 "
+                                        "gemm_kc=128 gemm_shape=0 gemm_pack_x=1\n",
+      std::string(kCacheHeader) + key + "\tskinny_kb=64 skinny_wide=0 skinny_prefetch=16 "
+                                        "gemm_kc=512 gemm_shape=0 gemm_pack_x=1\n",  // deeper than a panel
+      std::string(kCacheHeader) + key + "\tskinny_kb=64 skinny_wide=0 skinny_prefetch=16 "
+                                        "gemm_kc=128 gemm_shape=0 gemm_pack_x=2\n",
+      std::string(kCacheHeader) + "another CPU|" + cpu::matmul_isa_name(isa) + "|v1\t" + good +
+          "\n",  // no entry for this CPU
+      std::string(1 << 17, 'x'),  // too large to be a cache
+  };
+  for (const std::string& content : bad_files) {
+    INFO("cache file: " << content.substr(0, 120));
+    write_file(cache, content);
+    cpu::reset_matmul_tuning_for_testing();
+    use_matmul_from_threads();
+    CHECK(cpu::matmul_tuning_source(isa) == cpu::MatmulTuningSource::kMeasured);
+    // Rewritten with this CPU's entry.
+    const std::string text = read_file(cache);
+    CHECK(text.rfind(kCacheHeader, 0) == 0);
+    CHECK(text.find("\n" + key + "\t") != std::string::npos);
+  }
+
+  // A path that cannot be a file: the kernels run, nothing is written.
+  write_file(dir.path / "a_file", "");
+  for (const std::filesystem::path& unusable :
+       {dir.path / "a_file" / "matmul_tuning.txt", dir.path}) {
+    INFO("cache path: " << unusable);
+    EnvScope elsewhere("AXRT_TUNING_CACHE", unusable.c_str());
+    cpu::reset_matmul_tuning_for_testing();
+    use_matmul_from_threads();
+    CHECK(cpu::matmul_tuning_source(isa) == cpu::MatmulTuningSource::kMeasured);
+  }
+  CHECK(std::filesystem::is_regular_file(dir.path / "a_file"));
+  cpu::reset_matmul_tuning_for_testing();
+}
+
+TEST_CASE("AXRT_TUNING=off uses the default blocking and touches no file") {
+  TempDir dir("cpu_kernels_tuning_off");
+  const std::filesystem::path cache = dir.path / "matmul_tuning.txt";
+  EnvScope path("AXRT_TUNING_CACHE", cache.c_str());
+  for (const char* off : {"off", "OFF", "0", "false", "no"}) {
+    INFO("AXRT_TUNING=" << off);
+    EnvScope tuning("AXRT_TUNING", off);
+    for (MatmulIsa isa : matmul_isas()) {
+      MatmulIsaScope scope(isa);
+      cpu::reset_matmul_tuning_for_testing();
+      use_matmul_from_threads();
+      CHECK(cpu::matmul_tuning_source(isa) == cpu::MatmulTuningSource::kDefaults);
+      CHECK(same_tuning(cpu::matmul_tuning(isa), cpu::default_matmul_tuning(isa)));
+    }
+    CHECK_FALSE(std::filesystem::exists(cache));
+  }
+  cpu::reset_matmul_tuning_for_testing();
+}
+
+TEST_CASE("a tuning cache entry round-trips") {
+  for (MatmulIsa isa : matmul_isas()) {
+    for (const cpu::SkinnyBlocking& skinny : cpu::skinny_blocking_candidates(isa)) {
+      for (const cpu::GemmBlocking& gemm : cpu::gemm_blocking_candidates(isa)) {
+        cpu::MatmulTuning tuning;
+        tuning.skinny = skinny;
+        tuning.gemm = gemm;
+        cpu::MatmulTuning back;
+        REQUIRE(cpu::parse_matmul_tuning(cpu::format_matmul_tuning(tuning), &back));
+        CHECK(same_tuning(back, tuning));
+      }
+    }
+  }
+}
+
+TEST_CASE("every blocking the tuner may choose stays within the bound") {
+  // The shapes reach the one-pass and several-pass small-row paths (M = 1,
+  // 7, 16) and the tile engine (M = 40, K over several panels).
+  const Shape shapes[] = {{1, 130, 300}, {7, 64, 520}, {16, 72, 700}, {40, 80, 600}};
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
+    const auto skinny = cpu::skinny_blocking_candidates(isa);
+    const auto gemm = cpu::gemm_blocking_candidates(isa);
+    for (size_t i = 0; i < std::max(skinny.size(), gemm.size()); ++i) {
+      cpu::MatmulTuning tuning;
+      tuning.skinny = skinny[i % skinny.size()];
+      tuning.gemm = gemm[i % gemm.size()];
+      cpu::set_matmul_tuning_for_testing(isa, tuning);
+      for (const Shape& s : shapes) {
+        if (!runs_in_this_build(s)) continue;
+        INFO(matmul_isa_name() << " " << cpu::format_matmul_tuning(tuning) << " "
+                               << shape_name(s));
+        check_f32_matmul(s);
+        check_bf16_matmul(s);
+        check_int8_matmul(s);
+        check_int4_case("axrt_matmul_awq_int4_f32", Int4Kind::kAwq, {{s.M, 64, 512}, 128});
+        check_int4_case("axrt_matmul_gptq_int4_f32", Int4Kind::kGptqV2, {{s.M, 72, 256}, 64});
+      }
+    }
+  }
+  cpu::reset_matmul_tuning_for_testing();
 }
 
 // ===========================================================================
@@ -1153,6 +1658,9 @@ TEST_CASE("matmul throughput, one thread", "[.bench]") {
   const Fp8Weights qf = quantize_fp8(w, s.N, s.K, 128, 128);
   ArgBlock f32(find_kernel("axrt_matmul_f32"));
   c.common(f32).buffer("w", w.data());
+  const Bf16Weights qb = round_bf16(w, s.N, s.K);
+  ArgBlock bf16(find_kernel("axrt_matmul_bf16_f32"));
+  c.common(bf16).buffer("w", qb.w.data());
   ArgBlock int8(find_kernel("axrt_matmul_int8_pc_f32"));
   c.common(int8).buffer("w", q8.w.data()).buffer("scale", q8.scale.data());
   ArgBlock awq(find_kernel("axrt_matmul_awq_int4_f32"));
@@ -1167,9 +1675,9 @@ TEST_CASE("matmul throughput, one thread", "[.bench]") {
       .buffer("scale", qf.scale.data())
       .u64("block_n", 128)
       .u64("block_k", 128);
-  for (bool baseline : {false, true}) {
-    IsaScope isa(baseline);
-    for (const ArgBlock* args : {&f32, &int8, &awq, &fp8}) {
+  for (MatmulIsa level : matmul_isas()) {
+    MatmulIsaScope isa(level);
+    for (const ArgBlock* args : {&f32, &bf16, &int8, &awq, &fp8}) {
       double best = 1e30;
       for (int rep = 0; rep < 10; ++rep) {
         const auto start = std::chrono::steady_clock::now();
@@ -1178,7 +1686,7 @@ TEST_CASE("matmul throughput, one thread", "[.bench]") {
             best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }
       std::printf("%-32s %-9s %s: %7.3f ms, %6.1f GFLOP/s\n", args->kernel().name,
-                  axrt::kernels::cpu::dispatched_isa_name(), shape_name(s).c_str(), best * 1e3,
+                  matmul_isa_name(), shape_name(s).c_str(), best * 1e3,
                   2.0 * s.M * s.N * s.K / best * 1e-9);
     }
   }

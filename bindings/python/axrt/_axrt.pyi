@@ -1,7 +1,7 @@
 """Type stubs of the extension module axrt._axrt (re-exported by axrt)."""
 
 import os
-from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -168,6 +168,8 @@ class Executable:
     def device(self) -> Device: ...
     @property
     def constant_bytes(self) -> int: ...
+    @property
+    def metadata(self) -> dict[str, str]: ...
 
 def load(
     source: Source,
@@ -200,6 +202,11 @@ class AxeBuilder:
     ) -> None: ...
     def add_constant(
         self, name: str, data: Any, shape: Sequence[int], dtype: int, *,
+        strides: Optional[Sequence[int]] = None, alignment: int = 0,
+        layout: Optional[Mapping[str, Any]] = None,
+    ) -> int: ...
+    def add_constant_source(
+        self, name: str, producer: Callable[[], Any], size: int, shape: Sequence[int], dtype: int, *,
         strides: Optional[Sequence[int]] = None, alignment: int = 0,
         layout: Optional[Mapping[str, Any]] = None,
     ) -> int: ...

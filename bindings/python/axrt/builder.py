@@ -141,6 +141,7 @@ _SCALE_LAYOUTS = {"grid": 0, "grid_transposed": 1, "swizzled_128x4": 2}
 _OP_CONST, _OP_SYMBOL, _OP_ADD, _OP_SUB, _OP_MUL = 1, 2, 3, 4, 5
 _OP_DIV_FLOOR, _OP_DIV_CEIL, _OP_MOD, _OP_MINIMUM, _OP_MAXIMUM = 6, 7, 8, 9, 10
 _BIND_INPUT, _BIND_OUTPUT, _BIND_CONSTANT, _BIND_ARENA, _BIND_SCALAR = 1, 2, 3, 4, 5
+_SIG_FLAG_MUTABLE = 1
 
 
 def _dtype_name(dtype: DTypeLike, what: str = "dtype") -> str:
@@ -635,7 +636,8 @@ class FunctionBuilder:
     """
 
     def __init__(self, owner: Builder, index: int, name: str, symbols: Dict[str, int],
-                 inputs: Tuple[str, ...], outputs: Tuple[str, ...], arena_size: int) -> None:
+                 inputs: Tuple[str, ...], outputs: Tuple[str, ...], arena_size: int,
+                 mutable: Tuple[str, ...] = ()) -> None:
         self._owner = owner
         self._index = index
         self._name = name
@@ -643,6 +645,7 @@ class FunctionBuilder:
         self._inputs = inputs
         self._outputs = outputs
         self._arena_size = arena_size
+        self._mutable = mutable
 
     @property
     def index(self) -> int:
@@ -674,6 +677,11 @@ class FunctionBuilder:
         """The bytes of transient memory the commands may use."""
         return self._arena_size
 
+    @property
+    def mutable(self) -> Tuple[str, ...]:
+        """The names of the inputs the commands may write, in input order."""
+        return self._mutable
+
     def __repr__(self) -> str:
         return f"<axrt.builder.FunctionBuilder {self._index} '{self._name}'>"
 
@@ -694,7 +702,9 @@ class FunctionBuilder:
         return _index(which, f"{what} index")
 
     def input(self, which: Union[int, str]) -> Binding:
-        """Input `which` (its index or name): read-only memory."""
+        """Input `which` (its index or name): read-only memory, unless the input
+        is mutable: then writable, by kernel parameters of "write" or
+        "read_write" access and as the destination of copies and fills."""
         return Binding("input", self._slot(which, self._inputs, "input"), _function=self)
 
     def output(self, which: Union[int, str]) -> Binding:
@@ -779,7 +789,7 @@ class FunctionBuilder:
              src_offset: Optional[ExprLike] = None, dst_offset: Optional[ExprLike] = None) -> None:
         """Appends a copy of `length` bytes from `src` + `src_offset` to `dst` + `dst_offset`.
 
-        Offsets default to 0; `dst` is an output or the arena.
+        Offsets default to 0; `dst` is an output, the arena or a mutable input.
         """
         self._owner._c.add_copy(self._index, self._memory(src, "src"), self._memory(dst, "dst"),
                                 _expr_ops(length, self, "length"),
@@ -792,7 +802,8 @@ class FunctionBuilder:
 
         `pattern`: an int of `pattern_size` bytes (1 by default; 1, 2, 4 or
         8), or a numpy scalar such as ``np.float32(1.0)`` or ``np.int32(-1)``,
-        whose bytes and size are used. `target` is an output or the arena.
+        whose bytes and size are used. `target` is an output, the arena or a
+        mutable input.
         """
         if isinstance(pattern, np.generic):
             raw = np.asarray(pattern).astype(pattern.dtype.newbyteorder("<")).tobytes()
@@ -812,6 +823,51 @@ class FunctionBuilder:
 
 # ---------------------------------------------------------------------------
 # The builder
+
+
+def _native(dtype: np.dtype) -> np.dtype:
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
+
+
+def _to_native(array: np.ndarray) -> np.ndarray:
+    return array if array.dtype.isnative else array.astype(_native(array.dtype))
+
+
+def _as_bytes(array: np.ndarray) -> np.ndarray:
+    """`array`'s elements, in the host's byte order and row-major, as uint8: a
+    view when they already are, else a copy."""
+    return np.ascontiguousarray(_to_native(array)).reshape(-1).view(np.uint8)
+
+
+def _stored_size(name: str, stored: str, shape: Tuple[int, ...],
+                 strides: Optional[Sequence[int]], layout: Optional[QuantLayout]) -> int:
+    """The bytes a constant of `stored` elements and logical `shape` holds
+    (docs/format.md section 4.2); the runtime checks the same when writing."""
+    bits = _DTYPES[stored][1]
+    if strides is not None:
+        if len(strides) != len(shape):
+            raise ValueError(f"constant '{name}': {len(strides)} strides for a shape of rank "
+                             f"{len(shape)}")
+        if any(extent == 0 for extent in shape):
+            return 0
+        reach = 1 + sum((extent - 1) * _index(stride, f"strides[{i}]")
+                        for i, (extent, stride) in enumerate(zip(shape, strides)))
+        return reach * max(bits, 8) // 8
+    packing = layout.packing if layout is not None else None
+    if packing is None and bits >= 8:
+        return int(np.prod(shape, dtype=object)) * bits // 8
+    if not shape:
+        return 1  # a sub-byte scalar takes one byte
+    if packing is None:
+        axis, container, padding = len(shape) - 1, 8, "zero"
+    else:
+        axis, container, padding = packing.axis, packing.container_bits, packing.padding
+    if not 0 <= axis < len(shape) or container <= 0:
+        raise ValueError(f"constant '{name}': packing axis {axis} is outside rank {len(shape)}")
+    row_bits = shape[axis] * bits
+    words = -(-row_bits // container) if padding == "zero" else row_bits // container
+    others = int(np.prod(shape[:axis] + shape[axis + 1:], dtype=object))
+    return others * words * container // 8
 
 
 def _pack_subbyte(values: np.ndarray, bits: int) -> np.ndarray:
@@ -945,13 +1001,30 @@ class Builder:
     def constant(self, name: str, data: Any, *, dtype: Optional[DTypeLike] = None,
                  shape: Optional[Sequence[int]] = None, strides: Optional[Sequence[int]] = None,
                  layout: Optional[QuantLayout] = None, alignment: int = 0) -> Constant:
-        """Adds constant `name` (weights) holding `data`, copied now.
+        """Adds constant `name` (weights) holding `data`.
 
         `data` is a numpy array or anything ``numpy.asarray`` takes; its
         dtype is the constant's (ml_dtypes bfloat16 and fp8 arrays included;
         an ml_dtypes int4, uint4, int2, uint2 or float4_e2m1fn array is
         packed the default way: along the last axis into bytes, low bits
         first). Non-contiguous arrays are copied to row-major order.
+
+        What is kept until the file is written: a writable array, bytes and
+        Python values are copied now, so the caller may change or free them
+        at once. An array that cannot be written through (read-only, such as
+        ``np.load(path, mmap_mode="r")``) or any ``np.memmap`` is referenced
+        instead: its bytes are read while the file is written (converted
+        then, if they need converting), one constant at a time, so a
+        checkpoint larger than memory can be converted. It must not change
+        until the last :meth:`save` or :meth:`to_bytes`.
+
+        `data` may also be a callable taking no arguments, which then needs
+        `dtype` and `shape`: it is called once per write of the file, when
+        the constant's bytes are written, and its result (read as
+        ``constant(name, result, dtype=dtype, shape=shape)`` would read it)
+        is released as soon as they are. An exception it raises ends the
+        write, reaches the caller of :meth:`save` or :meth:`to_bytes`
+        unchanged, and leaves no file behind.
 
         `dtype` converts Python values (lists, scalars) to that type. For
         an array or a bytes-like object it instead says what its bytes are,
@@ -964,6 +1037,9 @@ class Builder:
         scale and zero-point constants were added before. `alignment`: of
         the data in the file, a power of two up to 4096 (0: 64).
         """
+        if callable(data) and not isinstance(data, (np.ndarray, bytes, bytearray, memoryview)):
+            return self._deferred_constant(name, data, dtype, shape, strides, layout, alignment)
+        referenced = False
         if isinstance(data, (bytes, bytearray, memoryview)):
             if dtype is None:
                 raise TypeError(f"constant '{name}': bytes need dtype= (and shape=) to say what "
@@ -971,6 +1047,7 @@ class Builder:
             array = np.frombuffer(data, dtype=np.uint8)
         elif isinstance(data, np.ndarray):
             array = data
+            referenced = isinstance(data, np.memmap) or not data.flags.writeable
         else:
             # Python values are converted to the dtype asked for.
             np_dtype = None
@@ -983,13 +1060,12 @@ class Builder:
             dtype = None
         if dtype is not None and _own_dtype_name(array) == _dtype_name(dtype, f"constant '{name}'"):
             dtype = None  # the array's own type: nothing to reinterpret
-        if not array.dtype.isnative:
-            array = array.astype(array.dtype.newbyteorder("="))
         if array.dtype.hasobject:
             raise TypeError(f"constant '{name}': data of dtype {array.dtype} holds Python objects")
 
+        payload: np.ndarray = array
         if dtype is None:
-            stored = _dtype_name(array.dtype, f"constant '{name}'")
+            stored = _dtype_name(_native(array.dtype), f"constant '{name}'")
             bits = _DTYPES[stored][1]
             logical = tuple(array.shape) if shape is None else tuple(shape)
             if bits < 8:
@@ -997,22 +1073,66 @@ class Builder:
                     raise ValueError(f"constant '{name}': {stored} values are packed the default "
                                      "way only; for a layout's packing or strides pass the packed "
                                      f"words with dtype='{stored}'")
-                payload = _pack_subbyte(array, bits)
-            else:
-                payload = np.ascontiguousarray(array)
+                payload = _pack_subbyte(_to_native(array), bits)
+                referenced = False  # packing made a copy
         else:
             stored = _dtype_name(dtype, f"constant '{name}'")
-            payload = np.ascontiguousarray(array)
             if shape is not None:
                 logical = tuple(shape)
             else:
-                logical = self._logical_shape(name, payload, stored, layout)
+                logical = self._logical_shape(name, array, stored, layout)
         c_shape = [_index(v, f"shape[{i}]") for i, v in enumerate(logical)]
-        index = self._c.add_constant(
-            name, payload.reshape(-1).view(np.uint8), c_shape, _DTYPES[stored][0],
+        c_strides = list(strides) if strides is not None else None
+        c_layout = layout._to_c(self, "layout") if layout is not None else None
+        if referenced:
+            # Read when the file is written; a view when no conversion is due.
+            index = self._c.add_constant_source(
+                name, lambda: _as_bytes(payload), payload.nbytes, c_shape, _DTYPES[stored][0],
+                strides=c_strides, alignment=alignment, layout=c_layout)
+        else:
+            index = self._c.add_constant(
+                name, _as_bytes(payload), c_shape, _DTYPES[stored][0],
+                strides=c_strides, alignment=alignment, layout=c_layout)
+        return Constant(index, name, stored, tuple(c_shape), layout, _owner=self)
+
+    def _deferred_constant(self, name: str, produce: Any, dtype: Optional[DTypeLike],
+                           shape: Optional[Sequence[int]], strides: Optional[Sequence[int]],
+                           layout: Optional[QuantLayout], alignment: int) -> Constant:
+        """A constant whose data `produce()` makes when the file is written."""
+        if dtype is None or shape is None:
+            raise TypeError(f"constant '{name}': data given as a callable needs dtype= and shape=")
+        stored = _dtype_name(dtype, f"constant '{name}'")
+        logical = tuple(_index(v, f"shape[{i}]") for i, v in enumerate(shape))
+        size = _stored_size(name, stored, logical, strides, layout)
+
+        def payload() -> np.ndarray:
+            result = produce()
+            if isinstance(result, (bytes, bytearray, memoryview)):
+                array = np.frombuffer(result, dtype=np.uint8)
+            else:
+                array = np.asarray(result)
+            if array.dtype.hasobject:
+                raise TypeError(f"constant '{name}': the callable returned data of dtype "
+                                f"{array.dtype}, which holds Python objects")
+            if _own_dtype_name(array) == stored:
+                if strides is None and tuple(array.shape) != logical:
+                    raise ValueError(f"constant '{name}': the callable returned shape "
+                                     f"{tuple(array.shape)}, but shape= is {logical}")
+                bits = _DTYPES[stored][1]
+                if bits < 8:
+                    array = _pack_subbyte(_to_native(array), bits)
+            out = _as_bytes(array)
+            if out.nbytes != size:
+                raise ValueError(f"constant '{name}': the callable returned {out.nbytes} bytes "
+                                 f"({array.dtype} {tuple(array.shape)}), but {stored} "
+                                 f"{list(logical)} holds {size}")
+            return out
+
+        index = self._c.add_constant_source(
+            name, payload, size, list(logical), _DTYPES[stored][0],
             strides=list(strides) if strides is not None else None, alignment=alignment,
             layout=layout._to_c(self, "layout") if layout is not None else None)
-        return Constant(index, name, stored, tuple(c_shape), layout, _owner=self)
+        return Constant(index, name, stored, logical, layout, _owner=self)
 
     @staticmethod
     def _logical_shape(name: str, array: np.ndarray, stored: str,
@@ -1049,16 +1169,23 @@ class Builder:
                  inputs: Sequence[Tuple[str, DTypeLike, Sequence[Union[int, str]]]] = (),
                  outputs: Sequence[Tuple[str, DTypeLike, Sequence[Union[int, str]]]] = (), *,
                  symbols: Optional[Mapping[str, int]] = None,
-                 arena_size: int = 0) -> FunctionBuilder:
+                 arena_size: int = 0, mutable: Sequence[str] = ()) -> FunctionBuilder:
         """Adds function `name` with no commands yet; add them to what it returns.
 
         `inputs` and `outputs`: ``(name, dtype, shape)`` each, a dimension
         being an int or the name of a symbol. `symbols`: the symbolic
         dimensions, name to upper bound, in order. `arena_size`: bytes of
         transient memory the commands may use (:meth:`FunctionBuilder.arena`).
+        `mutable`: names of inputs the commands may write in place (format
+        1.2: a KV cache, a step counter); the caller passes a writable tensor
+        that each call updates, and the file requires "mutable-inputs.v1".
         """
         symbol_map = dict(symbols or {})
         order = list(symbol_map)
+        if isinstance(mutable, (str, bytes)):
+            raise TypeError("mutable must be a sequence of input names, not a single "
+                            f"{type(mutable).__name__}")
+        mutable_names = list(mutable)
 
         def signature(spec: Any, what: str) -> Dict[str, Any]:
             if not isinstance(spec, (tuple, list)) or len(spec) != 3:
@@ -1080,11 +1207,22 @@ class Builder:
 
         c_inputs = [signature(s, f"inputs[{i}]") for i, s in enumerate(inputs)]
         c_outputs = [signature(s, f"outputs[{i}]") for i, s in enumerate(outputs)]
+        input_names = [s["name"] for s in c_inputs]
+        for entry in mutable_names:
+            if entry not in input_names:
+                where = ("an output" if any(s["name"] == entry for s in c_outputs)
+                         else "not an input")
+                raise ValueError(f"function '{name}': mutable names {entry!r}, which is {where}; "
+                                 f"only inputs can be mutable (inputs: "
+                                 f"{', '.join(input_names) or 'none'})")
+        for spec in c_inputs:
+            if spec["name"] in mutable_names:
+                spec["flags"] = _SIG_FLAG_MUTABLE
         c_symbols = [{"name": k, "upper_bound": v} for k, v in symbol_map.items()]
         index = self._c.add_function(name, c_symbols, c_inputs, c_outputs, arena_size=arena_size)
-        return FunctionBuilder(self, index, name, symbol_map,
-                               tuple(s["name"] for s in c_inputs),
-                               tuple(s["name"] for s in c_outputs), arena_size)
+        return FunctionBuilder(self, index, name, symbol_map, tuple(input_names),
+                               tuple(s["name"] for s in c_outputs), arena_size,
+                               tuple(n for n in input_names if n in mutable_names))
 
     def to_bytes(self) -> bytes:
         """The verified file, as bytes (what :meth:`save` writes)."""

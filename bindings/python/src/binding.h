@@ -193,12 +193,14 @@ axrt_dtype_t parse_dtype(const py::handle& dtype);
 // An axrt tensor for `obj` on `device`, for work queued on `stream`:
 // an axrt.Tensor as is (ordered after its producer), host arrays and DLPack
 // producers of the device's memory without a copy, others copied to the
-// device in stream order. `writable`: the tensor is written (out=). Other
-// objects (lists, Python scalars) become numpy arrays of `dtype` when it is
-// given, of numpy's choice otherwise.
+// device in stream order. `writable`: the tensor is written (out=, a
+// mutable input), so it is never copied; `writable_what` names it in the
+// error when it is elsewhere. Other objects (lists, Python scalars) become
+// numpy arrays of `dtype` when it is given, of numpy's choice otherwise.
 std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<Device>& device,
                                   const std::shared_ptr<Stream>& stream, bool writable,
-                                  axrt_dtype_t dtype = AXRT_DTYPE_INVALID);
+                                  axrt_dtype_t dtype = AXRT_DTYPE_INVALID,
+                                  const char* writable_what = "an out= tensor");
 
 // Imports a DLPack capsule ("dltensor_versioned" or "dltensor"), renaming it
 // once consumed.

@@ -10,10 +10,12 @@
 // copies it.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -307,6 +309,7 @@ std::vector<axrt_axe_tensor_sig_t> to_sigs(py::handle h, const std::string& what
       sig.rank = out.size();
       sig.dims = out.data();
     }
+    sig.flags = f.num<uint32_t>("flags", sig.flags);
     f.finish();
     sigs.push_back(sig);
   }
@@ -338,6 +341,101 @@ class Bytes {
   bool held_ = false;
 };
 
+// A constant's data made by a zero-argument Python callable when the file
+// is written (axrt_axe_builder_add_constant_from_source): called at the
+// first read of a write, its result held (as a buffer) while the builder
+// reads it, and released after the last byte, so a write holds one such
+// result at a time.
+class PySource {
+ public:
+  PySource(py::object producer, std::string name, uint64_t size)
+      : producer_(std::move(producer)), name_(std::move(name)), size_(size) {}
+  PySource(const PySource&) = delete;
+  PySource& operator=(const PySource&) = delete;
+  ~PySource() { drop(); }
+
+  static axrt_status_t read(void* user_data, uint64_t offset, void* dst, uint64_t size) {
+    auto* self = static_cast<PySource*>(user_data);
+    if (!self->held_) {
+      PythonScope scope;
+      if (!scope.entered()) {
+        return axrt_status_create(AXRT_STATUS_CODE_CANCELLED, "Python is exiting");
+      }
+      if (axrt_status_t status = self->produce()) return status;
+    }
+    // The buffer stays valid while it is held; copying needs no GIL.
+    std::memcpy(dst, static_cast<const char*>(self->view_.buf) + offset, size);
+    if (offset + size == self->size_) {
+      PythonScope scope;
+      if (scope.entered()) self->drop();
+    }
+    return nullptr;
+  }
+
+  // The builder drops the source with its last reference.
+  static void release(void* user_data) {
+    PythonScope scope;
+    if (scope.entered()) delete static_cast<PySource*>(user_data);
+  }
+
+  // After a write (GIL held): lets go of a result a failed write left held,
+  // and hands over what the callable raised, if it did.
+  std::optional<py::error_already_set> finish_write() {
+    drop();
+    std::optional<py::error_already_set> error = std::move(error_);
+    error_.reset();
+    return error;
+  }
+
+ private:
+  // Calls the producer (GIL held) and holds its result's bytes.
+  axrt_status_t produce() {
+    try {
+      py::object result = producer_();
+      if (PyObject_GetBuffer(result.ptr(), &view_, PyBUF_C_CONTIGUOUS) != 0) throw PythonError();
+      result_ = std::move(result);
+      held_ = true;
+    } catch (py::error_already_set& e) {
+      std::string text = Py_TYPE(e.value().ptr())->tp_name;
+      if (PyObject* message = PyObject_Str(e.value().ptr())) {
+        if (const char* utf8 = PyUnicode_AsUTF8(message)) text += std::string(": ") + utf8;
+        Py_DECREF(message);
+      }
+      PyErr_Clear();
+      error_ = std::move(e);
+      return axrt_status_create(AXRT_STATUS_CODE_UNKNOWN,
+                                ("the data callable of constant '" + name_ + "' raised " + text)
+                                    .c_str());
+    } catch (const std::exception& e) {
+      return axrt_status_create(AXRT_STATUS_CODE_INTERNAL,
+                                ("the data callable of constant '" + name_ + "': " + e.what())
+                                    .c_str());
+    }
+    if (static_cast<uint64_t>(view_.len) != size_) {
+      const std::string text = "the data callable of constant '" + name_ + "' returned " +
+                               std::to_string(view_.len) + " bytes, but the constant holds " +
+                               std::to_string(size_);
+      drop();
+      return axrt_status_create(AXRT_STATUS_CODE_INVALID_ARGUMENT, text.c_str());
+    }
+    return nullptr;
+  }
+
+  // GIL held.
+  void drop() {
+    if (held_) PyBuffer_Release(&view_);
+    held_ = false;
+    result_ = py::object();
+  }
+
+  py::object producer_;
+  std::string name_;
+  uint64_t size_;
+  py::object result_;
+  Py_buffer view_{};
+  bool held_ = false;
+  std::optional<py::error_already_set> error_;
+};
 
 class AxeBuilder {
  public:
@@ -454,6 +552,48 @@ class AxeBuilder {
     return index;
   }
 
+  // Like add_constant, with the data made by `producer` (a zero-argument
+  // callable returning `size` C-contiguous bytes) when the file is written.
+  uint32_t add_constant_source(const py::str& name, const py::object& producer,
+                               const py::object& size, const py::object& shape,
+                               const py::object& dtype, const py::object& strides,
+                               const py::object& alignment, const py::object& layout) {
+    if (!PyCallable_Check(producer.ptr())) {
+      throw py::type_error("producer must be callable, not " + type_name(producer));
+    }
+    Keep keep;
+    axrt_axe_constant_desc_t desc = AXRT_AXE_CONSTANT_DESC_INIT;
+    desc.name = keep.str(name, "name");
+    desc.dtype = to_int<uint32_t>(dtype, "dtype");
+    const std::vector<uint64_t>& dims = keep.u64_list(shape, "shape");
+    desc.rank = dims.size();
+    desc.shape = dims.data();
+    if (!strides.is_none()) {
+      const std::vector<int64_t>& values = keep.i64_list(strides, "strides");
+      if (values.size() != dims.size()) {
+        throw py::value_error("strides has " + std::to_string(values.size()) +
+                              " entries for a shape of rank " + std::to_string(dims.size()));
+      }
+      desc.strides = values.data();
+    }
+    desc.alignment = to_int<uint64_t>(alignment, "alignment");
+    desc.layout = to_layout(layout, "layout", keep);
+    auto source = std::make_unique<PySource>(producer, desc.name ? desc.name : "",
+                                             to_int<uint64_t>(size, "size"));
+    axrt_axe_data_source_t c_source = AXRT_AXE_DATA_SOURCE_INIT;
+    c_source.size = to_int<uint64_t>(size, "size");
+    c_source.read = &PySource::read;
+    c_source.release = &PySource::release;
+    c_source.user_data = source.get();
+    uint32_t index = 0;
+    run([&](axrt_axe_builder_t b) {
+      return axrt_axe_builder_add_constant_from_source(b, &desc, &c_source, &index);
+    });
+    // The builder owns it now (PySource::release).
+    sources_.push_back(source.release());
+    return index;
+  }
+
   void add_prepacked_copy(const py::object& constant, const py::str& target,
                           const py::str& layout_id, const py::object& data) {
     Keep keep;
@@ -556,13 +696,14 @@ class AxeBuilder {
     if (file.find('\0') != std::string::npos) {
       throw py::value_error("path contains a NUL character: " + repr_of(fspath));
     }
-    run([&](axrt_axe_builder_t b) { return axrt_axe_builder_write_file(b, file.c_str()); });
+    run_write([&](axrt_axe_builder_t b) { return axrt_axe_builder_write_file(b, file.c_str()); });
   }
 
   py::bytes write_memory() {
     void* data = nullptr;
     size_t size = 0;
-    run([&](axrt_axe_builder_t b) { return axrt_axe_builder_write_memory(b, &data, &size); });
+    run_write(
+        [&](axrt_axe_builder_t b) { return axrt_axe_builder_write_memory(b, &data, &size); });
     const std::unique_ptr<void, void (*)(void*)> owned(data, axrt_axe_memory_free);
     return py::bytes(static_cast<const char*>(data), size);
   }
@@ -582,8 +723,33 @@ class AxeBuilder {
     check(status);
   }
 
+  // run() for the writes, which call the sources' producers: an exception
+  // a producer raised reaches the caller as itself, before the status it
+  // turned into.
+  template <typename Call>
+  void run_write(Call&& call) {
+    axrt_status_t status = nullptr;
+    {
+      GilRelease release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      status = call(handle_.get());
+    }
+    std::optional<py::error_already_set> raised;
+    for (PySource* source : sources_) {
+      std::optional<py::error_already_set> error = source->finish_write();
+      if (error && !raised) raised = std::move(error);
+    }
+    if (raised) {
+      axrt_status_free(status);
+      throw std::move(*raised);
+    }
+    check(status);
+  }
+
   Handle<axrt_axe_builder_t> handle_;
   std::mutex mutex_;
+  // Owned by the builder behind handle_, which outlives every use here.
+  std::vector<PySource*> sources_;
 };
 
 }  // namespace
@@ -625,6 +791,13 @@ void init_builder(py::module_& m) {
            py::arg("alignment") = 0, py::arg("layout") = py::none(),
            "axrt_axe_builder_add_constant; `layout` is a dict of axrt_axe_quant_layout_t's "
            "fields (its rank is block_shape's length). Returns the constant's index.")
+      .def("add_constant_source", &AxeBuilder::add_constant_source, py::arg("name"),
+           py::arg("producer"), py::arg("size"), py::arg("shape"), py::arg("dtype"),
+           py::kw_only(), py::arg("strides") = py::none(), py::arg("alignment") = 0,
+           py::arg("layout") = py::none(),
+           "axrt_axe_builder_add_constant_from_source: `producer` is called with no arguments "
+           "when the file is written, once per write, and returns `size` C-contiguous bytes "
+           "(a buffer), released once written. Returns the constant's index.")
       .def("add_prepacked_copy", &AxeBuilder::add_prepacked_copy, py::arg("constant"),
            py::arg("target"), py::arg("layout_id"), py::arg("data"),
            "axrt_axe_builder_add_prepacked_copy.")

@@ -13,6 +13,7 @@ struct Argument {
   axrt_dtype_t dtype;
   std::vector<int64_t> dims;         // -1 where symbolic
   std::vector<std::string> symbols;  // the symbol's name where symbolic
+  bool is_mutable = false;           // an input written in place (format 1.2)
 };
 
 class Function {
@@ -43,7 +44,8 @@ class Function {
       std::string s;
       for (size_t i = 0; i < args.size(); ++i) {
         if (i) s += ", ";
-        s += args[i].name + ": " + axrt_dtype_name(args[i].dtype) + "[";
+        s += args[i].name + ": " + (args[i].is_mutable ? "mutable " : "") +
+             axrt_dtype_name(args[i].dtype) + "[";
         for (size_t d = 0; d < args[i].dims.size(); ++d) {
           if (d) s += ", ";
           s += args[i].dims[d] < 0 ? args[i].symbols[d] : std::to_string(args[i].dims[d]);
@@ -71,7 +73,22 @@ class Function {
     std::vector<std::shared_ptr<Tensor>> in_tensors(n_in);
     std::vector<Handle<axrt_tensor_t>> lent(n_in);
     std::vector<axrt_tensor_t> in(n_in);
+    // Mutable inputs that are not axrt tensors: the call waits for the
+    // writes, so the caller's array holds them when it returns.
+    bool host_arrays_written = false;
     for (size_t i = 0; i < n_in; ++i) {
+      const bool is_mutable = inputs_[i].is_mutable;
+      if (is_mutable) {
+        // Written in place: never a temporary copy, whose writes would be lost.
+        const bool is_tensor = py::isinstance<Tensor>(args[i]);
+        if (!is_tensor && !py::isinstance<py::array>(args[i]) && !py::hasattr(args[i], "__dlpack__")) {
+          throw py::type_error("input " + std::to_string(i) + " ('" + inputs_[i].name + "') of " + name_ +
+                               "() is mutable: pass an axrt.Tensor, a numpy array or a DLPack producer "
+                               "that the call can write in place, not " +
+                               py::str(py::type::handle_of(args[i]).attr("__name__")).cast<std::string>());
+        }
+        host_arrays_written |= !is_tensor;
+      }
       // The common case first: a dense numpy array on a host device.
       if (device_->host_accessible() && py::isinstance<py::array>(args[i])) {
         py::array array = py::reinterpret_borrow<py::array>(args[i]);
@@ -81,7 +98,9 @@ class Function {
           continue;
         }
       }
-      in_tensors[i] = to_tensor(args[i], device_, stream, false, inputs_[i].dtype);
+      in_tensors[i] = is_mutable ? to_tensor(args[i], device_, stream, true, AXRT_DTYPE_INVALID,
+                                             "a mutable input")
+                                 : to_tensor(args[i], device_, stream, false, inputs_[i].dtype);
       in[i] = in_tensors[i]->handle();
     }
 
@@ -120,6 +139,9 @@ class Function {
       // Outputs are written only on success; nothing to release.
       check(status);
     }
+    for (size_t i = 0; i < n_in; ++i) {
+      if (inputs_[i].is_mutable && in_tensors[i]) in_tensors[i]->set_producer(stream);
+    }
     py::tuple results(n_out);
     for (size_t i = 0; i < n_out; ++i) {
       if (out_tensors[i]) {
@@ -130,7 +152,7 @@ class Function {
       }
     }
     // Arrays the runtime does not own are read by the caller directly.
-    if (host_arrays_out) stream->synchronize();
+    if (host_arrays_out || host_arrays_written) stream->synchronize();
     if (n_out == 1) return results[0];
     if (n_out == 0) return py::none();
     return results;
@@ -140,7 +162,7 @@ class Function {
   Argument argument(axrt_argument_kind_t kind, uint32_t index) {
     axrt_argument_info_t info = AXRT_ARGUMENT_INFO_INIT;
     check(axrt_function_query_argument(handle_.get(), kind, index, &info));
-    Argument a{info.name, info.dtype, {}, {}};
+    Argument a{info.name, info.dtype, {}, {}, (info.flags & AXRT_ARGUMENT_FLAG_MUTABLE) != 0};
     for (uint32_t d = 0; d < info.rank; ++d) {
       a.dims.push_back(info.dims[d]);
       a.symbols.push_back(info.dim_symbols[d] >= 0 ? symbol_names_.at(info.dim_symbols[d]) : std::string());
@@ -172,6 +194,25 @@ class Executable {
   const std::shared_ptr<Device>& device() const { return device_; }
   const axrt_executable_info_t& info() const { return info_; }
   const std::vector<std::shared_ptr<Function>>& functions() const { return functions_; }
+
+  // The file's free-form metadata, in file order (keys may repeat; a later
+  // entry wins in the dict).
+  py::dict metadata() const {
+    py::dict d;
+    for (uint32_t i = 0;; ++i) {
+      const char* key = nullptr;
+      const char* value = nullptr;
+      size_t size = 0;
+      axrt_status_t status = axrt_executable_get_metadata(handle_.get(), i, &key, &value, &size);
+      if (status != nullptr && axrt_status_code(status) == AXRT_STATUS_CODE_OUT_OF_RANGE) {
+        axrt_status_free(status);
+        break;
+      }
+      check(status);
+      d[py::str(key)] = py::str(value, size);
+    }
+    return d;
+  }
 
   std::shared_ptr<Function> find(const std::string& name) const {
     for (const auto& f : functions_) {
@@ -235,6 +276,7 @@ py::list arguments(const std::vector<Argument>& args) {
     d["name"] = a.name;
     d["dtype"] = std::string(axrt_dtype_name(a.dtype));
     d["shape"] = py::tuple(shape);
+    d["mutable"] = a.is_mutable;
     out.append(d);
   }
   return out;
@@ -282,13 +324,19 @@ stream and ready when read.)doc")
 Queues one call. out=: a tensor (or, for several outputs, a sequence with
 None where axrt should allocate) to write instead of allocating; writable
 numpy arrays on the CPU work too, and the call then waits for the results.
+A mutable input (format 1.2, signature 'mutable') is written in place: pass
+an axrt.Tensor on the function's device, or a writable numpy array (CPU) or
+DLPack producer of that device's memory, which the call updates without a
+copy, waiting for the writes before it returns; a read-only one raises
+axrt.InvalidArgumentError.
 stream=: the axrt.Stream to queue on (None: the device's default stream).)doc")
       .def_property_readonly("name", &Function::name, "The function's name.")
       .def_property_readonly("signature", &Function::signature,
                              "'main(x: f32[batch, 256]) -> y: f32[batch, 10] where batch <= 64'.")
       .def_property_readonly(
           "inputs", [](const Function& f) { return arguments(f.inputs()); },
-          "Each input as a dict of name, dtype (axrt name) and shape (ints, or symbol names).")
+          "Each input as a dict of name, dtype (axrt name), shape (ints, or symbol names) and "
+          "mutable (written in place by the call).")
       .def_property_readonly(
           "outputs", [](const Function& f) { return arguments(f.outputs()); }, "Each output, as inputs.")
       .def_property_readonly("device", &Function::device, "The device it runs on.")
@@ -342,6 +390,8 @@ items: exe.main(x) and exe["main"](x).)doc")
           },
           "(name, version) of the compiler that wrote the file.")
       .def_property_readonly("device", &Executable::device, "The device it was loaded on.")
+      .def_property_readonly("metadata", &Executable::metadata,
+                             "The file's free-form metadata: a dict of str to str.")
       .def_property_readonly(
           "constant_bytes", [](const Executable& e) { return e.info().constant_bytes; }, "Bytes of weights.")
       .def("__repr__", [](const Executable& e) {

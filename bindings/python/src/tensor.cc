@@ -184,7 +184,8 @@ std::shared_ptr<Tensor> import_numpy(const py::array& array) {
 }
 
 std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<Device>& device,
-                                  const std::shared_ptr<Stream>& stream, bool writable, axrt_dtype_t dtype) {
+                                  const std::shared_ptr<Stream>& stream, bool writable, axrt_dtype_t dtype,
+                                  const char* writable_what) {
   std::shared_ptr<Tensor> t;
   if (py::isinstance<Tensor>(obj)) {
     t = obj.cast<std::shared_ptr<Tensor>>();
@@ -207,8 +208,8 @@ std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<D
     return t;
   }
   if (writable) {
-    throw py::value_error("an out= tensor on " + t->device()->id() + " cannot take results of work on " +
-                          device->id());
+    throw py::value_error(std::string(writable_what) + " on " + t->device()->id() +
+                          " cannot take results of work on " + device->id());
   }
   if (!t->host_visible()) {
     throw py::value_error("a tensor on " + t->device()->id() + " cannot be passed to work on " +

@@ -1,0 +1,113 @@
+"""The axrt.llm command line: ``python -m axrt.llm {convert,generate} ...`` (docs/llm.md)."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import List, Optional
+
+
+def _ids(text: str) -> List[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x != ""]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"token ids must be integers separated by commas, "
+                                         f"not {text!r}") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m axrt.llm",
+                                     description="Llama-family language models on axrt.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    convert = commands.add_parser("convert", help="convert a Hugging Face checkpoint to an .axe")
+    convert.add_argument("hf_dir", help="the checkpoint directory (config.json, *.safetensors)")
+    convert.add_argument("out", help="the .axe file to write")
+    convert.add_argument("--weights", default="f32", choices=["f32", "bf16", "int8", "int4"],
+                         help="precision of the stored weights (default f32)")
+    convert.add_argument("--max-context", type=int, default=None,
+                         help="longest sequence (default: the checkpoint's)")
+    convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
+    convert.add_argument("--prefill-chunk", type=int, default=512,
+                         help="most tokens per prefill call")
+    convert.add_argument("--max-batch", type=int, default=64, help="most sequences per decode call")
+    convert.add_argument("--cuda-fatbin", default=None,
+                         help="CUDA kernels to add as variants (default: axrt's own, if built)")
+    convert.add_argument("--no-cuda", action="store_true", help="add no CUDA variants")
+
+    generate = commands.add_parser("generate", help="generate tokens with a converted model")
+    generate.add_argument("model", help="the .axe file")
+    prompt = generate.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt-ids", type=_ids, help="prompt token ids, comma-separated")
+    prompt.add_argument("--prompt", help="prompt text (the model must carry a tokenizer)")
+    generate.add_argument("--max-new-tokens", type=int, default=16)
+    generate.add_argument("--temperature", type=float, default=0.0,
+                          help="0 (default): greedy")
+    generate.add_argument("--top-k", type=int, default=0, help="0 (default): all tokens")
+    generate.add_argument("--top-p", type=float, default=1.0)
+    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--stop-ids", type=_ids, default=None,
+                          help="stop after any of these ids (default: the model's EOS ids)")
+    generate.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
+    generate.add_argument("--stats", action="store_true",
+                          help="print timing to standard error")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    # Imported here so that --help works without the compiled module.
+    import axrt
+
+    from . import UnsupportedModelError, convert, load
+    from .checkpoint import CheckpointError
+
+    try:
+        if args.command == "convert":
+            start = time.perf_counter()
+            config = convert(args.hf_dir, args.out, weights=args.weights,
+                             max_context=args.max_context, block_size=args.block_size,
+                             prefill_chunk=args.prefill_chunk, max_batch=args.max_batch,
+                             cuda_fatbin=args.cuda_fatbin, cuda=not args.no_cuda)
+            print(f"wrote {args.out}: {config.architecture}, {config.num_layers} layers, "
+                  f"hidden {config.hidden_size}, vocabulary {config.vocab_size}, weights "
+                  f"{config.weights}, context {config.max_context} "
+                  f"({time.perf_counter() - start:.1f} s)")
+            return 0
+
+        model = load(args.model, args.device)
+        if args.prompt is not None:
+            if model.tokenizer is None:
+                print(f"error: {args.model} carries no tokenizer (or the tokenizers package is "
+                      "missing): use --prompt-ids", file=sys.stderr)
+                return 2
+            prompt_ids = model.tokenizer.encode(args.prompt).ids
+        else:
+            prompt_ids = args.prompt_ids
+        start = time.perf_counter()
+        first = None
+        tokens: List[int] = []
+        for token in model.stream(prompt_ids, args.max_new_tokens, temperature=args.temperature,
+                                  top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                                  stop_ids=args.stop_ids):
+            if first is None:
+                first = time.perf_counter()
+            tokens.append(token)
+        end = time.perf_counter()
+        if args.prompt is not None:
+            print(model.tokenizer.decode(tokens, skip_special_tokens=True))
+        else:
+            print(" ".join(str(t) for t in tokens))
+        if args.stats and first is not None:
+            rest = len(tokens) - 1
+            rate = f", {rest / (end - first):.1f} tokens/s after the first" if rest > 0 else ""
+            print(f"{len(prompt_ids)} prompt tokens, {len(tokens)} generated; first token "
+                  f"{(first - start) * 1e3:.1f} ms{rate}", file=sys.stderr)
+        return 0
+    except (UnsupportedModelError, CheckpointError, ValueError, OSError, axrt.Error) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

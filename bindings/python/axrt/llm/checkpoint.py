@@ -1,0 +1,143 @@
+"""Reads Hugging Face checkpoints: config.json and *.safetensors, memory-mapped.
+
+The safetensors layout (its documented format): an unsigned 64-bit
+little-endian header length N, N bytes of JSON mapping each tensor name to
+``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets relative to
+the byte after the header) plus an optional ``"__metadata__"`` entry, then
+the data. Tensors are returned as read-only numpy views of a memory map, so
+reading a checkpoint costs address space, not memory.
+"""
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import Dict, Iterator, List, Tuple
+
+import numpy as np
+
+try:
+    import ml_dtypes
+
+    _BF16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency of axrt
+    _BF16 = None
+
+_DTYPES = {
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
+    "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"), "U16": np.dtype("<u2"), "U32": np.dtype("<u4"), "U64": np.dtype("<u8"),
+    "BOOL": np.dtype("?"),
+}
+if _BF16 is not None:
+    _DTYPES["BF16"] = _BF16
+
+# A header longer than this is not a checkpoint header.
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is malformed or incomplete."""
+
+
+class SafetensorsFile:
+    """One .safetensors file, memory-mapped; tensors are read-only numpy views."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        with open(self.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 8:
+                raise CheckpointError(f"{self.path}: {size} bytes is too short for a safetensors file")
+            (header_size,) = struct.unpack("<Q", f.read(8))
+            if header_size > min(_MAX_HEADER, size - 8):
+                raise CheckpointError(f"{self.path}: header length {header_size} does not fit "
+                                      f"in the file of {size} bytes")
+            try:
+                header = json.loads(f.read(header_size))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise CheckpointError(f"{self.path}: the header is not JSON: {e}") from None
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size > 0 else None
+        if not isinstance(header, dict):
+            raise CheckpointError(f"{self.path}: the header is not a JSON object")
+        self._data_start = 8 + header_size
+        self._size = size
+        self.metadata = header.pop("__metadata__", {}) or {}
+        self._entries: Dict[str, Tuple[np.dtype, Tuple[int, ...], int, int]] = {}
+        for name, entry in header.items():
+            try:
+                dtype_name = entry["dtype"]
+                shape = tuple(int(d) for d in entry["shape"])
+                begin, end = (int(x) for x in entry["data_offsets"])
+            except (KeyError, TypeError, ValueError):
+                raise CheckpointError(f"{self.path}: tensor '{name}' has a malformed entry") from None
+            if dtype_name not in _DTYPES:
+                raise CheckpointError(f"{self.path}: tensor '{name}' has dtype {dtype_name}, "
+                                      f"which is not supported ({', '.join(_DTYPES)})")
+            dtype = _DTYPES[dtype_name]
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            if begin < 0 or end < begin or end - begin != count * dtype.itemsize:
+                raise CheckpointError(f"{self.path}: tensor '{name}' {dtype_name}{list(shape)} "
+                                      f"needs {count * dtype.itemsize} bytes but its range is "
+                                      f"[{begin}, {end})")
+            if self._data_start + end > size:
+                raise CheckpointError(f"{self.path}: tensor '{name}' ends beyond the file "
+                                      "(truncated?)")
+            self._entries[name] = (dtype, shape, begin, end)
+
+    def keys(self) -> List[str]:
+        return list(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def tensor(self, name: str) -> np.ndarray:
+        dtype, shape, begin, end = self._entries[name]
+        if end == begin:
+            return np.zeros(shape, dtype)
+        view = np.frombuffer(self._map, dtype=dtype, count=(end - begin) // dtype.itemsize,
+                             offset=self._data_start + begin)
+        return view.reshape(shape)
+
+
+class Checkpoint:
+    """A Hugging Face model directory: its config.json and every tensor of its shards."""
+
+    def __init__(self, directory: os.PathLike) -> None:
+        self.directory = Path(directory)
+        config_path = self.directory / "config.json"
+        if not config_path.is_file():
+            raise CheckpointError(f"{self.directory}: no config.json (is this a Hugging Face "
+                                  "model directory?)")
+        with open(config_path, encoding="utf-8") as f:
+            self.config = json.load(f)
+        shards = sorted(self.directory.glob("*.safetensors"))
+        if not shards:
+            raise CheckpointError(f"{self.directory}: no *.safetensors files (only the "
+                                  "safetensors format is read)")
+        self._where: Dict[str, SafetensorsFile] = {}
+        self._files = [SafetensorsFile(p) for p in shards]
+        for shard in self._files:
+            for name in shard.keys():
+                if name in self._where:
+                    raise CheckpointError(f"tensor '{name}' is in both {self._where[name].path.name} "
+                                          f"and {shard.path.name}")
+                self._where[name] = shard
+        tokenizer = self.directory / "tokenizer.json"
+        self.tokenizer_json = tokenizer.read_text(encoding="utf-8") if tokenizer.is_file() else None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def tensor(self, name: str) -> np.ndarray:
+        if name not in self._where:
+            raise CheckpointError(f"{self.directory}: the checkpoint has no tensor '{name}'")
+        return self._where[name].tensor(name)
+
+    def float64(self, name: str) -> np.ndarray:
+        return self.tensor(name).astype(np.float64)

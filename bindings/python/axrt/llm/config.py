@@ -1,0 +1,189 @@
+"""The configuration of a Llama-family model: read from a Hugging Face config.json,
+stored in an .axe file's metadata, read back by :func:`axrt.llm.load`."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+# The architectures the converter knows, and what each adds to Llama's.
+ARCHITECTURES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "Qwen2ForCausalLM": "qwen2",
+}
+
+#: The metadata key holding the configuration (JSON) in a converted .axe.
+METADATA_KEY = "axrt.llm.config"
+#: The metadata key holding the checkpoint's tokenizer.json, when it had one.
+TOKENIZER_KEY = "axrt.llm.tokenizer"
+#: Version of the function signatures a converted file provides (docs/llm.md).
+ABI_VERSION = 1
+
+
+class UnsupportedModelError(ValueError):
+    """The checkpoint uses an architecture or an option the converter does not support."""
+
+
+@dataclass
+class ModelConfig:
+    """What the program of a converted model depends on (docs/llm.md)."""
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: Optional[Dict[str, Any]]
+    max_context: int
+    tie_word_embeddings: bool
+    attention_bias: bool
+    mlp_bias: bool
+    bos_token_id: Optional[int] = None
+    eos_token_ids: List[int] = field(default_factory=list)
+    # Set by the converter:
+    weights: str = "f32"
+    block_size: int = 16
+    prefill_chunk: int = 512
+    max_batch: int = 64
+    abi_version: int = ABI_VERSION
+
+    @property
+    def max_blocks_per_sequence(self) -> int:
+        return -(-self.max_context // self.block_size)
+
+    @property
+    def qkv_size(self) -> int:
+        return (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
+
+    def kv_cache_shape(self, num_blocks: int) -> tuple:
+        return (self.num_layers, 2, num_blocks, self.num_kv_heads, self.block_size, self.head_dim)
+
+    def kv_cache_bytes_per_block(self) -> int:
+        return self.num_layers * 2 * self.num_kv_heads * self.block_size * self.head_dim * 4
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelConfig":
+        data = json.loads(text)
+        version = data.get("abi_version")
+        if version != ABI_VERSION:
+            raise UnsupportedModelError(
+                f"the model was converted for version {version} of the axrt.llm functions; "
+                f"this axrt runs version {ABI_VERSION}: convert it again")
+        return cls(**data)
+
+    def inv_freq(self):
+        """The rotary frequencies in float64, with the checkpoint's rope scaling applied."""
+        import numpy as np
+
+        d = self.head_dim
+        inv = 1.0 / (self.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        scaling = self.rope_scaling or {}
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind in ("default", None):
+            return inv
+        if kind == "linear":
+            return inv / float(scaling["factor"])
+        if kind == "llama3":
+            factor = float(scaling["factor"])
+            low = float(scaling["low_freq_factor"])
+            high = float(scaling["high_freq_factor"])
+            old_context = float(scaling["original_max_position_embeddings"])
+            low_wavelen = old_context / low
+            high_wavelen = old_context / high
+            wavelen = 2.0 * math.pi / inv
+            scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+            smooth = (old_context / wavelen - low) / (high - low)
+            smoothed = (1.0 - smooth) * scaled / factor + smooth * scaled
+            medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+            return np.where(medium, smoothed, scaled)
+        raise UnsupportedModelError(f"rope scaling '{kind}' is not supported "
+                                    "(supported: default, linear, llama3)")
+
+
+def _get(config: Dict[str, Any], key: str, default: Any = None, *, required: bool = False) -> Any:
+    if key in config and config[key] is not None:
+        return config[key]
+    if required:
+        raise UnsupportedModelError(f"config.json has no '{key}'")
+    return default
+
+
+def from_hf_config(config: Dict[str, Any], *, max_context: Optional[int] = None) -> ModelConfig:
+    """Reads a Hugging Face config.json (as a dict); refuses what the converter cannot run."""
+    architectures = config.get("architectures") or []
+    if len(architectures) != 1 or architectures[0] not in ARCHITECTURES:
+        raise UnsupportedModelError(
+            f"architecture {architectures or config.get('model_type')!r} is not supported "
+            f"(supported: {', '.join(ARCHITECTURES)})")
+    architecture = architectures[0]
+    family = ARCHITECTURES[architecture]
+    act = _get(config, "hidden_act", "silu")
+    if act != "silu":
+        raise UnsupportedModelError(f"hidden_act '{act}' is not supported (supported: silu)")
+    hidden = int(_get(config, "hidden_size", required=True))
+    heads = int(_get(config, "num_attention_heads", required=True))
+    kv_heads = int(_get(config, "num_key_value_heads", heads))
+    head_dim = int(_get(config, "head_dim", hidden // heads))
+    if heads % kv_heads != 0:
+        raise UnsupportedModelError(f"num_attention_heads {heads} is not a multiple of "
+                                    f"num_key_value_heads {kv_heads}")
+    if head_dim % 2 != 0:
+        raise UnsupportedModelError(f"head_dim {head_dim} is odd; rotary embeddings need pairs")
+    # Transformers 5 keeps rope settings in rope_parameters; older files use
+    # rope_theta and rope_scaling.
+    rope = dict(_get(config, "rope_parameters", {}) or {})
+    theta = float(rope.pop("rope_theta", _get(config, "rope_theta", 10000.0)))
+    scaling = rope or _get(config, "rope_scaling")
+    if scaling is not None:
+        scaling = dict(scaling)
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind not in ("default", "linear", "llama3"):
+            raise UnsupportedModelError(f"rope scaling '{kind}' is not supported "
+                                        "(supported: default, linear, llama3)")
+        if kind == "default":
+            scaling = None
+    if _get(config, "partial_rotary_factor", 1.0) != 1.0:
+        raise UnsupportedModelError("partial_rotary_factor other than 1 is not supported")
+    positions = int(_get(config, "max_position_embeddings", 2048))
+    context = positions if max_context is None else int(max_context)
+    if context < 1 or context > positions:
+        raise UnsupportedModelError(f"max context {context} is outside [1, "
+                                    f"max_position_embeddings = {positions}]")
+    window = _get(config, "sliding_window")
+    uses_window = family == "mistral" or bool(_get(config, "use_sliding_window", False))
+    if uses_window and window is not None and int(window) < context:
+        # Full attention equals sliding-window attention up to the window.
+        context = int(window)
+    attention_bias = bool(_get(config, "attention_bias", family == "qwen2"))
+    eos = _get(config, "eos_token_id")
+    eos_ids = [] if eos is None else ([int(eos)] if isinstance(eos, int) else [int(e) for e in eos])
+    bos = _get(config, "bos_token_id")
+    return ModelConfig(
+        architecture=architecture,
+        vocab_size=int(_get(config, "vocab_size", required=True)),
+        hidden_size=hidden,
+        intermediate_size=int(_get(config, "intermediate_size", required=True)),
+        num_layers=int(_get(config, "num_hidden_layers", required=True)),
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=float(_get(config, "rms_norm_eps", 1e-6)),
+        rope_theta=theta,
+        rope_scaling=scaling,
+        max_context=context,
+        tie_word_embeddings=bool(_get(config, "tie_word_embeddings", False)),
+        attention_bias=attention_bias,
+        mlp_bias=bool(_get(config, "mlp_bias", False)),
+        bos_token_id=None if bos is None else int(bos),
+        eos_token_ids=eos_ids,
+    )

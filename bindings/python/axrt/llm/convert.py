@@ -1,0 +1,433 @@
+"""Converts a Hugging Face Llama-family checkpoint into one .axe file (docs/llm.md).
+
+The file holds the weights in the chosen precision, the functions
+``prefill``, ``decode`` and ``sample`` over a paged KV cache, the model's
+configuration in the metadata (``axrt.llm.config``) and, when the checkpoint
+has one, its ``tokenizer.json`` (``axrt.llm.tokenizer``).
+
+Weights are read from the memory-mapped checkpoint and converted one tensor
+at a time while the file is written, so converting never holds two copies of
+the model in memory.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import builder as axb
+from ..builder import Buffer, Builder, Packing, QuantLayout, Scalar, ScaleRef, ZeroPoint, ceildiv
+from . import quantize
+from .checkpoint import Checkpoint
+from .config import METADATA_KEY, TOKENIZER_KEY, ModelConfig, UnsupportedModelError, from_hf_config
+
+WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
+
+# Tile of the matmul grids and rows per attention-prefill workgroup
+# (docs/kernels.md, docs/llm.md).
+_MATMUL_TILE = 64
+_PREFILL_ROWS = 16
+_ELEMENTWISE_CHUNK = 4096
+_F32 = 4
+
+
+def _u64(name: str) -> Scalar:
+    return Scalar(name, "uint64")
+
+
+def _f32(name: str) -> Scalar:
+    return Scalar(name, "float32")
+
+
+def _r(name: str, layout: Optional[QuantLayout] = None) -> Buffer:
+    return Buffer(name, "read", layout)
+
+
+def _w(name: str) -> Buffer:
+    return Buffer(name, "write")
+
+
+def _rw(name: str) -> Buffer:
+    return Buffer(name, "read_write")
+
+
+INT8_LAYOUT = QuantLayout("int8.per_channel", "int8", "f32", (1, 0), scale=ScaleRef(dtype="f32"))
+_AWQ_PACKING = Packing(4, 32, axis=1, order="awq")
+INT4_LAYOUT = QuantLayout("awq.int4.g128", "uint4", "f32", (quantize.INT4_GROUP, 1),
+                          scale=ScaleRef(dtype="f16"),
+                          zero_point=ZeroPoint("integer", dtype="uint4", packing=_AWQ_PACKING),
+                          packing=_AWQ_PACKING)
+
+_MATMUL_PARAMS = [_r("x"), _r("w"), _r("bias"), _w("y"), _u64("M"), _u64("N"), _u64("K")]
+
+# Every kernel the program uses: its parameter table (docs/kernels.md,
+# docs/llm.md) and the CUDA block size of its CUDA implementation.
+KERNELS: Dict[str, Tuple[List, int]] = {
+    "axrt_embedding_f32": ([_r("tokens"), _r("table"), _w("out"), _u64("T"), _u64("H"),
+                            _u64("V")], 256),
+    "axrt_embedding_bf16": ([_r("tokens"), _r("table"), _w("out"), _u64("T"), _u64("H"),
+                             _u64("V")], 256),
+    "axrt_rmsnorm_f32": ([_r("x"), _r("gamma"), _w("out"), _u64("rows"), _u64("cols"),
+                          _f32("epsilon")], 256),
+    "axrt_add_f32": ([_r("a"), _r("b"), _w("out"), _u64("n")], 256),
+    "axrt_rope_f32": ([_rw("x"), _r("positions"), _r("inv_freq"), _u64("T"), _u64("heads"),
+                       _u64("head_dim"), _u64("row_stride"), _f32("attention_scaling")], 256),
+    "axrt_silu_mul_f32": ([_r("gate_up"), _w("out"), _u64("rows"), _u64("cols")], 256),
+    "axrt_kv_cache_write_f32": ([_r("qkv"), _r("positions"), _r("block_tables"), _rw("cache"),
+                                 _u64("T"), _u64("tokens_per_seq"), _u64("layer"),
+                                 _u64("num_blocks"), _u64("kv_heads"), _u64("block_size"),
+                                 _u64("head_dim"), _u64("max_blocks"), _u64("row_stride"),
+                                 _u64("k_offset")], 256),
+    "axrt_attention_prefill_f32": ([_r("qkv"), _r("positions"), _r("block_table"), _r("cache"),
+                                    _w("out"), _u64("T"), _u64("heads"), _u64("kv_heads"),
+                                    _u64("head_dim"), _u64("layer"), _u64("num_blocks"),
+                                    _u64("block_size"), _u64("max_blocks"), _u64("row_stride"),
+                                    _f32("scale")], 256),
+    "axrt_attention_decode_f32": ([_r("qkv"), _r("positions"), _r("block_tables"), _r("cache"),
+                                   _w("out"), _u64("B"), _u64("heads"), _u64("kv_heads"),
+                                   _u64("head_dim"), _u64("layer"), _u64("num_blocks"),
+                                   _u64("block_size"), _u64("max_blocks"), _u64("row_stride"),
+                                   _f32("scale")], 256),
+    "axrt_sample_f32": ([_r("logits"), _r("temperature"), _r("top_k"), _r("top_p"), _r("seeds"),
+                         _r("positions"), _w("tokens"), _u64("B"), _u64("V")], 256),
+    "axrt_matmul_f32": (_MATMUL_PARAMS, 256),
+    "axrt_matmul_bf16_f32": (_MATMUL_PARAMS, 256),
+    "axrt_matmul_int8_pc_f32": ([_r("x"), _r("w", INT8_LAYOUT), _r("scale"), _r("bias"), _w("y"),
+                                 _u64("M"), _u64("N"), _u64("K")], 256),
+    "axrt_matmul_awq_int4_f32": ([_r("x"), _r("qweight", INT4_LAYOUT), _r("scales"),
+                                  _r("qzeros"), _r("bias"), _w("y"), _u64("M"), _u64("N"),
+                                  _u64("K"), _u64("group_size")], 256),
+}
+
+
+def default_fatbin() -> Optional[Path]:
+    """The CUDA kernels packaged with axrt, when they were built."""
+    path = Path(__file__).resolve().parent.parent / "kernels" / "axrt_kernels.fatbin"
+    return path if path.is_file() else None
+
+
+@dataclass
+class _Linear:
+    """A projection as the program binds it: the kernel and its weight constants."""
+
+    kernel: str
+    weights: Tuple[axb.Constant, ...]  # bound after x, before bias
+    bias: axb.Constant
+    n: int
+    k: int
+
+
+class _Converter:
+    def __init__(self, checkpoint: Checkpoint, config: ModelConfig, weights: str,
+                 fatbin: Optional[Path]) -> None:
+        self.ckpt = checkpoint
+        self.cfg = config
+        self.mode = weights
+        self.b = Builder(producer="axrt.llm.convert", producer_version="1")
+        self.cpu = self.b.kernel_library("axrt.cpu")
+        self.cuda = (self.b.code_object("cuda_fatbin", "sm_80,sm_90", fatbin.read_bytes())
+                     if fatbin is not None else None)
+        self.kernels: Dict[str, axb.Kernel] = {}
+        self.zero_bias: Optional[axb.Constant] = None
+
+    # -- constants ------------------------------------------------------
+    def constant(self, name: str, make: Callable[[], np.ndarray], dtype: str,
+                 shape: Sequence[int], layout: Optional[QuantLayout] = None) -> axb.Constant:
+        """A constant whose bytes `make` produces when the file is written."""
+        return self.b.constant(name, make, dtype=dtype, shape=tuple(shape), layout=layout)
+
+    def tensor(self, name: str) -> np.ndarray:
+        return self.ckpt.tensor(name)
+
+    def stacked(self, names: Sequence[str]) -> np.ndarray:
+        """Rows of several [out, in] weights (or biases) one after another, in f32."""
+        return np.concatenate([np.asarray(self.tensor(n), dtype=np.float32) for n in names], axis=0)
+
+    def bias(self, label: str, names: Sequence[str], n: int) -> axb.Constant:
+        """The biases of stacked projections; zeros for those without one."""
+        if not any(name in self.ckpt for name in names):
+            return self.zero_bias
+
+        def make():
+            parts = []
+            for name in names:
+                if name in self.ckpt:
+                    parts.append(np.asarray(self.tensor(name), dtype=np.float32).reshape(-1))
+                else:
+                    rows = self.tensor(name[:-len("bias")] + "weight").shape[0]
+                    parts.append(np.zeros(rows, np.float32))
+            return np.concatenate(parts)
+
+        return self.constant(label + ".bias", make, "f32", (n,))
+
+    def linear(self, label: str, names: Sequence[str], bias_names: Sequence[str]) -> _Linear:
+        """A projection from the [out, in] weights `names`, stacked along out."""
+        shapes = [self.tensor(n).shape for n in names]
+        k = shapes[0][1]
+        if any(len(s) != 2 or s[1] != k for s in shapes):
+            raise UnsupportedModelError(f"{label}: weights {names} have shapes {shapes}, "
+                                        "not [out, in] with one in")
+        n = sum(s[0] for s in shapes)
+        bias = self.bias(label, bias_names, n)
+        mode = self.mode
+        if mode == "f32":
+            w = self.constant(label, lambda: np.ascontiguousarray(self.stacked(names).T), "f32",
+                              (k, n))
+            return _Linear("axrt_matmul_f32", (w,), bias, n, k)
+        if mode == "bf16":
+            w = self.constant(label, lambda: quantize.bf16(self.stacked(names)), "bf16", (n, k))
+            return _Linear("axrt_matmul_bf16_f32", (w,), bias, n, k)
+        if mode == "int8":
+            cache: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
+
+            def q8():
+                if "q" not in cache:
+                    cache["q"] = quantize.int8_per_channel(self.stacked(names))
+                return cache["q"]
+
+            def take_scale():
+                return q8()[1]
+
+            def take_q():
+                q = q8()[0]
+                cache.clear()
+                return q
+
+            scale = self.constant(label + ".scale", take_scale, "f32", (n, 1))
+            w = self.constant(label, take_q, "int8", (n, k), INT8_LAYOUT.with_constants(scale=scale))
+            return _Linear("axrt_matmul_int8_pc_f32", (w, scale), bias, n, k)
+        if mode == "int4":
+            if k % quantize.INT4_GROUP != 0 or n % 8 != 0:
+                raise UnsupportedModelError(
+                    f"--weights int4: {label} is [{n}, {k}]; int4 needs inputs a multiple of "
+                    f"{quantize.INT4_GROUP} and outputs a multiple of 8")
+            cache4: Dict[str, Tuple[np.ndarray, ...]] = {}
+
+            def q4():
+                if "q" not in cache4:
+                    cache4["q"] = quantize.int4_awq(self.stacked(names))
+                return cache4["q"]
+
+            groups = k // quantize.INT4_GROUP
+            scales = self.constant(label + ".scales", lambda: q4()[1], "f16", (groups, n))
+            qzeros = self.constant(label + ".qzeros", lambda: q4()[2], "uint32", (groups, n // 8))
+
+            def take_qweight():
+                q = q4()[0]
+                cache4.clear()
+                return q
+
+            layout = INT4_LAYOUT.with_constants(scale=scales, zero_point=qzeros)
+            w = self.constant(label, take_qweight, "uint4", (k, n), layout)
+            return _Linear("axrt_matmul_awq_int4_f32", (w, scales, qzeros), bias, n, k)
+        raise UnsupportedModelError(f"--weights {mode} is not supported ({', '.join(WEIGHT_MODES)})")
+
+    def kernel(self, name: str) -> axb.Kernel:
+        if name not in self.kernels:
+            params, block = KERNELS[name]
+            k = self.b.kernel(name, self.cpu, params)
+            if self.cuda is not None:
+                self.b.kernel_variant(k, self.cuda, workgroup_size=block)
+            self.kernels[name] = k
+        return self.kernels[name]
+
+    # -- the program ----------------------------------------------------
+    def convert(self, out: Path) -> None:
+        cfg, ckpt = self.cfg, self.ckpt
+        H, V, L = cfg.hidden_size, cfg.vocab_size, cfg.num_layers
+        QKV, I = cfg.qkv_size, cfg.intermediate_size
+        widest = max(QKV, H, 2 * I, V)
+        self.zero_bias = self.b.constant("zero_bias", np.zeros(widest, np.float32))
+
+        embed_name = "model.embed_tokens.weight"
+        table_shape = ckpt.tensor(embed_name).shape
+        if table_shape != (V, H):
+            raise UnsupportedModelError(f"{embed_name} is {list(table_shape)}, not [{V}, {H}]")
+        if self.mode == "f32":
+            embed = self.constant("embed_tokens", lambda: np.asarray(self.tensor(embed_name),
+                                                                     np.float32), "f32", (V, H))
+            embed_kernel = "axrt_embedding_f32"
+        else:
+            embed = self.constant("embed_tokens", lambda: quantize.bf16(self.tensor(embed_name)),
+                                  "bf16", (V, H))
+            embed_kernel = "axrt_embedding_bf16"
+
+        def norm(name: str) -> axb.Constant:
+            return self.constant(name, lambda: np.asarray(self.tensor(name + ".weight"),
+                                                          np.float32), "f32", (H,))
+
+        layers = []
+        for l in range(L):
+            p = f"model.layers.{l}."
+            attn = p + "self_attn."
+            mlp = p + "mlp."
+            layers.append(dict(
+                ln1=norm(p + "input_layernorm"),
+                qkv=self.linear(f"layers.{l}.qkv", [attn + "q_proj.weight", attn + "k_proj.weight",
+                                                    attn + "v_proj.weight"],
+                                [attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"]),
+                o=self.linear(f"layers.{l}.o_proj", [attn + "o_proj.weight"],
+                              [attn + "o_proj.bias"]),
+                ln2=norm(p + "post_attention_layernorm"),
+                gate_up=self.linear(f"layers.{l}.gate_up", [mlp + "gate_proj.weight",
+                                                            mlp + "up_proj.weight"],
+                                    [mlp + "gate_proj.bias", mlp + "up_proj.bias"]),
+                down=self.linear(f"layers.{l}.down_proj", [mlp + "down_proj.weight"],
+                                 [mlp + "down_proj.bias"]),
+            ))
+        final_norm = norm("model.norm")
+        head_name = "lm_head.weight"
+        if cfg.tie_word_embeddings or head_name not in ckpt:
+            head_name = embed_name
+        if self.mode == "bf16" and head_name == embed_name:
+            lm_head = _Linear("axrt_matmul_bf16_f32", (embed,), self.zero_bias, V, H)
+        else:
+            lm_head = self.linear("lm_head", [head_name], [])
+        inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
+
+        for fn in ("prefill", "decode"):
+            self.program(fn, embed, embed_kernel, layers, final_norm, lm_head, inv_freq)
+        self.sampler()
+
+        self.b.metadata(METADATA_KEY, cfg.to_json())
+        if ckpt.tokenizer_json is not None:
+            self.b.metadata(TOKENIZER_KEY, ckpt.tokenizer_json)
+        self.b.save(out)
+
+    def program(self, which: str, embed, embed_kernel, layers, final_norm, lm_head,
+                inv_freq) -> None:
+        cfg = self.cfg
+        H, V = cfg.hidden_size, cfg.vocab_size
+        QKV, I = cfg.qkv_size, cfg.intermediate_size
+        nh, nkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
+        prefill = which == "prefill"
+        rows_max = cfg.prefill_chunk if prefill else cfg.max_batch
+        n = "T" if prefill else "B"
+        cache_shape = [cfg.num_layers, 2, "NB", nkv, BS, D]
+        inputs = [("tokens", "int32", [n]), ("positions", "int32", [n]),
+                  ("block_table" if prefill else "block_tables", "int32", [1 if prefill else n, MBS]),
+                  ("kv_cache", "float32", cache_shape)]
+        outputs = [("logits", "float32", [1 if prefill else n, V])]
+
+        # The arena: each activation at its largest, 64-byte aligned.
+        sizes = dict(h=rows_max * H, xn=rows_max * H, qkv=rows_max * QKV, attn=rows_max * nh * D,
+                     tmp=rows_max * H, gu=rows_max * 2 * I, act=rows_max * I, last=H, last_n=H)
+        offsets: Dict[str, int] = {}
+        arena = 0
+        for key, count in sizes.items():
+            offsets[key] = arena
+            arena += (count * _F32 + 63) // 64 * 64
+        f = self.b.function(which, inputs, outputs,
+                            symbols={n: rows_max, "NB": 1 << 24}, arena_size=arena,
+                            mutable=("kv_cache",))
+
+        def buf(key: str):
+            return f.arena(offsets[key], sizes[key] * _F32)
+
+        rows = f.sym(n)
+        nb = f.sym("NB")
+        tokens, positions, tables, cache = (f.input(i) for i in range(4))
+        logits = f.output(0)
+
+        def matmul(lin: _Linear, x, y, m) -> None:
+            k = self.kernel(lin.kernel)
+            args = [x, *lin.weights, lin.bias, y, m, lin.n, lin.k]
+            if lin.kernel == "axrt_matmul_awq_int4_f32":
+                args.append(quantize.INT4_GROUP)
+            f.dispatch(k, [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)], args)
+
+        def add(a, b, out, count) -> None:
+            f.dispatch(self.kernel("axrt_add_f32"), [ceildiv(count, _ELEMENTWISE_CHUNK)],
+                       [a, b, out, count])
+
+        def rmsnorm(x, gamma, out, m) -> None:
+            f.dispatch(self.kernel("axrt_rmsnorm_f32"), [m], [x, gamma, out, m, H,
+                                                             float(cfg.rms_norm_eps)])
+
+        f.dispatch(self.kernel(embed_kernel), [rows], [tokens, embed, buf("h"), rows, H, V])
+        scale = float(1.0 / np.sqrt(D))
+        for l, layer in enumerate(layers):
+            rmsnorm(buf("h"), layer["ln1"], buf("xn"), rows)
+            matmul(layer["qkv"], buf("xn"), buf("qkv"), rows)
+            f.dispatch(self.kernel("axrt_rope_f32"), [rows],
+                       [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
+            f.dispatch(self.kernel("axrt_kv_cache_write_f32"), [rows],
+                       [buf("qkv"), positions, tables, cache, rows, rows if prefill else 1, l, nb,
+                        nkv, BS, D, MBS, QKV, nh * D])
+            if prefill:
+                f.dispatch(self.kernel("axrt_attention_prefill_f32"),
+                           [ceildiv(rows, _PREFILL_ROWS), nh],
+                           [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
+                            nb, BS, MBS, QKV, scale])
+            else:
+                f.dispatch(self.kernel("axrt_attention_decode_f32"), [rows, nkv],
+                           [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
+                            nb, BS, MBS, QKV, scale])
+            matmul(layer["o"], buf("attn"), buf("tmp"), rows)
+            add(buf("h"), buf("tmp"), buf("h"), rows * H)
+            rmsnorm(buf("h"), layer["ln2"], buf("xn"), rows)
+            matmul(layer["gate_up"], buf("xn"), buf("gu"), rows)
+            f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows], [buf("gu"), buf("act"), rows, I])
+            matmul(layer["down"], buf("act"), buf("tmp"), rows)
+            add(buf("h"), buf("tmp"), buf("h"), rows * H)
+        if prefill:
+            # Only the last token's logits: its hidden row, normed, projected.
+            f.copy(buf("h"), buf("last"), H * _F32, src_offset=(rows - 1) * (H * _F32))
+            rmsnorm(buf("last"), final_norm, buf("last_n"), 1)
+            matmul(lm_head, buf("last_n"), logits, 1)
+        else:
+            rmsnorm(buf("h"), final_norm, buf("xn"), rows)
+            matmul(lm_head, buf("xn"), logits, rows)
+
+    def sampler(self) -> None:
+        cfg = self.cfg
+        V = cfg.vocab_size
+        f = self.b.function(
+            "sample",
+            [("logits", "float32", ["B", V]), ("temperature", "float32", ["B"]),
+             ("top_k", "int32", ["B"]), ("top_p", "float32", ["B"]), ("seeds", "uint64", ["B"]),
+             ("positions", "int32", ["B"])],
+            [("tokens", "int32", ["B"])], symbols={"B": cfg.max_batch})
+        rows = f.sym("B")
+        f.dispatch(self.kernel("axrt_sample_f32"), [rows],
+                   [*(f.input(i) for i in range(6)), f.output(0), rows, V])
+
+
+def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
+            max_context: Optional[int] = None, block_size: int = 16, prefill_chunk: int = 512,
+            max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
+            cuda: bool = True) -> ModelConfig:
+    """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
+
+    `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` (per output channel) or
+    ``"int4"`` (AWQ layout, groups of 128). `max_context`: the longest
+    sequence (default: the checkpoint's ``max_position_embeddings``).
+    `block_size`: tokens per KV-cache block. `prefill_chunk`: the most tokens
+    one prefill call takes (longer prompts run in chunks). `max_batch`: the
+    most sequences one decode call takes. The CUDA kernels are added as
+    variants when axrt was built with them (or `cuda_fatbin` names a
+    fatbin), unless `cuda` is False. Unsupported architectures, options and
+    shapes raise :class:`UnsupportedModelError` naming them.
+    """
+    if weights not in WEIGHT_MODES:
+        raise UnsupportedModelError(f"--weights {weights!r} is not supported "
+                                    f"(supported: {', '.join(WEIGHT_MODES)})")
+    for what, value in (("block_size", block_size), ("prefill_chunk", prefill_chunk),
+                        ("max_batch", max_batch)):
+        if int(value) < 1:
+            raise ValueError(f"{what} must be at least 1, not {value}")
+    checkpoint = Checkpoint(hf_dir)
+    config = from_hf_config(checkpoint.config, max_context=max_context)
+    config.weights = weights
+    config.block_size = int(block_size)
+    config.prefill_chunk = min(int(prefill_chunk), config.max_context)
+    config.max_batch = int(max_batch)
+    fatbin = None
+    if cuda:
+        fatbin = Path(cuda_fatbin) if cuda_fatbin is not None else default_fatbin()
+    _Converter(checkpoint, config, weights, fatbin).convert(Path(out))
+    return config

@@ -1,0 +1,229 @@
+"""Running a converted model: :func:`load`, :class:`Model`, :class:`Session`."""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from .. import _axrt
+from .config import METADATA_KEY, TOKENIZER_KEY, ModelConfig, UnsupportedModelError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class BlockAllocator:
+    """Hands out the blocks of one KV-cache pool: ids in ``[0, num_blocks)``."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = int(num_blocks)
+        self._free = list(range(self.num_blocks - 1, -1, -1))
+
+    @property
+    def free_blocks(self) -> int:
+        return len(self._free)
+
+    def allocate(self, count: int) -> List[int]:
+        if count > len(self._free):
+            raise MemoryError(f"the KV cache has {len(self._free)} free blocks of "
+                              f"{self.num_blocks}; {count} are needed")
+        return [self._free.pop() for _ in range(count)]
+
+    def release(self, blocks: Iterable[int]) -> None:
+        for block in blocks:
+            self._free.append(int(block))
+
+
+class Session:
+    """One sequence in a KV cache: its blocks, its length, and the calls that extend it.
+
+    Made by :meth:`Model.session`; :meth:`close` (or leaving a ``with``
+    block) gives its blocks back.
+    """
+
+    def __init__(self, model: "Model", capacity: int) -> None:
+        cfg = model.config
+        if capacity < 1 or capacity > cfg.max_context:
+            raise ValueError(f"a sequence of {capacity} tokens does not fit the model's context "
+                             f"of {cfg.max_context}")
+        self.model = model
+        self.capacity = int(capacity)
+        self.length = 0
+        self._blocks = model._allocator.allocate(-(-capacity // cfg.block_size))
+        table = np.zeros((1, cfg.max_blocks_per_sequence), np.int32)
+        table[0, :len(self._blocks)] = self._blocks
+        self.block_table = table
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._blocks:
+            self.model._allocator.release(self._blocks)
+            self._blocks = []
+
+    def _room(self, count: int) -> None:
+        if not self._blocks:
+            raise ValueError("the session is closed")
+        if self.length + count > self.capacity:
+            raise ValueError(f"the sequence would reach {self.length + count} tokens; "
+                             f"the session holds {self.capacity}")
+
+    def prefill(self, token_ids: Sequence[int], chunk: Optional[int] = None) -> np.ndarray:
+        """Appends `token_ids`; returns the logits after the last, f32 ``[V]``.
+
+        Runs the ``prefill`` function in chunks of at most `chunk` tokens
+        (default and most: the model's prefill chunk).
+        """
+        ids = self.model._check_ids(token_ids)
+        if ids.size == 0:
+            raise ValueError("prefill needs at least one token")
+        self._room(ids.size)
+        cfg = self.model.config
+        chunk = cfg.prefill_chunk if chunk is None else max(1, min(int(chunk), cfg.prefill_chunk))
+        logits = None
+        for start in range(0, ids.size, chunk):
+            part = ids[start:start + chunk]
+            positions = np.arange(self.length, self.length + part.size, dtype=np.int32)
+            logits = self.model._prefill(part, positions, self.block_table, self.model.kv_cache)
+            self.length += part.size
+        return logits.numpy()[0]
+
+    def decode(self, token_id: int) -> np.ndarray:
+        """Appends one token; returns the logits after it, f32 ``[V]``."""
+        return self._decode(token_id).numpy()[0]
+
+    def _decode(self, token_id: int):
+        self._room(1)
+        ids = self.model._check_ids([token_id])
+        positions = np.array([self.length], np.int32)
+        logits = self.model._decode(ids, positions, self.block_table, self.model.kv_cache)
+        self.length += 1
+        return logits
+
+
+class Model:
+    """A language model converted by ``axrt.llm convert``, loaded on a device.
+
+    ``config`` is its :class:`ModelConfig`; ``tokenizer`` its tokenizer (a
+    ``tokenizers.Tokenizer``) when the file carries one and the tokenizers
+    package is installed, else None. The KV cache is one pool of
+    ``num_blocks`` blocks of ``config.block_size`` tokens, shared by the
+    model's sessions.
+    """
+
+    def __init__(self, executable, num_blocks: Optional[int] = None) -> None:
+        self.executable = executable
+        metadata = executable.metadata
+        if METADATA_KEY not in metadata:
+            raise UnsupportedModelError(f"{executable.name} is not a model converted by "
+                                        "axrt.llm (its metadata has no model configuration)")
+        self.config = cfg = ModelConfig.from_json(metadata[METADATA_KEY])
+        self.tokenizer_json = metadata.get(TOKENIZER_KEY)
+        self._tokenizer = None
+        self._prefill = executable["prefill"]
+        self._decode = executable["decode"]
+        self._sample = executable["sample"]
+        if num_blocks is None:
+            num_blocks = cfg.max_blocks_per_sequence
+        self.num_blocks = int(num_blocks)
+        if self.num_blocks < 1:
+            raise ValueError(f"num_blocks must be at least 1, not {num_blocks}")
+        self.kv_cache = _axrt.empty(cfg.kv_cache_shape(self.num_blocks), "float32",
+                                    device=executable.device)
+        self._allocator = BlockAllocator(self.num_blocks)
+
+    @property
+    def device(self):
+        return self.executable.device
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None and self.tokenizer_json is not None:
+            from tokenizers import Tokenizer
+
+            self._tokenizer = Tokenizer.from_str(self.tokenizer_json)
+        return self._tokenizer
+
+    def _check_ids(self, token_ids: Sequence[int]) -> np.ndarray:
+        ids = np.asarray(list(token_ids) if not isinstance(token_ids, np.ndarray) else token_ids)
+        if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+            raise ValueError("token ids must be a sequence of integers")
+        ids = ids.astype(np.int64)
+        bad = ids[(ids < 0) | (ids >= self.config.vocab_size)]
+        if bad.size:
+            raise ValueError(f"token id {int(bad[0])} is outside the vocabulary "
+                             f"[0, {self.config.vocab_size})")
+        return ids.astype(np.int32)
+
+    def session(self, capacity: Optional[int] = None) -> Session:
+        """A new sequence holding up to `capacity` tokens (default: the model's context)."""
+        return Session(self, self.config.max_context if capacity is None else int(capacity))
+
+    def _sampler_inputs(self, temperature: float, top_k: int, top_p: float, seed: int):
+        if temperature < 0 or not np.isfinite(temperature):
+            raise ValueError(f"temperature must be finite and >= 0, not {temperature}")
+        if top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0: all tokens), not {top_k}")
+        if not (0 < top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1], not {top_p}")
+        return (np.array([temperature], np.float32), np.array([top_k], np.int32),
+                np.array([top_p], np.float32),
+                np.array([int(seed) & 0xFFFFFFFFFFFFFFFF], np.uint64))
+
+    def stream(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
+               temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+               stop_ids: Optional[Iterable[int]] = None) -> Iterator[int]:
+        """Yields generated token ids one at a time, as they are produced.
+
+        Greedy when `temperature` is 0; otherwise samples from the softmax of
+        logits / temperature, keeping the `top_k` most likely tokens (0: all)
+        and then the smallest set reaching probability `top_p`. `seed` makes
+        a sampled run reproducible. Stops after `max_new_tokens`, or after
+        yielding a token of `stop_ids` (default: the model's end-of-sequence
+        ids; pass ``()`` for none).
+        """
+        prompt = self._check_ids(prompt_ids)
+        if prompt.size == 0:
+            raise ValueError("the prompt needs at least one token")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, not {max_new_tokens}")
+        total = prompt.size + max_new_tokens
+        if total > self.config.max_context:
+            raise ValueError(f"prompt ({prompt.size}) + max_new_tokens ({max_new_tokens}) = {total} "
+                             f"exceeds the model's context of {self.config.max_context}")
+        stops = set(self.config.eos_token_ids if stop_ids is None else (int(s) for s in stop_ids))
+        params = self._sampler_inputs(float(temperature), int(top_k), float(top_p), seed)
+        if max_new_tokens == 0:
+            return
+        with self.session(total) as seq:
+            logits = None
+            last = seq.prefill(prompt)
+            # The prefill's logits come back as numpy; the sampler takes them as they are.
+            logits = last[None, :]
+            for produced in range(max_new_tokens):
+                position = np.array([seq.length], np.int32)
+                token = int(self._sample(logits, *params, position).numpy()[0])
+                yield token
+                if token in stops or produced + 1 == max_new_tokens:
+                    return
+                logits = seq._decode(token)
+
+    def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 stop_ids: Optional[Iterable[int]] = None) -> List[int]:
+        """The generated token ids (not the prompt); see :meth:`stream`."""
+        return list(self.stream(prompt_ids, max_new_tokens, temperature=temperature, top_k=top_k,
+                                top_p=top_p, seed=seed, stop_ids=stop_ids))
+
+
+def load(path: PathLike, device=None, *, num_blocks: Optional[int] = None) -> Model:
+    """Loads a model converted by ``axrt.llm convert`` onto `device` (default: the default device).
+
+    `num_blocks`: blocks of the KV-cache pool (default: one full context).
+    """
+    return Model(_axrt.load(os.fspath(path) if not isinstance(path, bytes) else path, device),
+                 num_blocks=num_blocks)

@@ -1,0 +1,74 @@
+"""Weight quantization for the converter (docs/llm.md, "Weights").
+
+Each function takes a linear layer's weight in the Hugging Face layout
+``[out, in]`` (``[N, K]``) and returns what the matching axrt.cpu matmul
+kernel reads, with the layouts of docs/format.md section 5.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+#: AWQ's nibble order: nibble p of a word holds element AWQ_ORDER[p] of its eight.
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+INT4_GROUP = 128
+
+
+def int8_per_channel(w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 with one f32 scale per output row: ``w ~ q * scale``.
+
+    Returns ``q`` int8 ``[N, K]`` and ``scale`` f32 ``[N, 1]``; a row of zeros
+    gets scale 1.
+    """
+    w = np.asarray(w, dtype=np.float32)
+    peak = np.max(np.abs(w), axis=1, keepdims=True)
+    scale = np.where(peak > 0, peak / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def pack_awq(codes: np.ndarray) -> np.ndarray:
+    """Packs uint4 codes ``[R, C]`` (C a multiple of 8) into u32 words ``[R, C / 8]`` in the AWQ order."""
+    rows, cols = codes.shape
+    groups = codes.reshape(rows, cols // 8, 8).astype(np.uint32)
+    words = np.zeros((rows, cols // 8), dtype=np.uint32)
+    for nibble, element in enumerate(AWQ_ORDER):
+        words |= groups[:, :, element] << np.uint32(4 * nibble)
+    return words
+
+
+def int4_awq(w: np.ndarray, group: int = INT4_GROUP
+             ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Asymmetric 4-bit with groups of `group` inputs per output: AWQ's storage.
+
+    ``w`` is ``[N, K]``; K must be a multiple of `group` and N of 8. For each
+    group, ``scale = (max - min) / 15`` rounded to f16 and ``zero =
+    round(-min / scale)`` in [0, 15], ``q = clip(round(w / scale) + zero, 0,
+    15)``, so ``w ~ (q - zero) * scale``. Returns ``qweight`` u32 ``[K, N/8]``,
+    ``scales`` f16 ``[K/g, N]`` and ``qzeros`` u32 ``[K/g, N/8]``, packed along
+    N in the AWQ order.
+    """
+    w = np.asarray(w, dtype=np.float32)
+    n, k = w.shape
+    if k % group != 0 or n % 8 != 0:
+        raise ValueError(f"int4 needs inputs a multiple of {group} and outputs a multiple of 8; "
+                         f"this weight is [{n}, {k}]")
+    wt = w.T.reshape(k // group, group, n)  # [groups, group, N]
+    low = np.minimum(wt.min(axis=1), 0.0)
+    high = np.maximum(wt.max(axis=1), 0.0)
+    scale = ((high - low) / 15.0).astype(np.float16)
+    scale = np.where(scale > 0, scale, np.float16(1.0)).astype(np.float16)
+    s32 = scale.astype(np.float32)
+    zero = np.clip(np.rint(-low / s32), 0, 15).astype(np.uint32)
+    q = np.clip(np.rint(wt / s32[:, None, :]) + zero[:, None, :], 0, 15).astype(np.uint32)
+    qweight = pack_awq(q.reshape(k, n))
+    qzeros = pack_awq(zero)
+    return qweight, scale, qzeros
+
+
+def bf16(w: np.ndarray) -> np.ndarray:
+    """Rounds to bfloat16 (nearest, ties to even), keeping the layout."""
+    import ml_dtypes
+
+    return np.asarray(w, dtype=np.float32).astype(ml_dtypes.bfloat16)

@@ -1,0 +1,565 @@
+// The small-row paths of the matmul kernels: tiles of at most
+// kSkinnyMaxRows rows (language-model decode, small batches), where the
+// weights are read once and the work is bound by memory, not arithmetic.
+//
+// Two engines, by weight layout:
+//   - k-major weights (f32 [K, N], AWQ and GPTQ int4): W arrives a row of 64
+//     columns at a time. f32 rows are read in place; int4 rows are decoded
+//     in registers (up to 4 x rows, quantized_matmul.cc) or into a small f32
+//     panel in L1 first. A register tile of up to 6 (or 12) rows x 64 (or
+//     32) columns accumulates x[m][k] W[k][:] over k.
+//   - n-major weights (bf16 and int8 [N, K]): each output is a dot product
+//     of an x row with a weight row. Up to 8 weight rows are widened in
+//     registers and multiplied against up to 4 x rows, one accumulator per
+//     (row, column) pair, reduced across lanes at the end.
+// Both accumulate in f32 in registers and write the 64-column f32 tile
+// TileScratch::c, which store_tile turns into y.
+#ifndef AXRT_KERNELS_CPU_SKINNY_MATMUL_H_
+#define AXRT_KERNELS_CPU_SKINNY_MATMUL_H_
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/gemm.h"
+
+#if AXRT_CPU_HAVE_AVX2_BUILD
+#include <immintrin.h>
+#endif
+
+namespace axrt::kernels::cpu {
+
+// Tiles with at most this many rows take the paths of this file.
+inline constexpr int kSkinnyMaxRows = 16;
+
+// The run-time blocking of the k-major engine (matmul_tuning.h picks it).
+struct SkinnyBlocking {
+  // k rows per block when the tile's rows need several register passes (or
+  // the weights are decoded first): a multiple of 8 in [8, kKc].
+  int kb = 64;
+  // AVX-512 register passes: 0 = up to 6 rows x 64 columns, 1 = up to 12
+  // rows x 32 columns (ignored by the narrower builds, which use 6 rows).
+  int wide = 0;
+  // How far ahead (in rows) a single pass prefetches f32 weight rows read in
+  // place: they are N floats apart, beyond what the hardware prefetchers
+  // follow. In [1, 128].
+  int prefetch = 32;
+};
+
+// ---------------------------------------------------------------------------
+// The k-major engine
+// ---------------------------------------------------------------------------
+
+// One call: c[rows][0, 64) (row stride kTile) = (accumulate ? c : 0) +
+// a[rows][0, kb) (row stride lda) . b[0, kb)[0, 64) (row stride ldb).
+struct SkinnyPanel {
+  const float* a;
+  uint64_t lda;
+  const float* b;
+  uint64_t ldb;
+  int kb;
+  float* c;
+  int rows;
+  bool accumulate;
+  int prefetch_rows;  // prefetch b rows this far ahead; 0 for none
+  int wide;           // SkinnyBlocking::wide
+};
+
+// Column vectors per register pass for a block of MR rows: every build keeps
+// at most 24 (AVX-512, 32 registers) or 12 (16 registers) accumulators.
+template <int kLanes>
+constexpr int skinny_vectors(int rows) {
+  if constexpr (kLanes == 16) {
+    return rows <= 6 ? 4 : 2;
+  } else {
+    return rows == 1 ? 8 : rows <= 3 ? 4 : 2;
+  }
+}
+
+template <int kLanes, int MR, int NV>
+AXRT_CPU_INLINE void skinny_block(const float* __restrict a, uint64_t lda,
+                                  const float* __restrict b, uint64_t ldb, int kb,
+                                  float* __restrict c, bool accumulate, int prefetch_rows) {
+  using F = typename Simd<kLanes>::F;
+  constexpr int kFloatsPerLine = 16;
+  F acc[MR][NV];
+#pragma GCC unroll 12
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      acc[m][v] = accumulate ? load_vector<F>(c + m * kTile + v * kLanes) : F{};
+    }
+  }
+  const uint64_t ahead = static_cast<uint64_t>(prefetch_rows) * ldb;
+  for (int k = 0; k < kb; ++k) {
+    const float* __restrict row = b + static_cast<uint64_t>(k) * ldb;
+    if (prefetch_rows != 0) {
+      // Into L2: more of them can be in flight than into L1. The last float
+      // too: a row that does not start a cache line spans one line more.
+#pragma GCC unroll 8
+      for (int f = 0; f < NV * kLanes; f += kFloatsPerLine) {
+        __builtin_prefetch(row + ahead + f, 0, 2);
+      }
+      __builtin_prefetch(row + ahead + NV * kLanes - 1, 0, 2);
+    }
+    F bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = load_vector<F>(row + v * kLanes);
+#pragma GCC unroll 12
+    for (int m = 0; m < MR; ++m) {
+      const float am = a[m * lda + k];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[m][v] += am * bv[v];
+    }
+  }
+#pragma GCC unroll 12
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) store_vector(c + m * kTile + v * kLanes, acc[m][v]);
+  }
+}
+
+// All 64 columns for a block of exactly MR rows.
+template <int kLanes, int MR>
+AXRT_CPU_INLINE void skinny_rows(const SkinnyPanel& p, int m0) {
+  constexpr int NV = skinny_vectors<kLanes>(MR);
+  constexpr int kVectors = kTile / kLanes;
+  static_assert(kVectors % NV == 0);
+#pragma GCC unroll 1
+  for (int v0 = 0; v0 < kVectors; v0 += NV) {
+    skinny_block<kLanes, MR, NV>(p.a + m0 * p.lda, p.lda, p.b + v0 * kLanes, p.ldb, p.kb,
+                                 p.c + m0 * kTile + v0 * kLanes, p.accumulate, p.prefetch_rows);
+  }
+}
+
+template <int kLanes>
+AXRT_CPU_INLINE void skinny_panel_body(const SkinnyPanel& panel) {
+  const int chunk = kLanes == 16 && panel.wide != 0 ? 12 : 6;
+  SkinnyPanel p = panel;
+  for (int m0 = 0; m0 < p.rows; m0 += chunk) {
+    // Only the first pass over the block needs its rows fetched.
+    if (m0 != 0) p.prefetch_rows = 0;
+    switch (std::min(chunk, p.rows - m0)) {
+      case 1: skinny_rows<kLanes, 1>(p, m0); break;
+      case 2: skinny_rows<kLanes, 2>(p, m0); break;
+      case 3: skinny_rows<kLanes, 3>(p, m0); break;
+      case 4: skinny_rows<kLanes, 4>(p, m0); break;
+      case 5: skinny_rows<kLanes, 5>(p, m0); break;
+      case 6: skinny_rows<kLanes, 6>(p, m0); break;
+      default:
+        if constexpr (kLanes == 16) {
+          switch (std::min(chunk, p.rows - m0)) {
+            case 7: skinny_rows<kLanes, 7>(p, m0); break;
+            case 8: skinny_rows<kLanes, 8>(p, m0); break;
+            case 9: skinny_rows<kLanes, 9>(p, m0); break;
+            case 10: skinny_rows<kLanes, 10>(p, m0); break;
+            case 11: skinny_rows<kLanes, 11>(p, m0); break;
+            default: skinny_rows<kLanes, 12>(p, m0); break;
+          }
+        }
+        break;
+    }
+  }
+}
+
+// skinny_panel_body compiled once per build in gemm.cc.
+void skinny_panel_baseline(const SkinnyPanel& p) noexcept;
+#if AXRT_CPU_HAVE_AVX2_BUILD
+[[gnu::target("avx2,fma")]] void skinny_panel_avx2(const SkinnyPanel& p) noexcept;
+[[gnu::target(AXRT_CPU_AVX512_TARGET)]] void skinny_panel_avx512(const SkinnyPanel& p) noexcept;
+#endif
+
+template <int kLanes>
+AXRT_CPU_INLINE void skinny_panel(const SkinnyPanel& p) {
+#if AXRT_CPU_HAVE_AVX2_BUILD
+  if constexpr (kLanes == 16) {
+    skinny_panel_avx512(p);
+    return;
+  }
+  if constexpr (kLanes == 8) {
+    skinny_panel_avx2(p);
+    return;
+  }
+#endif
+  skinny_panel_baseline(p);
+}
+
+// The tile's rows of x times K rows of weights into scratch.c. `source`
+// gives the weights a block of k rows at a time:
+//   static constexpr bool kInPlace;  // rows can be read where they are
+//   template <int kLanes>
+//   void rows(uint64_t k0, int kb, float* panel, const float** b, uint64_t* ldb) const;
+// which points *b at W[k0 .. k0 + kb) x the tile's 64 columns (zero past
+// them), in place or decoded into `panel` (kb x 64 floats, ldb = 64).
+//
+// Rows that fit one register pass stream the weights once, over all of K
+// when they are in place. More rows go through blocks of kb weight rows,
+// which every pass reads; in place, the first pass of a block prefetches the
+// next one.
+template <int kLanes, class Source>
+AXRT_CPU_INLINE void skinny_kmajor_tile(const float* x, uint64_t K, const Tile& tile,
+                                        const Source& source, TileScratch& scratch,
+                                        const SkinnyBlocking& blocking) {
+  const int chunk = kLanes == 16 && blocking.wide != 0 ? 12 : 6;
+  if (K == 0) {
+    std::memset(scratch.c, 0, sizeof(float) * tile.rows * kTile);
+    return;
+  }
+  const bool one_pass = tile.rows <= chunk;
+  const uint64_t kb = Source::kInPlace && one_pass
+                          ? K
+                          : static_cast<uint64_t>(std::clamp(blocking.kb, 8, kKc));
+  for (uint64_t k0 = 0; k0 < K; k0 += kb) {
+    const int depth = static_cast<int>(std::min<uint64_t>(kb, K - k0));
+    const float* b = nullptr;
+    uint64_t ldb = 0;
+    source.template rows<kLanes>(k0, depth, scratch.b, &b, &ldb);
+    int prefetch_rows = 0;
+    if (Source::kInPlace) {
+      prefetch_rows = one_pass ? std::clamp(blocking.prefetch, 1, 128) : static_cast<int>(kb);
+    }
+    const SkinnyPanel panel{x + tile.m0 * K + k0, K,        b,     ldb, depth, scratch.c,
+                            tile.rows,            k0 != 0, prefetch_rows, blocking.wide};
+    skinny_panel<kLanes>(panel);
+  }
+}
+
+// f32 weights [K, N] read in place: a tile of 64 whole columns.
+struct F32Rows {
+  static constexpr bool kInPlace = true;
+  const float* w;
+  uint64_t N;
+  uint64_t n0;
+
+  template <int kLanes>
+  AXRT_CPU_INLINE void rows(uint64_t k0, int, float*, const float** b, uint64_t* ldb) const {
+    *b = w + k0 * N + n0;
+    *ldb = N;
+  }
+};
+
+// f32 weights [K, N] of a tile narrower than 64 columns, copied with zeros
+// past its columns.
+struct F32RowsCopied {
+  static constexpr bool kInPlace = false;
+  const float* w;
+  uint64_t N;
+  uint64_t n0;
+  int cols;
+
+  template <int kLanes>
+  AXRT_CPU_INLINE void rows(uint64_t k0, int kb, float* panel, const float** b,
+                            uint64_t* ldb) const {
+    for (int k = 0; k < kb; ++k) {
+      float* dst = panel + k * kTile;
+      std::memcpy(dst, w + (k0 + k) * N + n0, sizeof(float) * cols);
+      std::memset(dst + cols, 0, sizeof(float) * (kTile - cols));
+    }
+    *b = panel;
+    *ldb = kTile;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// The n-major engine
+// ---------------------------------------------------------------------------
+
+// Loads kLanes weights of type T as floats, exactly.
+template <int kLanes, class T>
+struct Widen;
+
+template <int kLanes>
+struct Widen<kLanes, uint16_t> {  // bf16 bit patterns
+  using F = typename Simd<kLanes>::F;
+  using H = typename Simd<kLanes>::H;
+  using U = typename Simd<kLanes>::U;
+  AXRT_CPU_INLINE static F load(const uint16_t* p) {
+    return reinterpret_cast<F>(__builtin_convertvector(load_vector<H>(p), U) << 16);
+  }
+  AXRT_CPU_INLINE static float scalar(uint16_t v) {
+    return std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
+  }
+};
+
+template <int kLanes>
+struct Widen<kLanes, int8_t> {
+  using F = typename Simd<kLanes>::F;
+  using B = typename Simd<kLanes>::B;
+  using S = typename Simd<kLanes>::S;
+  using I = typename Simd<kLanes>::I;
+  // Through 16 bits: GCC turns a direct 8-to-32-bit conversion into scalar
+  // code.
+  AXRT_CPU_INLINE static F load(const int8_t* p) {
+    return __builtin_convertvector(
+        __builtin_convertvector(__builtin_convertvector(load_vector<B>(p), S), I), F);
+  }
+  AXRT_CPU_INLINE static float scalar(int8_t v) { return static_cast<float>(v); }
+};
+
+// The sum of a vector's lanes, halving it each step.
+template <int kLanes>
+AXRT_CPU_INLINE float lane_sum(typename Simd<kLanes>::F v) {
+  float lanes[kLanes];
+  store_vector(lanes, v);
+#pragma GCC unroll 4
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+#pragma GCC unroll 8
+    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  }
+  return lanes[0];
+}
+
+// Weight rows per register block for MR x rows: at most 24 (AVX-512) or 8
+// (16 registers) accumulators, leaving room for the widened weights.
+template <int kLanes>
+constexpr int dot_columns(int rows) {
+  if constexpr (kLanes == 16) {
+    return rows <= 2 ? 8 : 4;
+  } else {
+    return rows <= 2 ? 4 : 2;
+  }
+}
+inline constexpr int kDotMaxRows = 4;
+
+// acc[m][c] += x rows [at, at + kLanes) x widened w rows [at, at + kLanes).
+template <int kLanes, int MR, int NC, class T>
+AXRT_CPU_INLINE void dot_step(typename Simd<kLanes>::F (&acc)[MR][NC], const float* const* xr,
+                              const T* const* wr, uint64_t at) {
+  using F = typename Simd<kLanes>::F;
+  F wv[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) wv[c] = Widen<kLanes, T>::load(wr[c] + at);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    const F xv = load_vector<F>(xr[m] + at);
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[m][c] += xv * wv[c];
+  }
+}
+
+#if AXRT_CPU_HAVE_AVX2_BUILD
+// The dot products of the AVX2 and AVX-512 builds, with the widening loads
+// the generic vectors do not produce (GCC splits those conversions into
+// several instructions, or into scalar code for int8). Out of line, so
+// that their instruction set is their own.
+
+// 16 weights as floats, exactly: int8 sign-extended, bf16 shifted into the
+// top half (the zero-masked forms: GCC's unmasked ones warn about their
+// unused merge operand).
+template <class T>
+[[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_TARGET)]] inline __m512 widen_x16(const T* p) {
+  if constexpr (std::is_same_v<T, int8_t>) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm512_maskz_cvtepi32_ps(0xffff, _mm512_maskz_cvtepi8_epi32(0xffff, bytes));
+  } else {
+    const __m256i halves = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(
+        _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, halves), 16));
+  }
+}
+
+template <class T>
+[[gnu::always_inline, gnu::target("avx2,fma")]] inline __m256 widen_x8(const T* p) {
+  if constexpr (std::is_same_v<T, int8_t>) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+  } else {
+    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));
+  }
+}
+
+template <int MR, int NC, class T>
+[[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_TARGET)]] inline void dot_step_x16(
+    __m512 (&acc)[MR][NC], const float* const* xr, const T* const* wr, uint64_t at) {
+  __m512 wv[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) wv[c] = widen_x16(wr[c] + at);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    const __m512 xv = _mm512_loadu_ps(xr[m] + at);
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[m][c] = _mm512_fmadd_ps(xv, wv[c], acc[m][c]);
+  }
+}
+
+template <int MR, int NC, class T>
+[[gnu::noinline, gnu::target(AXRT_CPU_AVX512_TARGET)]] void dot_x16(const float* const* xr,
+                                                                    const T* const* wr,
+                                                                    uint64_t K, float* out) {
+  constexpr int kLine = 64 / static_cast<int>(sizeof(T));  // elements per cache line
+  __m512 acc[MR][NC];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[m][c] = _mm512_setzero_ps();
+  }
+  uint64_t k = 0;
+  for (; k + kLine <= K; k += kLine) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
+#pragma GCC unroll 4
+    for (int s = 0; s < kLine; s += 16) dot_step_x16<MR, NC>(acc, xr, wr, k + s);
+  }
+  for (; k + 16 <= K; k += 16) dot_step_x16<MR, NC>(acc, xr, wr, k);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      // The same halving order as lane_sum.
+      const __m256 half = _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, acc[m][c], 0),
+                                        _mm512_maskz_extractf32x8_ps(0xff, acc[m][c], 1));
+      const __m128 quarter =
+          _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+      const __m128 eighth = _mm_add_ps(quarter, _mm_movehl_ps(quarter, quarter));
+      float sum = _mm_cvtss_f32(_mm_add_ss(eighth, _mm_shuffle_ps(eighth, eighth, 1)));
+      for (uint64_t t = k; t < K; ++t) sum += xr[m][t] * Widen<16, T>::scalar(wr[c][t]);
+      out[m * NC + c] = sum;
+    }
+  }
+}
+
+template <int MR, int NC, class T>
+[[gnu::always_inline, gnu::target("avx2,fma")]] inline void dot_step_x8(
+    __m256 (&acc)[MR][NC], const float* const* xr, const T* const* wr, uint64_t at) {
+  __m256 wv[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) wv[c] = widen_x8(wr[c] + at);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+    const __m256 xv = _mm256_loadu_ps(xr[m] + at);
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[m][c] = _mm256_fmadd_ps(xv, wv[c], acc[m][c]);
+  }
+}
+
+template <int MR, int NC, class T>
+[[gnu::noinline, gnu::target("avx2,fma")]] void dot_x8(const float* const* xr, const T* const* wr,
+                                                       uint64_t K, float* out) {
+  constexpr int kLine = 64 / static_cast<int>(sizeof(T));
+  __m256 acc[MR][NC];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[m][c] = _mm256_setzero_ps();
+  }
+  uint64_t k = 0;
+  for (; k + kLine <= K; k += kLine) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
+#pragma GCC unroll 8
+    for (int s = 0; s < kLine; s += 8) dot_step_x8<MR, NC>(acc, xr, wr, k + s);
+  }
+  for (; k + 8 <= K; k += 8) dot_step_x8<MR, NC>(acc, xr, wr, k);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      // The same halving order as lane_sum.
+      const __m128 half = _mm_add_ps(_mm256_castps256_ps128(acc[m][c]),
+                                     _mm256_extractf128_ps(acc[m][c], 1));
+      const __m128 quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
+      float sum = _mm_cvtss_f32(_mm_add_ss(quarter, _mm_shuffle_ps(quarter, quarter, 1)));
+      for (uint64_t t = k; t < K; ++t) sum += xr[m][t] * Widen<8, T>::scalar(wr[c][t]);
+      out[m * NC + c] = sum;
+    }
+  }
+}
+#endif
+
+// out[m][c] = sum_k x_rows[m][k] w_rows[c][k] over k in [0, K), in generic
+// vectors (the baseline build).
+template <int kLanes, int MR, int NC, class T>
+AXRT_CPU_INLINE void dot_block_generic(const float* const* xr, const T* const* wr, uint64_t K,
+                                       float (&out)[MR][NC]) {
+  using F = typename Simd<kLanes>::F;
+  // Each pass of the outer loop reads one cache line of every weight row.
+  constexpr int kLine = 64 / static_cast<int>(sizeof(T)) > kLanes ? 64 / static_cast<int>(sizeof(T))
+                                                                  : kLanes;
+  constexpr uint64_t kAhead = 8 * kLine;  // prefetch distance, in elements
+  F acc[MR][NC];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[m][c] = F{};
+  }
+  uint64_t k = 0;
+  for (; k + kLine <= K; k += kLine) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + kAhead);
+#pragma GCC unroll 16
+    for (int s = 0; s < kLine; s += kLanes) dot_step<kLanes, MR, NC, T>(acc, xr, wr, k + s);
+  }
+  for (; k + kLanes <= K; k += kLanes) dot_step<kLanes, MR, NC, T>(acc, xr, wr, k);
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      float sum = lane_sum<kLanes>(acc[m][c]);
+      for (uint64_t t = k; t < K; ++t) sum += xr[m][t] * Widen<kLanes, T>::scalar(wr[c][t]);
+      out[m][c] = sum;
+    }
+  }
+}
+
+// out[m][c] = sum_k x_rows[m][k] w_rows[c][k] over k in [0, K).
+template <int kLanes, int MR, int NC, class T>
+AXRT_CPU_INLINE void dot_block(const float* const* xr, const T* const* wr, uint64_t K,
+                               float (&out)[MR][NC]) {
+#if AXRT_CPU_HAVE_AVX2_BUILD
+  if constexpr (kLanes == 16) {
+    dot_x16<MR, NC>(xr, wr, K, &out[0][0]);
+  } else if constexpr (kLanes == 8) {
+    dot_x8<MR, NC>(xr, wr, K, &out[0][0]);
+  } else {
+    dot_block_generic<kLanes, MR, NC>(xr, wr, K, out);
+  }
+#else
+  dot_block_generic<kLanes, MR, NC>(xr, wr, K, out);
+#endif
+}
+
+// scratch.c rows [m0, m0 + MR) = x rows . w rows of the tile's columns.
+template <int kLanes, int MR, class T>
+AXRT_CPU_INLINE void dot_rows(const float* x, const T* w, uint64_t K, const Tile& tile, int m0,
+                              float* c) {
+  constexpr int NC = dot_columns<kLanes>(MR);
+  const float* x_rows[MR];
+#pragma GCC unroll 4
+  for (int m = 0; m < MR; ++m) x_rows[m] = x + (tile.m0 + m0 + m) * K;
+  for (int n = 0; n < tile.cols; n += NC) {
+    // A last block past the tile's columns repeats its last column.
+    const T* w_rows[NC];
+#pragma GCC unroll 8
+    for (int j = 0; j < NC; ++j) {
+      w_rows[j] = w + (tile.n0 + std::min(n + j, tile.cols - 1)) * K;
+    }
+    float out[MR][NC];
+    dot_block<kLanes, MR, NC>(x_rows, w_rows, K, out);
+    const int width = std::min(NC, tile.cols - n);
+#pragma GCC unroll 4
+    for (int m = 0; m < MR; ++m) {
+      for (int j = 0; j < width; ++j) c[(m0 + m) * kTile + n + j] = out[m][j];
+    }
+  }
+}
+
+// scratch.c = the tile's rows of x times w^T, w [N, K] of T.
+template <int kLanes, class T>
+AXRT_CPU_INLINE void skinny_nmajor_tile(const float* x, const T* w, uint64_t K, const Tile& tile,
+                                        TileScratch& scratch) {
+  for (int m0 = 0; m0 < tile.rows; m0 += kDotMaxRows) {
+    switch (std::min(kDotMaxRows, tile.rows - m0)) {
+      case 1: dot_rows<kLanes, 1>(x, w, K, tile, m0, scratch.c); break;
+      case 2: dot_rows<kLanes, 2>(x, w, K, tile, m0, scratch.c); break;
+      case 3: dot_rows<kLanes, 3>(x, w, K, tile, m0, scratch.c); break;
+      default: dot_rows<kLanes, 4>(x, w, K, tile, m0, scratch.c); break;
+    }
+  }
+}
+
+}  // namespace axrt::kernels::cpu
+
+#endif  // AXRT_KERNELS_CPU_SKINNY_MATMUL_H_

@@ -1,0 +1,123 @@
+// The per-token transformer kernels of docs/llm.md: embedding lookups,
+// rotary position embedding, the gated SiLU of the MLP and the paged KV
+// cache write. Block r handles row (token) r with any whole number of warps
+// (256 threads in the executables axrt writes). An index out of range (a
+// token id, a position, a block id) makes the block return without writing:
+// kernels have no error channel (common.cuh).
+#include "common.cuh"
+
+namespace axrt_cuda {
+namespace {
+
+// Sets `*row` to the row this block handles; false when there is none.
+__device__ __forceinline__ bool token_of_block(uint64_t rows, uint64_t* row) {
+  if (blockDim.y != 1 || blockDim.z != 1 || blockIdx.y != 0 || blockIdx.z != 0) return false;
+  *row = blockIdx.x;
+  return *row < rows;
+}
+
+}  // namespace
+}  // namespace axrt_cuda
+
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_embedding_f32(const int32_t* tokens, const float* table, float* out, uint64_t T,
+                       uint64_t H, uint64_t V) {
+  using namespace axrt_cuda;
+  uint64_t t;
+  if (!token_of_block(T, &t)) return;
+  const int32_t token = tokens[t];
+  if (token < 0 || static_cast<uint64_t>(token) >= V) return;
+  const float* src = table + static_cast<uint64_t>(token) * H;
+  float* dst = out + t * H;
+  for (uint64_t i = threadIdx.x; i < H; i += blockDim.x) dst[i] = src[i];
+}
+
+// A bfloat16 is the high half of the float it widens to.
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_embedding_bf16(const int32_t* tokens, const uint16_t* table, float* out, uint64_t T,
+                        uint64_t H, uint64_t V) {
+  using namespace axrt_cuda;
+  uint64_t t;
+  if (!token_of_block(T, &t)) return;
+  const int32_t token = tokens[t];
+  if (token < 0 || static_cast<uint64_t>(token) >= V) return;
+  const uint16_t* src = table + static_cast<uint64_t>(token) * H;
+  float* dst = out + t * H;
+  for (uint64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    dst[i] = __uint_as_float(static_cast<uint32_t>(src[i]) << 16);
+  }
+}
+
+// One thread per (head, frequency) pair. The angle is the f32 product; its
+// cosine and sine are taken in double, as on the CPU.
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_rope_f32(float* x, const int32_t* positions, const float* inv_freq, uint64_t T,
+                  uint64_t heads, uint64_t head_dim, uint64_t row_stride, float attention_scaling) {
+  using namespace axrt_cuda;
+  uint64_t t;
+  if (!token_of_block(T, &t)) return;
+  if (head_dim == 0 || head_dim % 2 != 0 || heads > row_stride / head_dim) return;
+  const uint64_t half = head_dim / 2;
+  const float position = static_cast<float>(positions[t]);
+  float* row = x + t * row_stride;
+  for (uint64_t k = threadIdx.x; k < heads * half; k += blockDim.x) {
+    const uint64_t h = k / half;
+    const uint64_t i = k % half;
+    const float angle = __fmul_rn(position, inv_freq[i]);
+    double s, c;
+    sincos(static_cast<double>(angle), &s, &c);
+    const float cs = static_cast<float>(c) * attention_scaling;
+    const float sn = static_cast<float>(s) * attention_scaling;
+    float* x0 = row + h * head_dim + i;
+    float* x1 = x0 + half;
+    const float a = *x0;
+    const float b = *x1;
+    *x0 = a * cs - b * sn;
+    *x1 = b * cs + a * sn;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_silu_mul_f32(const float* gate_up, float* out, uint64_t rows, uint64_t cols) {
+  using namespace axrt_cuda;
+  uint64_t r;
+  if (!token_of_block(rows, &r)) return;
+  const float* gate = gate_up + r * 2 * cols;
+  const float* up = gate + cols;
+  float* o = out + r * cols;
+  for (uint64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float g = gate[c];
+    o[c] = g / (1.0f + expf(-g)) * up[c];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_kv_cache_write_f32(const float* qkv, const int32_t* positions, const int32_t* block_tables,
+                            float* cache, uint64_t T, uint64_t tokens_per_seq, uint64_t layer,
+                            uint64_t num_blocks, uint64_t kv_heads, uint64_t block_size,
+                            uint64_t head_dim, uint64_t max_blocks, uint64_t row_stride,
+                            uint64_t k_offset) {
+  using namespace axrt_cuda;
+  uint64_t t;
+  if (!token_of_block(T, &t)) return;
+  if (tokens_per_seq == 0 || head_dim == 0 || kv_heads == 0 || block_size == 0 || max_blocks == 0 ||
+      k_offset > row_stride || kv_heads > (row_stride - k_offset) / (2 * head_dim)) {
+    return;
+  }
+  const int32_t position = positions[t];
+  if (position < 0 || static_cast<uint64_t>(position) / block_size >= max_blocks) return;
+  const uint64_t sequence = t / tokens_per_seq;
+  const int32_t block =
+      block_tables[sequence * max_blocks + static_cast<uint64_t>(position) / block_size];
+  if (block < 0 || static_cast<uint64_t>(block) >= num_blocks) return;
+  const uint64_t slot = static_cast<uint64_t>(position) % block_size;
+  const uint64_t width = kv_heads * head_dim;  // keys, then as many values
+  const float* src = qkv + t * row_stride + k_offset;
+  for (uint64_t k = threadIdx.x; k < 2 * width; k += blockDim.x) {
+    const uint64_t kv = k / width;
+    const uint64_t h = (k % width) / head_dim;
+    const uint64_t d = k % head_dim;
+    const uint64_t plane = (layer * 2 + kv) * num_blocks + static_cast<uint64_t>(block);
+    cache[((plane * kv_heads + h) * block_size + slot) * head_dim + d] = src[k];
+  }
+}

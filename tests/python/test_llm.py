@@ -1,0 +1,304 @@
+"""The model path (docs/llm.md): tiny Llama checkpoints made by transformers
+(tests/llm/make_tiny_llama.py) converted to .axe and run on axrt, against
+transformers' outputs committed beside them."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import axrt
+import axrt.llm
+from axrt.llm import UnsupportedModelError
+
+DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
+MODELS = ("tiny-llama", "tiny-llama3")
+# Logits agree with transformers within this fraction of the largest |logit|
+# of the same position.
+F32_TOLERANCE = 1e-4
+
+
+def reference(model: str, weights: str) -> dict:
+    with np.load(DATA / f"{model}.{weights}.npz") as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def prompts(ref: dict):
+    i = 0
+    while f"prompt{i}" in ref:
+        yield i, [int(t) for t in ref[f"prompt{i}"]]
+        i += 1
+
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.max(np.abs(got.astype(np.float64) - want)) / np.max(np.abs(want)))
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """Converts each model in each precision once per test run."""
+    out = tmp_path_factory.mktemp("models")
+    cache = {}
+
+    def get(model: str, weights: str) -> Path:
+        key = (model, weights)
+        if key not in cache:
+            path = out / f"{model}.{weights}.axe"
+            axrt.llm.convert(DATA / model, path, weights=weights, cuda=False)
+            cache[key] = path
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_f32_logits_and_greedy_tokens_match_transformers(converted, model):
+    ref = reference(model, "f32")
+    llm = axrt.llm.load(converted(model, "f32"))
+    for i, prompt in prompts(ref):
+        with llm.session() as seq:
+            last = seq.prefill(prompt)
+        err = relative_error(last, ref[f"prompt{i}_logits"][-1])
+        assert err <= F32_TOLERANCE, f"prompt {i}: prefill logits off by {err:.2e}"
+        tokens = llm.generate(prompt, 32, stop_ids=())
+        assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_position_through_decode_and_chunked_prefill(converted, model):
+    """Teacher-forced: one prefill token, then a decode step per prompt token;
+    and the prompt prefilled in chunks of 5 (positions continuing in the cache)."""
+    ref = reference(model, "f32")
+    llm = axrt.llm.load(converted(model, "f32"))
+    _, prompt = next(p for p in prompts(ref) if len(p[1]) > 20)
+    want = ref[f"prompt{_}_logits"]
+    with llm.session() as seq:
+        rows = [seq.prefill(prompt[:1])]
+        rows += [seq.decode(t) for t in prompt[1:]]
+    for position, row in enumerate(rows):
+        err = relative_error(row, want[position])
+        assert err <= F32_TOLERANCE, f"position {position}: decode logits off by {err:.2e}"
+    with llm.session() as seq:
+        last = seq.prefill(prompt, chunk=5)
+    assert relative_error(last, want[-1]) <= F32_TOLERANCE
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_greedy_step_logits_match_transformers(converted, model):
+    ref = reference(model, "f32")
+    llm = axrt.llm.load(converted(model, "f32"))
+    for i, prompt in prompts(ref):
+        with llm.session() as seq:
+            rows = [seq.prefill(prompt)]
+            for token in ref[f"prompt{i}_greedy"][:-1]:
+                rows.append(seq.decode(int(token)))
+        for step, row in enumerate(rows):
+            err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
+            assert err <= F32_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("weights", ["bf16", "int8", "int4"])
+def test_low_precision_weights_match_transformers_on_the_dequantized_weights(
+        converted, model, weights, capsys):
+    """The reference is transformers run on the weights as stored, dequantized;
+    activations stay f32, so the bound is the f32 one. The distance to the
+    unquantized model is reported, not asserted."""
+    ref = reference(model, weights)
+    full = reference(model, "f32")
+    llm = axrt.llm.load(converted(model, weights))
+    for i, prompt in prompts(ref):
+        with llm.session() as seq:
+            rows = [seq.prefill(prompt)]
+            for token in ref[f"prompt{i}_greedy"][:-1]:
+                rows.append(seq.decode(int(token)))
+        for step, row in enumerate(rows):
+            err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
+            assert err <= F32_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
+        tokens = llm.generate(prompt, 32, stop_ids=())
+        assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
+        drift = relative_error(rows[0], full[f"prompt{i}_logits"][-1])
+        agree = int(np.sum(np.asarray(tokens) == full[f"prompt{i}_greedy"]))
+        with capsys.disabled():
+            print(f"\n{model} {weights} prompt {i}: last-prompt logits {drift:.2e} from the f32 "
+                  f"model, {agree}/32 greedy tokens equal to it", end="")
+
+
+def test_sampling_is_reproducible_and_follows_its_options(converted):
+    llm = axrt.llm.load(converted("tiny-llama", "f32"))
+    prompt = [1, 17, 250, 3]
+    a = llm.generate(prompt, 24, temperature=1.0, top_p=0.95, seed=11, stop_ids=())
+    b = llm.generate(prompt, 24, temperature=1.0, top_p=0.95, seed=11, stop_ids=())
+    c = llm.generate(prompt, 24, temperature=1.0, top_p=0.95, seed=12, stop_ids=())
+    assert a == b
+    assert a != c
+    # top_k = 1 is greedy whatever the temperature and seed.
+    greedy = llm.generate(prompt, 24, stop_ids=())
+    assert llm.generate(prompt, 24, temperature=2.0, top_k=1, seed=5, stop_ids=()) == greedy
+    # The stream yields what generate returns, and stops at a stop id.
+    assert list(llm.stream(prompt, 24, temperature=1.0, top_p=0.95, seed=11, stop_ids=())) == a
+    stop = a[5]
+    first = a.index(stop)
+    assert llm.generate(prompt, 24, temperature=1.0, top_p=0.95, seed=11,
+                        stop_ids=[stop]) == a[:first + 1]
+
+
+def test_sessions_share_the_pool_and_give_blocks_back(converted):
+    llm = axrt.llm.load(converted("tiny-llama", "f32"), num_blocks=8)
+    ref = reference("tiny-llama", "f32")
+    prompt = [int(t) for t in ref["prompt0"]]
+    # Two sequences interleaved in one pool compute what each computes alone.
+    with llm.session(48) as one, llm.session(48) as two:
+        assert llm._allocator.free_blocks == 2
+        a = one.prefill(prompt)
+        b = two.prefill(prompt[:3])
+        a2 = one.decode(int(ref["prompt0_greedy"][0]))
+        assert relative_error(a, ref["prompt0_logits"][-1]) <= F32_TOLERANCE
+        assert relative_error(b, ref["prompt0_logits"][2]) <= F32_TOLERANCE
+        assert relative_error(a2, ref["prompt0_greedy_logits"][1]) <= F32_TOLERANCE
+        with pytest.raises(MemoryError, match="free blocks"):
+            llm.session(48)
+    assert llm._allocator.free_blocks == 8
+
+
+def test_bad_requests_are_refused_by_name(converted):
+    llm = axrt.llm.load(converted("tiny-llama", "f32"))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        llm.generate([1, 5000], 4)
+    with pytest.raises(ValueError, match="exceeds the model's context of 256"):
+        llm.generate([1, 2], 255)
+    with pytest.raises(ValueError, match="at least one token"):
+        llm.generate([], 4)
+    with pytest.raises(ValueError, match="top_p"):
+        llm.generate([1], 4, temperature=1.0, top_p=0.0)
+    with pytest.raises(ValueError, match="temperature"):
+        llm.generate([1], 4, temperature=-1.0)
+    with llm.session(4) as seq:
+        seq.prefill([1, 2, 3])
+        seq.decode(4)
+        with pytest.raises(ValueError, match="holds 4"):
+            seq.decode(5)
+    # The model still works after refusals.
+    assert llm.generate([1, 17, 250, 3], 2, stop_ids=()) == llm.generate([1, 17, 250, 3], 2,
+                                                                          stop_ids=())
+
+
+def _checkpoint_copy(tmp_path: Path, edit) -> Path:
+    target = tmp_path / "ckpt"
+    shutil.copytree(DATA / "tiny-llama3", target)
+    config = json.loads((target / "config.json").read_text())
+    edit(config)
+    (target / "config.json").write_text(json.dumps(config))
+    return target
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.update(architectures=["GPT2LMHeadModel"]), "GPT2LMHeadModel"),
+    (lambda c: c.update(hidden_act="gelu"), "hidden_act 'gelu'"),
+    (lambda c: c["rope_parameters"].update(rope_type="yarn"), "rope scaling 'yarn'"),
+    (lambda c: c.update(num_key_value_heads=3), "not a multiple"),
+])
+def test_unsupported_checkpoints_are_refused_by_name(tmp_path, edit, message):
+    ckpt = _checkpoint_copy(tmp_path, edit)
+    with pytest.raises(UnsupportedModelError, match=message):
+        axrt.llm.convert(ckpt, tmp_path / "out.axe")
+    assert not (tmp_path / "out.axe").exists()
+
+
+def test_broken_checkpoints_and_options_are_refused(tmp_path):
+    from axrt.llm.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match="no config.json"):
+        axrt.llm.convert(tmp_path, tmp_path / "out.axe")
+    with pytest.raises(UnsupportedModelError, match="--weights 'int3'"):
+        axrt.llm.convert(DATA / "tiny-llama3", tmp_path / "out.axe", weights="int3")
+    ckpt = _checkpoint_copy(tmp_path, lambda c: None)
+    data = (ckpt / "model.safetensors").read_bytes()
+    (ckpt / "model.safetensors").write_bytes(data[:len(data) // 2])
+    with pytest.raises(CheckpointError, match="beyond the file"):
+        axrt.llm.convert(ckpt, tmp_path / "out.axe")
+    assert not (tmp_path / "out.axe").exists()
+
+
+def test_a_file_that_is_not_a_model_is_refused(tmp_path):
+    b = axrt.Builder()
+    b.function("main")
+    path = tmp_path / "plain.axe"
+    b.save(path)
+    with pytest.raises(UnsupportedModelError, match="not a model"):
+        axrt.llm.load(path)
+
+
+def test_the_file_carries_config_and_tokenizer(converted):
+    exe = axrt.load(converted("tiny-llama3", "int4"))
+    config = json.loads(exe.metadata["axrt.llm.config"])
+    assert config["num_layers"] == 2 and config["weights"] == "int4"
+    assert config["tie_word_embeddings"] is True
+    assert json.loads(exe.metadata["axrt.llm.tokenizer"])["model"]["type"] == "BPE"
+    assert set(exe.functions) == {"prefill", "decode", "sample"}
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "axrt.llm", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_command_line_convert_and_generate(tmp_path):
+    out = tmp_path / "m.axe"
+    done = _cli("convert", DATA / "tiny-llama", out, "--weights", "int8", "--no-cuda")
+    assert done.returncode == 0, done.stderr
+    assert "weights int8" in done.stdout
+    ref = reference("tiny-llama", "int8")
+    prompt = ",".join(str(t) for t in ref["prompt0"])
+    done = _cli("generate", out, "--prompt-ids", prompt, "--max-new-tokens", 16)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(t) for t in ref["prompt0_greedy"][:16]]
+    # Text in, text out through the embedded tokenizer.
+    done = _cli("generate", out, "--prompt", "The runtime loads", "--max-new-tokens", 8,
+                "--temperature", 0.7, "--seed", 3)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() != ""
+    # Bad input: a clear message and a non-zero exit, never a traceback.
+    done = _cli("generate", out, "--prompt-ids", "1,99999")
+    assert done.returncode == 1 and "outside the vocabulary" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = _cli("convert", tmp_path, tmp_path / "x.axe")
+    assert done.returncode == 1 and "config.json" in done.stderr
+
+
+def test_the_c_example_generates_the_greedy_tokens(converted):
+    build = os.environ.get("AXRT_TEST_BUILD_DIR")
+    program = Path(build) / "examples" / "c" / "axrt_llm" if build else None
+    if program is None or not program.exists():
+        pytest.skip("the C examples are not built in this tree")
+    ref = reference("tiny-llama3", "f32")
+    prompt = ",".join(str(t) for t in ref["prompt2"])
+    done = subprocess.run([str(program), "--max-new-tokens", "32",
+                           str(converted("tiny-llama3", "f32")), prompt],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(t) for t in ref["prompt2_greedy"]]
+    done = subprocess.run([str(program), str(converted("tiny-llama3", "f32")), "1,5000"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "outside the vocabulary" in done.stderr
+
+
+def test_the_cuda_variants_run_on_the_mock_device(tmp_path, cuda_mock):
+    """The converter adds axrt's CUDA kernels as variants; on the mock's cuda:0
+    the driver loads them from the fatbin (the mock runs each under its CPU
+    implementation), so this checks the CUDA driver's path, not GPU numerics."""
+    from axrt.llm.convert import default_fatbin
+
+    if default_fatbin() is None:
+        pytest.skip("axrt was built without its CUDA kernels")
+    path = tmp_path / "cuda.axe"
+    axrt.llm.convert(DATA / "tiny-llama3", path, weights="int4")
+    ref = reference("tiny-llama3", "int4")
+    llm = axrt.llm.load(path, device=cuda_mock)
+    assert llm.kv_cache.device.type == "cuda"
+    prompt = [int(t) for t in ref["prompt0"]]
+    assert llm.generate(prompt, 32, stop_ids=()) == ref["prompt0_greedy"].tolist()

@@ -1,0 +1,645 @@
+"""The transformer kernels of docs/llm.md ("Kernels") against float64 numpy
+references.
+
+Each test builds a one-dispatch executable over the "axrt.cpu" library and
+runs it on cpu:0 and, through the kernel's CUDA variant (the build's fatbin),
+on cuda:0 of the mock CUDA driver, which runs the CPU kernel of the same name.
+The paged KV cache is f32 [L, 2, NB, KVH, BS, D]; every test scatters a
+sequence over shuffled blocks of a larger pool and fills the slots no
+sequence owns with NaN, which any read of them would carry into the result.
+"""
+
+import math
+import os
+import pathlib
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import axrt
+from axrt.builder import Buffer, Scalar, ceildiv
+
+BS = 16  # tokens per KV block
+
+KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_silu_mul_f32",
+           "axrt_kv_cache_write_f32", "axrt_attention_prefill_f32", "axrt_attention_decode_f32",
+           "axrt_sample_f32"]
+
+
+def u64(name):
+    return Scalar(name, "uint64")
+
+
+EMBEDDING = [Buffer("tokens"), Buffer("table"), Buffer("out", access="write"),
+             u64("T"), u64("H"), u64("V")]
+ROPE = [Buffer("x", access="read_write"), Buffer("positions"), Buffer("inv_freq"), u64("T"),
+        u64("heads"), u64("head_dim"), u64("row_stride"), Scalar("attention_scaling", "float32")]
+SILU_MUL = [Buffer("gate_up"), Buffer("out", access="write"), u64("rows"), u64("cols")]
+KV_CACHE_WRITE = [Buffer("qkv"), Buffer("positions"), Buffer("block_tables"),
+                  Buffer("cache", access="read_write"), u64("T"), u64("tokens_per_seq"),
+                  u64("layer"), u64("num_blocks"), u64("kv_heads"), u64("block_size"),
+                  u64("head_dim"), u64("max_blocks"), u64("row_stride"), u64("k_offset")]
+
+
+def attention_params(table, count):
+    return [Buffer("qkv"), Buffer("positions"), Buffer(table), Buffer("cache"),
+            Buffer("out", access="write"), u64(count), u64("heads"), u64("kv_heads"),
+            u64("head_dim"), u64("layer"), u64("num_blocks"), u64("block_size"),
+            u64("max_blocks"), u64("row_stride"), Scalar("scale", "float32")]
+
+
+PREFILL = attention_params("block_table", "T")
+DECODE = attention_params("block_tables", "B")
+SAMPLE = [Buffer("logits"), Buffer("temperature"), Buffer("top_k"), Buffer("top_p"),
+          Buffer("seeds"), Buffer("positions"), Buffer("tokens", access="write"), u64("B"),
+          u64("V")]
+
+
+# ---------------------------------------------------------------------------
+# Running one dispatch
+
+
+@pytest.fixture(scope="module", params=["cpu", "cuda"])
+def device(request):
+    if request.param == "cpu":
+        return axrt.device("cpu:0")
+    for d in axrt.devices():
+        if d.type == "cuda":
+            return d
+    reasons = [d["availability"] for d in axrt.drivers() if d["name"] == "cuda"]
+    pytest.skip(f"no CUDA device: {reasons[0] if reasons else 'the CUDA driver is not built'}")
+
+
+@pytest.fixture
+def cpu():
+    return axrt.device("cpu:0")
+
+
+def cuda_code_object(builder):
+    """The build's CUDA kernels, or a mock image naming them when nvcc built none."""
+    build = os.environ.get("AXRT_TEST_BUILD_DIR")
+    fatbin = pathlib.Path(build or ".") / "kernels" / "cuda" / "axrt_kernels.fatbin"
+    if build and fatbin.exists():
+        return builder.code_object("cuda_fatbin", "sm_80,sm_90", fatbin.read_bytes())
+    image = "AXRTMOCKCUDA\n" + "\n".join(KERNELS) + "\n.version 8.0\n.target sm_80\n"
+    return builder.code_object("cuda_ptx", "compute_80", image.encode())
+
+
+def run(kernel, params, grid, inputs, outputs, args, device, *, copies=(), out=None,
+        stream=None):
+    """Calls main(*inputs) of an executable that copies input `i` to output
+    `o` for each (i, o) in `copies`, then dispatches `kernel` over `grid`
+    with args(function). `inputs`: name -> array; `outputs`: name ->
+    (dtype, shape). Returns the outputs as numpy arrays."""
+    b = axrt.Builder(producer="axrt-tests", producer_version="1")
+    k = b.kernel(kernel, b.kernel_library("axrt.cpu"), params=params)
+    if device.type == "cuda":
+        b.kernel_variant(k, cuda_code_object(b), workgroup_size=256)  # docs/kernels.md
+    f = b.function("main", inputs=[(n, a.dtype, a.shape) for n, a in inputs.items()],
+                   outputs=[(n, dtype, shape) for n, (dtype, shape) in outputs.items()])
+    for i, o in copies:
+        f.copy(f.input(i), f.output(o), list(inputs.values())[i].nbytes)
+    f.dispatch(k, grid=grid, args=args(f))
+    exe = axrt.load(b.to_bytes(), device=device)
+    options = {}
+    if out is not None:
+        options["out"] = out
+    if stream is not None:
+        options["stream"] = stream
+    result = exe.main(*inputs.values(), **options)
+    results = result if isinstance(result, tuple) else (result,)
+    return [r if isinstance(r, np.ndarray) else r.numpy() for r in results]
+
+
+def refused(call, match):
+    """`call(stream)` fails with INVALID_ARGUMENT on a stream of its own (a
+    failure is sticky)."""
+    stream = axrt.Stream(device="cpu:0")
+    with pytest.raises(axrt.InvalidArgumentError, match=match):
+        call(stream)
+        stream.synchronize()
+
+
+# ---------------------------------------------------------------------------
+# The paged KV cache
+
+
+def scattered_tables(rng, sequences, max_blocks, num_blocks):
+    """Disjoint block tables [S, MBS] over shuffled blocks of the pool."""
+    assert sequences * max_blocks <= num_blocks
+    return rng.permutation(num_blocks)[: sequences * max_blocks].reshape(
+        sequences, max_blocks).astype(np.int32)
+
+
+def filled_cache(rng, layers, num_blocks, kv_heads, head_dim, layer, tables, lengths):
+    """A NaN cache with positions [0, lengths[s]) of each sequence random."""
+    cache = np.full((layers, 2, num_blocks, kv_heads, BS, head_dim), np.nan, np.float32)
+    for table, n in zip(tables, lengths):
+        for p in range(n):
+            cache[layer, :, table[p // BS], :, p % BS, :] = rng.standard_normal(
+                (2, kv_heads, head_dim), dtype=np.float32)
+    return cache
+
+
+def cached(cache, layer, table, kv_head, n):
+    """Keys and values [n, D] of positions [0, n) of a sequence, float64."""
+    keys = np.stack([cache[layer, 0, table[p // BS], kv_head, p % BS] for p in range(n)])
+    values = np.stack([cache[layer, 1, table[p // BS], kv_head, p % BS] for p in range(n)])
+    return keys.astype(np.float64), values.astype(np.float64)
+
+
+def attention_reference(q, keys, values, scale):
+    s = (keys @ q) * scale
+    p = np.exp(s - s.max())
+    return (p / p.sum()) @ values, p / p.sum()
+
+
+# ---------------------------------------------------------------------------
+# Embedding
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_embedding(device, dtype):
+    rng = np.random.default_rng(1)
+    T, H, V = 37, 96, 1000
+    table = rng.standard_normal((V, H), dtype=np.float32)
+    if dtype == "bf16":
+        table = table.astype(ml_dtypes.bfloat16)
+    tokens = rng.integers(0, V, T).astype(np.int32)
+    tokens[:3] = [0, V - 1, tokens[5]]  # both ends of the table, a repeat
+    (out,) = run(f"axrt_embedding_{dtype}", EMBEDDING, T, {"tokens": tokens, "table": table},
+                 {"out": (np.float32, (T, H))},
+                 lambda f: [f.input(0), f.input(1), f.output(0), T, H, V], device)
+    np.testing.assert_array_equal(out, table.astype(np.float32)[tokens])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("bad", [-1, 1000, 2**31 - 1])
+def test_embedding_refuses_tokens_out_of_range(cpu, dtype, bad):
+    rng = np.random.default_rng(2)
+    T, H, V = 3, 8, 1000
+    table = rng.standard_normal((V, H), dtype=np.float32)
+    if dtype == "bf16":
+        table = table.astype(ml_dtypes.bfloat16)
+    tokens = np.array([4, bad, 5], np.int32)
+    out = np.full((T, H), 7.0, np.float32)
+    refused(lambda s: run(f"axrt_embedding_{dtype}", EMBEDDING, T,
+                          {"tokens": tokens, "table": table}, {"out": (np.float32, (T, H))},
+                          lambda f: [f.input(0), f.input(1), f.output(0), T, H, V], cpu,
+                          out=out, stream=s),
+            f"token 1 is {bad}, outside \\[0, 1000\\)")
+    np.testing.assert_array_equal(out[1], 7.0)  # the bad token's row is untouched
+
+
+# ---------------------------------------------------------------------------
+# Rotary position embedding
+
+
+def llama3_inv_freq(head_dim, theta=500000.0, factor=8.0, low_freq_factor=1.0,
+                    high_freq_factor=4.0, original_max_position_embeddings=8192):
+    """Hugging Face's "llama3" rope scaling of the plain inverse frequencies, in float64."""
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    low_freq_wavelen = original_max_position_embeddings / low_freq_factor
+    high_freq_wavelen = original_max_position_embeddings / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = ((original_max_position_embeddings / wavelen - low_freq_factor)
+              / (high_freq_factor - low_freq_factor))
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_freq_wavelen) & (wavelen <= low_freq_wavelen)
+    return np.where(medium, smoothed, scaled)
+
+
+def rope_reference(x, positions, inv_freq, heads, head_dim, scaling):
+    """Rotate-half rope in float64 over the f32 angles of the contract."""
+    out = x.astype(np.float64)
+    half = head_dim // 2
+    angle = positions.astype(np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]
+    c = np.cos(angle.astype(np.float64)) * np.float64(np.float32(scaling))
+    s = np.sin(angle.astype(np.float64)) * np.float64(np.float32(scaling))
+    for h in range(heads):
+        a = out[:, h * head_dim: h * head_dim + half].copy()
+        b = out[:, h * head_dim + half: (h + 1) * head_dim].copy()
+        out[:, h * head_dim: h * head_dim + half] = a * c - b * s
+        out[:, h * head_dim + half: (h + 1) * head_dim] = b * c + a * s
+    return out
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("scaling", ["plain", "llama3", "attention_scaling"])
+def test_rope(device, head_dim, scaling):
+    rng = np.random.default_rng(3)
+    T, heads = 23, 6  # e.g. 4 query and 2 key heads at the start of a qkv row
+    row_stride = (heads + 2) * head_dim + 5
+    x = rng.standard_normal((T, row_stride), dtype=np.float32)
+    positions = rng.integers(0, 4096, T).astype(np.int32)
+    positions[:3] = [0, 131071, 8191]
+    if scaling == "llama3":
+        inv_freq, attention_scaling = llama3_inv_freq(head_dim), 1.0
+    else:
+        inv_freq = 1.0 / 10000.0 ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+        attention_scaling = 1.2 if scaling == "attention_scaling" else 1.0
+    inv_freq = inv_freq.astype(np.float32)
+    (out,) = run("axrt_rope_f32", ROPE, T,
+                 {"x": x, "positions": positions, "inv_freq": inv_freq},
+                 {"y": (np.float32, (T, row_stride))},
+                 lambda f: [f.output(0), f.input(1), f.input(2), T, heads, head_dim,
+                            row_stride, attention_scaling],
+                 device, copies=[(0, 0)])
+    ref = rope_reference(x, positions, inv_freq, heads, head_dim, attention_scaling)
+    rotated = heads * head_dim
+    half = head_dim // 2
+    # Each output is a . c - b . s of f32 a, b: a few roundings of |a| + |b|.
+    pair = np.abs(x[:, :rotated]).reshape(T, heads, 2, half)
+    magnitude = np.broadcast_to((pair[:, :, 0] + pair[:, :, 1])[:, :, None], pair.shape)
+    bound = 1e-6 * attention_scaling * magnitude.reshape(T, rotated) + 1e-7
+    assert np.all(np.abs(out[:, :rotated] - ref[:, :rotated]) <= bound)
+    np.testing.assert_array_equal(out[:, rotated:], x[:, rotated:])  # the rest untouched
+
+
+# ---------------------------------------------------------------------------
+# SiLU and multiply
+
+
+def test_silu_mul(device):
+    rng = np.random.default_rng(4)
+    rows, cols = 9, 1000 + 3  # a tail past every vector width
+    gate_up = (rng.standard_normal((rows, 2 * cols)) * 4).astype(np.float32)
+    gate_up[0, :6] = [0.0, -30.0, 30.0, -100.0, 88.5, -88.5]
+    (out,) = run("axrt_silu_mul_f32", SILU_MUL, rows, {"gate_up": gate_up},
+                 {"out": (np.float32, (rows, cols))},
+                 lambda f: [f.input(0), f.output(0), rows, cols], device)
+    g = gate_up[:, :cols].astype(np.float64)
+    u = gate_up[:, cols:].astype(np.float64)
+    silu = g / (1.0 + np.exp(-g))
+    ref = silu * u
+    # SiLU's bound (docs/kernels.md), then one more rounding for the product.
+    bound = (1e-6 + 1e-5 * np.abs(silu)) * np.abs(u) + 1e-7 * np.abs(ref)
+    assert np.all(np.abs(out - ref) <= bound)
+
+
+# ---------------------------------------------------------------------------
+# KV cache write
+
+
+def kv_write_call(qkv, positions, tables, cache, *, T, tokens_per_seq, layer, kv_heads,
+                  head_dim, row_stride, k_offset, device, out=None, stream=None):
+    num_blocks, max_blocks = cache.shape[2], tables.shape[1]
+    (result,) = run("axrt_kv_cache_write_f32", KV_CACHE_WRITE, T,
+                    {"qkv": qkv, "positions": positions, "block_tables": tables,
+                     "cache_in": cache},
+                    {"cache": (np.float32, cache.shape)},
+                    lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), T,
+                               tokens_per_seq, layer, num_blocks, kv_heads, BS, head_dim,
+                               max_blocks, row_stride, k_offset],
+                    device, copies=[(3, 0)], out=out, stream=stream)
+    return result
+
+
+def kv_write_reference(qkv, positions, tables, cache, tokens_per_seq, layer, kv_heads,
+                       head_dim, k_offset):
+    ref = cache.copy()
+    width = kv_heads * head_dim
+    for t, p in enumerate(positions):
+        block = tables[t // tokens_per_seq][p // BS]
+        row = qkv[t, k_offset: k_offset + 2 * width].reshape(2, kv_heads, head_dim)
+        ref[layer, :, block, :, p % BS, :] = row
+    return ref
+
+
+@pytest.mark.parametrize("case", ["chunked_prefill", "decode_batch"])
+@pytest.mark.parametrize("kv_heads, head_dim", [(2, 64), (1, 128)])
+def test_kv_cache_write(device, case, kv_heads, head_dim):
+    rng = np.random.default_rng(5)
+    heads = 4 * kv_heads
+    L, layer, max_blocks = 3, 2, 6
+    if case == "chunked_prefill":  # one sequence, positions 21 .. 57 after 21 cached ones
+        S, T, tokens_per_seq = 1, 37, 37
+        positions = np.arange(21, 21 + T, dtype=np.int32)
+    else:  # one token of each of five sequences of different lengths
+        S, T, tokens_per_seq = 5, 5, 1
+        positions = np.array([0, 15, 16, 47, 95], np.int32)
+    num_blocks = S * max_blocks + 3
+    tables = scattered_tables(rng, S, max_blocks, num_blocks)
+    k_offset = heads * head_dim
+    row_stride = (heads + 2 * kv_heads) * head_dim + 3
+    qkv = rng.standard_normal((T, row_stride), dtype=np.float32)
+    cache = rng.standard_normal((L, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
+    out = kv_write_call(qkv, positions, tables, cache, T=T, tokens_per_seq=tokens_per_seq,
+                        layer=layer, kv_heads=kv_heads, head_dim=head_dim,
+                        row_stride=row_stride, k_offset=k_offset, device=device)
+    ref = kv_write_reference(qkv, positions, tables, cache, tokens_per_seq, layer, kv_heads,
+                             head_dim, k_offset)
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("position, entry, match", [
+    (96, 3, r"position 96, outside the block table's \[0, 96\)"),
+    (-1, 3, r"position -1, outside"),
+    (40, -1, r"block table entry 2 is -1, outside \[0, 9\)"),
+    (40, 9, r"block table entry 2 is 9, outside \[0, 9\)"),
+])
+def test_kv_cache_write_refuses_indices_out_of_range(cpu, position, entry, match):
+    rng = np.random.default_rng(6)
+    kv_heads, head_dim, max_blocks, num_blocks = 2, 64, 6, 9
+    tables = scattered_tables(rng, 1, max_blocks, num_blocks)
+    tables[0, 2] = entry if entry != 3 else tables[0, 2]
+    qkv = rng.standard_normal((1, 4 * head_dim), dtype=np.float32)
+    cache = rng.standard_normal((1, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
+    out = np.zeros_like(cache)
+    refused(lambda s: kv_write_call(qkv, np.array([position], np.int32), tables, cache, T=1,
+                                    tokens_per_seq=1, layer=0, kv_heads=kv_heads,
+                                    head_dim=head_dim, row_stride=4 * head_dim, k_offset=0,
+                                    device=cpu, out=out, stream=s),
+            match)
+    np.testing.assert_array_equal(out, cache)  # the copy ran, the kernel wrote nothing
+
+
+# ---------------------------------------------------------------------------
+# Attention
+
+
+def prefill_call(qkv, positions, table, cache, *, heads, kv_heads, head_dim, layer, scale,
+                 device, out=None, stream=None):
+    T, row_stride = qkv.shape
+    num_blocks, max_blocks = cache.shape[2], table.shape[1]
+    (result,) = run("axrt_attention_prefill_f32", PREFILL, (ceildiv(T, 16), heads),
+                    {"qkv": qkv, "positions": positions, "block_table": table, "cache": cache},
+                    {"out": (np.float32, (T, heads * head_dim))},
+                    lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.output(0), T,
+                               heads, kv_heads, head_dim, layer, num_blocks, BS, max_blocks,
+                               row_stride, scale],
+                    device, out=out, stream=stream)
+    return result
+
+
+def decode_call(qkv, positions, tables, cache, *, heads, kv_heads, head_dim, layer, scale,
+                device, out=None, stream=None):
+    B, row_stride = qkv.shape
+    num_blocks, max_blocks = cache.shape[2], tables.shape[1]
+    (result,) = run("axrt_attention_decode_f32", DECODE, (B, kv_heads),
+                    {"qkv": qkv, "positions": positions, "block_tables": tables,
+                     "cache": cache},
+                    {"out": (np.float32, (B, heads * head_dim))},
+                    lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.output(0), B,
+                               heads, kv_heads, head_dim, layer, num_blocks, BS, max_blocks,
+                               row_stride, scale],
+                    device, out=out, stream=stream)
+    return result
+
+
+def check_attention(out, qkv, positions, tables, cache, heads, kv_heads, head_dim, layer, scale):
+    group = heads // kv_heads
+    worst = 0.0
+    for t, p in enumerate(positions):
+        table = tables[t] if len(tables) > 1 else tables[0]
+        for h in range(heads):
+            keys, values = cached(cache, layer, table, h // group, p + 1)
+            q = qkv[t, h * head_dim: (h + 1) * head_dim].astype(np.float64)
+            ref, weights = attention_reference(q, keys, values, np.float64(np.float32(scale)))
+            got = out[t, h * head_dim: (h + 1) * head_dim]
+            # f32 scores and sums: |error| <= 1e-5 (sum_j w_j |v_j| + max_j |v_j| ...)
+            bound = 1e-5 * (weights @ np.abs(values) + np.abs(values).max(axis=0)) + 1e-6
+            assert np.all(np.abs(got - ref) <= bound), (t, h, np.abs(got - ref).max())
+            worst = max(worst, float((np.abs(got - ref) / bound).max()))
+    return worst
+
+
+SHAPES = [(4, 4, 64), (8, 2, 128), (8, 2, 64), (4, 1, 128)]  # heads, kv_heads, head_dim
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", SHAPES)
+@pytest.mark.parametrize("start", [0, 21])
+def test_attention_prefill(device, heads, kv_heads, head_dim, start):
+    """A chunk of 37 tokens at positions start .. start + 36, whose keys and
+    values (and those of the positions before) are in the cache."""
+    rng = np.random.default_rng(7)
+    T, L, layer, max_blocks, num_blocks = 37, 2, 1, 5, 13
+    positions = np.arange(start, start + T, dtype=np.int32)
+    tables = scattered_tables(rng, 1, max_blocks, num_blocks)
+    cache = filled_cache(rng, L, num_blocks, kv_heads, head_dim, layer, tables, [start + T])
+    row_stride = (heads + 2 * kv_heads) * head_dim + 7
+    qkv = rng.standard_normal((T, row_stride), dtype=np.float32)
+    scale = 1.0 / math.sqrt(head_dim)
+    out = prefill_call(qkv, positions, tables, cache, heads=heads, kv_heads=kv_heads,
+                       head_dim=head_dim, layer=layer, scale=scale, device=device)
+    check_attention(out, qkv, positions, tables, cache, heads, kv_heads, head_dim, layer, scale)
+
+
+@pytest.mark.parametrize("heads, kv_heads, head_dim", SHAPES)
+def test_attention_decode(device, heads, kv_heads, head_dim):
+    """Five sequences of different lengths, one query each."""
+    rng = np.random.default_rng(8)
+    L, layer, max_blocks = 2, 0, 9
+    positions = np.array([0, 15, 16, 77, 130], np.int32)
+    B = len(positions)
+    num_blocks = B * max_blocks + 4
+    tables = scattered_tables(rng, B, max_blocks, num_blocks)
+    cache = filled_cache(rng, L, num_blocks, kv_heads, head_dim, layer, tables, positions + 1)
+    row_stride = (heads + 2 * kv_heads) * head_dim
+    qkv = (rng.standard_normal((B, row_stride)) * 2).astype(np.float32)  # peaked softmaxes too
+    scale = 1.0 / math.sqrt(head_dim)
+    out = decode_call(qkv, positions, tables, cache, heads=heads, kv_heads=kv_heads,
+                      head_dim=head_dim, layer=layer, scale=scale, device=device)
+    check_attention(out, qkv, positions, tables, cache, heads, kv_heads, head_dim, layer, scale)
+
+
+@pytest.mark.parametrize("kernel", ["prefill", "decode"])
+@pytest.mark.parametrize("position, entry, match", [
+    (80, None, r"position 80, outside the block table's \[0, 80\)"),
+    (-3, None, r"position -3, outside"),
+    (40, -1, r"block table entry 1 is -1, outside \[0, 12\)"),
+    (40, 12, r"block table entry 1 is 12, outside \[0, 12\)"),
+])
+def test_attention_refuses_indices_out_of_range(cpu, kernel, position, entry, match):
+    rng = np.random.default_rng(9)
+    heads, kv_heads, head_dim, max_blocks, num_blocks = 4, 2, 64, 5, 12
+    tables = scattered_tables(rng, 1, max_blocks, num_blocks)
+    if entry is not None:
+        tables[0, 1] = entry
+    cache = rng.standard_normal((1, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
+    qkv = rng.standard_normal((1, (heads + 2 * kv_heads) * head_dim), dtype=np.float32)
+    out = np.full((1, heads * head_dim), 7.0, np.float32)
+    call = prefill_call if kernel == "prefill" else decode_call
+    refused(lambda s: call(qkv, np.array([position], np.int32), tables, cache, heads=heads,
+                           kv_heads=kv_heads, head_dim=head_dim, layer=0, scale=0.125,
+                           device=cpu, out=out, stream=s),
+            match)
+    np.testing.assert_array_equal(out, 7.0)
+
+
+def test_attention_prefill_refuses_a_late_position_of_its_tile(cpu):
+    """One bad position among 16 queries: the workgroup writes none of them."""
+    rng = np.random.default_rng(10)
+    heads, kv_heads, head_dim, max_blocks, num_blocks = 2, 1, 64, 2, 4
+    tables = scattered_tables(rng, 1, max_blocks, num_blocks)
+    cache = rng.standard_normal((1, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
+    qkv = rng.standard_normal((16, (heads + 2 * kv_heads) * head_dim), dtype=np.float32)
+    positions = np.arange(16, dtype=np.int32)
+    positions[15] = 32
+    out = np.full((16, heads * head_dim), 7.0, np.float32)
+    refused(lambda s: prefill_call(qkv, positions, tables, cache, heads=heads, kv_heads=kv_heads,
+                                   head_dim=head_dim, layer=0, scale=0.125, device=cpu,
+                                   out=out, stream=s),
+            r"token 15 is at position 32, outside")
+    np.testing.assert_array_equal(out, 7.0)
+
+
+# ---------------------------------------------------------------------------
+# Sampling: the algorithm of docs/llm.md ("Sampling"), step by step
+
+
+M1, M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def mix64(z):
+    z = (z ^ (z >> np.uint64(30))) * M1
+    z = (z ^ (z >> np.uint64(27))) * M2
+    return z ^ (z >> np.uint64(31))
+
+
+def uniforms(seeds, positions):
+    """u in [0, 1) of each (seed, position)."""
+    with np.errstate(over="ignore"):
+        step = np.asarray(positions, np.int32).view(np.uint32).astype(np.uint64) + np.uint64(1)
+        bits = mix64(mix64(np.asarray(seeds, np.uint64)) + step * GOLDEN)
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def kept_weights(logits, temperature, top_k, top_p):
+    """Steps 1-4: the weight of every token the draw may pick (0 elsewhere),
+    or the greedy token."""
+    l = np.asarray(logits, np.float32)
+    l = np.where(np.isnan(l), np.float32(-np.inf), l)
+    V = len(l)
+    greedy = int(np.argmax(l))  # the lowest index of the maximum
+    l_max = l[greedy]
+    if not np.float32(temperature) > 0 or not np.isfinite(l_max) or top_k == 1:
+        return greedy
+    w = np.exp((l.astype(np.float64) - np.float64(l_max)) / np.float64(np.float32(temperature)))
+    k = top_k if 0 < top_k < V else V
+    ranked = np.lexsort((np.arange(V), -l))[:k]  # larger logit first, then lower id
+    n = k
+    if np.float32(top_p) < 1:
+        reached = np.cumsum(w[ranked]) >= np.float64(np.float32(top_p)) * w[ranked].sum()
+        n = int(np.argmax(reached)) + 1 if reached.any() else k
+    kept = np.zeros(V)
+    kept[ranked[:n]] = w[ranked[:n]]
+    return kept
+
+
+def sample_reference(logits, temperature, top_k, top_p, u):
+    kept = kept_weights(logits, temperature, top_k, top_p)
+    if isinstance(kept, int):
+        return kept
+    running = np.cumsum(kept)  # step 5: in token order
+    token = int(np.searchsorted(running, u * running[-1], side="right"))
+    return token if token < len(kept) else int(np.flatnonzero(kept)[-1])
+
+
+def sample_call(logits, temperature, top_k, top_p, seeds, positions, device):
+    B, V = logits.shape
+    (tokens,) = run("axrt_sample_f32", SAMPLE, B,
+                    {"logits": np.asarray(logits, np.float32),
+                     "temperature": np.asarray(temperature, np.float32),
+                     "top_k": np.asarray(top_k, np.int32), "top_p": np.asarray(top_p, np.float32),
+                     "seeds": np.asarray(seeds, np.uint64),
+                     "positions": np.asarray(positions, np.int32)},
+                    {"tokens": (np.int32, (B,))},
+                    lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.input(4),
+                               f.input(5), f.output(0), B, V],
+                    device)
+    return tokens
+
+
+def test_sample_greedy_is_the_lowest_index_of_the_maximum(device):
+    rng = np.random.default_rng(11)
+    B, V = 6, 1000
+    logits = rng.standard_normal((B, V), dtype=np.float32)
+    logits[1, [17, 400, 900]] = 50.0  # ties: the lowest wins
+    logits[2, :] = -np.inf
+    logits[3, 10] = np.nan  # NaN counts as -inf
+    logits[4, 999] = 60.0
+    temperature = [0.0, 0.0, 1.0, -1.0, 0.0, np.nan]  # <= 0, NaN: greedy; row 2: all -inf
+    tokens = sample_call(logits, temperature, [0] * B, [1.0] * B, np.arange(B), [3] * B, device)
+    want = np.argmax(np.where(np.isnan(logits), -np.inf, logits), axis=1)
+    np.testing.assert_array_equal(tokens, want)
+    assert tokens[1] == 17 and tokens[2] == 0 and tokens[4] == 999
+
+
+def test_sample_top_k_1_is_greedy(device):
+    rng = np.random.default_rng(12)
+    B, V = 16, 3000
+    logits = rng.standard_normal((B, V), dtype=np.float32)
+    logits[0, [5, 7]] = 9.0
+    tokens = sample_call(logits, [1.5] * B, [1] * B, [0.9] * B, rng.integers(0, 2**63, B),
+                         np.arange(B), device)
+    np.testing.assert_array_equal(tokens, np.argmax(logits, axis=1))
+
+
+def test_sample_is_reproducible_and_independent_of_the_batch(device):
+    rng = np.random.default_rng(13)
+    V = 500
+    row = rng.standard_normal(V, dtype=np.float32) * 2
+    args = dict(temperature=1.0, top_k=100, top_p=0.95, seed=0xDEADBEEFCAFE, position=1234)
+    alone = sample_call(row[None], [args["temperature"]], [args["top_k"]], [args["top_p"]],
+                        [args["seed"]], [args["position"]], device)
+    logits = rng.standard_normal((7, V), dtype=np.float32)
+    logits[4] = row
+    seeds = rng.integers(0, 2**63, 7, dtype=np.uint64)
+    seeds[4] = args["seed"]
+    positions = rng.integers(0, 5000, 7)
+    positions[4] = args["position"]
+    for _ in range(2):
+        batch = sample_call(logits, [1.0] * 7, [100] * 7, [0.95] * 7, seeds, positions, device)
+        assert batch[4] == alone[0]
+    u = uniforms([args["seed"]], [args["position"]])[0]
+    assert alone[0] == sample_reference(row, 1.0, 100, 0.95, u)
+
+
+def test_sample_matches_the_reference_token_for_token(device):
+    """Steps 1-5 on rows of every kind: the kernel's token is the reference's."""
+    rng = np.random.default_rng(14)
+    B, V = 600, 257
+    logits = (rng.standard_normal((B, V)) * rng.uniform(0.1, 6, (B, 1))).astype(np.float32)
+    logits[::7, ::3] = logits[::7, :1]  # many ties
+    logits[::11, ::5] = -np.inf
+    temperature = rng.choice([0.0, 0.3, 0.7, 1.0, 1.8], B)
+    top_k = rng.choice([0, 1, 2, 10, 50, 256, 257, 1000, -4], B)
+    top_p = rng.choice([1.0, 0.95, 0.8, 0.5, 0.1, 0.0, 1.5], B)
+    seeds = rng.integers(0, 2**64, B, dtype=np.uint64)
+    positions = rng.integers(-5, 100000, B)
+    tokens = sample_call(logits, temperature, top_k, top_p, seeds, positions, device)
+    u = uniforms(seeds, positions)
+    want = [sample_reference(logits[b], temperature[b], top_k[b], top_p[b], u[b])
+            for b in range(B)]
+    np.testing.assert_array_equal(tokens, want)
+
+
+@pytest.mark.parametrize("temperature, top_k, top_p", [
+    (1.0, 0, 1.0), (0.7, 20, 1.0), (1.3, 0, 0.8), (0.8, 25, 0.9)])
+@pytest.mark.parametrize("vary", ["seed", "position"])
+def test_sample_draws_from_the_truncated_distribution(device, temperature, top_k, top_p, vary):
+    """20000 draws, one a seed (or a position), against the reference's
+    probabilities: no token outside the kept set, and a chi-square statistic
+    far below its 1e-9 tail."""
+    rng = np.random.default_rng(15)
+    V, N = 48, 20000
+    row = (rng.standard_normal(V) * 1.5).astype(np.float32)
+    logits = np.broadcast_to(row, (N, V))
+    seeds = np.arange(N) if vary == "seed" else np.full(N, 0x5EED)
+    positions = np.full(N, 77) if vary == "seed" else np.arange(N)
+    tokens = sample_call(logits, [temperature] * N, [top_k] * N, [top_p] * N, seeds, positions,
+                         device)
+    kept = kept_weights(row, temperature, top_k, top_p)
+    p = kept / kept.sum()
+    counts = np.bincount(tokens, minlength=V)
+    assert counts[p == 0].sum() == 0
+    expected = N * p[p > 0]
+    chi2 = float(((counts[p > 0] - expected) ** 2 / expected).sum())
+    df = int((p > 0).sum()) - 1
+    assert chi2 < df + 9 * math.sqrt(2 * df), (chi2, df)
+    if top_k:
+        assert (p > 0).sum() <= top_k

@@ -1,0 +1,37 @@
+"""The committed references of the model path (tests/llm/data) recomputed with
+transformers, where torch and transformers are installed: they must still be
+what tests/llm/make_tiny_llama.py wrote."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+LLM = Path(__file__).resolve().parent.parent / "llm"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("make_tiny_llama", LLM / "make_tiny_llama.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-llama3"])
+@pytest.mark.parametrize("weights", ["f32", "bf16", "int8", "int4"])
+def test_committed_references_are_what_transformers_computes(model, weights):
+    script = _script()
+    torch.set_num_threads(1)
+    fresh = script.reference_outputs(script.load_model(LLM / "data" / model, weights))
+    with np.load(LLM / "data" / f"{model}.{weights}.npz") as committed:
+        assert set(committed.files) == set(fresh)
+        for key in committed.files:
+            want = committed[key]
+            if want.dtype.kind == "i":
+                assert np.array_equal(fresh[key], want), key
+            else:
+                scale = np.max(np.abs(want))
+                assert np.max(np.abs(fresh[key] - want)) <= 1e-5 * scale, key
