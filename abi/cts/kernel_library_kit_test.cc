@@ -366,6 +366,17 @@ KernelCase MatmulF32() {
                     std::vector<double>(w.begin(), w.end()), {}, 32);
 }
 
+// f32 [N, K] weights.
+KernelCase MatmulF32Nk() {
+  const uint64_t M = 67, N = 72, K = 40;
+  const std::vector<float> w = RandomFloats(N * K, 34);
+  std::vector<double> transposed(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) transposed[k * N + n] = w[n * K + k];
+  }
+  return MatmulCase("axrt_matmul_f32_nk", M, N, K, {InputBuffer(BytesOf(w))}, transposed, {}, 35);
+}
+
 // bf16 [N, K] weights: the top halves of random f32 values, so the
 // reference widens them exactly.
 KernelCase MatmulBf16() {
@@ -607,9 +618,8 @@ KernelCase KvCacheWrite() {
                InputBuffer(BytesOf(tables)), InputBuffer(BytesOf(cache))};
   c.buffers[3].writable = true;
   c.buffers[3].fully_written = false;
-  c.scalars = {T,           per_seq,         s.layer,        s.num_blocks,
-               s.kv_heads,  s.block_size,    s.head_dim,     s.max_blocks,
-               s.row_stride(), s.k_offset()};
+  c.scalars = {T,          per_seq,      s.layer,        s.num_blocks, s.kv_heads, s.block_size,
+               s.head_dim, s.max_blocks, s.row_stride(), s.k_offset()};
   std::vector<double> want(cache.begin(), cache.end());
   const uint64_t width = s.kv_heads * s.head_dim;
   for (uint64_t t = 0; t < T; ++t) {
@@ -769,9 +779,9 @@ KernelCase Sample() {
   c.kernel = "axrt_sample_f32";
   c.description = "B = 5, V = 300";
   c.grid = {static_cast<uint32_t>(B), 1, 1};
-  c.buffers = {InputBuffer(BytesOf(logits)),      InputBuffer(BytesOf(temperature)),
-               InputBuffer(BytesOf(top_k)),       InputBuffer(BytesOf(top_p)),
-               InputBuffer(BytesOf(seeds)),       InputBuffer(BytesOf(positions)),
+  c.buffers = {InputBuffer(BytesOf(logits)), InputBuffer(BytesOf(temperature)),
+               InputBuffer(BytesOf(top_k)),  InputBuffer(BytesOf(top_p)),
+               InputBuffer(BytesOf(seeds)),  InputBuffer(BytesOf(positions)),
                OutputBuffer(B * sizeof(int32_t))};
   c.scalars = {B, V};
   std::vector<int32_t> want(B);
@@ -796,6 +806,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(Norm(true));
   cases.push_back(Norm(false));
   cases.push_back(MatmulF32());
+  cases.push_back(MatmulF32Nk());
   cases.push_back(MatmulBf16());
   cases.push_back(MatmulInt8());
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));

@@ -84,6 +84,19 @@ struct MatmulBf16Args {
 };
 static_assert(sizeof(MatmulBf16Args) == 56);
 
+// y[M, N] = x[M, K] . w^T + bias[N], w f32 [N, K] (the [out, in] layout of
+// checkpoints).
+struct MatmulF32NkArgs {
+  const float* x;
+  const float* w;
+  const float* bias;
+  float* y;
+  uint64_t M;
+  uint64_t N;
+  uint64_t K;
+};
+static_assert(sizeof(MatmulF32NkArgs) == 56);
+
 // w int8 [N, K], scale f32 [N, 1].
 struct MatmulInt8Args {
   const float* x;
@@ -250,6 +263,8 @@ axrt_kernel_result_t axrt_matmul_f32(const void* args, const axrt_kernel_dispatc
                                      const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_bf16_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                           const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_f32_nk(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                        const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,
                                              const axrt_kernel_dispatch_t* dispatch,
                                              const axrt_kernel_workgroup_t* workgroup);

@@ -14,6 +14,7 @@ namespace {
 using cpu::BinaryArgs;
 using cpu::LayerNormArgs;
 using cpu::MatmulBf16Args;
+using cpu::MatmulF32NkArgs;
 using cpu::MatmulF32Args;
 using cpu::MatmulFp8Args;
 using cpu::MatmulInt4Args;
@@ -133,6 +134,7 @@ static_assert(block_size(kLayerNormParams) == sizeof(LayerNormArgs));
 static_assert(block_size(kRmsNormParams) == sizeof(RmsNormArgs));
 static_assert(block_size(kMatmulF32Params) == sizeof(MatmulF32Args));
 static_assert(block_size(kMatmulBf16Params) == sizeof(MatmulBf16Args));
+static_assert(block_size(kMatmulF32Params) == sizeof(MatmulF32NkArgs));
 static_assert(block_size(kMatmulInt8Params) == sizeof(MatmulInt8Args));
 static_assert(block_size(kMatmulAwqParams) == sizeof(MatmulInt4Args));
 static_assert(block_size(kMatmulGptqParams) == sizeof(MatmulInt4Args));
@@ -158,6 +160,7 @@ constexpr axrt_kernel_info_t kKernels[] = {
     kernel<RmsNormArgs>("axrt_rmsnorm_f32", axrt_rmsnorm_f32, kRmsNormParams),
     kernel<MatmulF32Args>("axrt_matmul_f32", axrt_matmul_f32, kMatmulF32Params),
     kernel<MatmulBf16Args>("axrt_matmul_bf16_f32", axrt_matmul_bf16_f32, kMatmulBf16Params),
+    kernel<MatmulF32NkArgs>("axrt_matmul_f32_nk", axrt_matmul_f32_nk, kMatmulF32Params),
     kernel<MatmulInt8Args>("axrt_matmul_int8_pc_f32", axrt_matmul_int8_pc_f32,
                            kMatmulInt8Params),
     kernel<MatmulInt4Args>("axrt_matmul_awq_int4_f32", axrt_matmul_awq_int4_f32,

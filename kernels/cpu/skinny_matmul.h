@@ -190,7 +190,8 @@ AXRT_CPU_INLINE void skinny_panel(const SkinnyPanel& p) {
 // gives the weights a block of k rows at a time:
 //   static constexpr bool kInPlace;  // rows can be read where they are
 //   template <int kLanes>
-//   void rows(uint64_t k0, int kb, float* panel, const float** b, uint64_t* ldb) const;
+//   void rows(uint64_t k0, int kb, float* panel, const float** b, uint64_t*
+//   ldb) const;
 // which points *b at W[k0 .. k0 + kb) x the tile's 64 columns (zero past
 // them), in place or decoded into `panel` (kb x 64 floats, ldb = 64).
 //
@@ -271,6 +272,13 @@ template <int kLanes, class T>
 struct Widen;
 
 template <int kLanes>
+struct Widen<kLanes, float> {
+  using F = typename Simd<kLanes>::F;
+  AXRT_CPU_INLINE static F load(const float* p) { return load_vector<F>(p); }
+  AXRT_CPU_INLINE static float scalar(float v) { return v; }
+};
+
+template <int kLanes>
 struct Widen<kLanes, uint16_t> {  // bf16 bit patterns
   using F = typename Simd<kLanes>::F;
   using H = typename Simd<kLanes>::H;
@@ -345,12 +353,14 @@ AXRT_CPU_INLINE void dot_step(typename Simd<kLanes>::F (&acc)[MR][NC], const flo
 // several instructions, or into scalar code for int8). Out of line, so
 // that their instruction set is their own.
 
-// 16 weights as floats, exactly: int8 sign-extended, bf16 shifted into the
-// top half (the zero-masked forms: GCC's unmasked ones warn about their
-// unused merge operand).
+// 16 weights as floats, exactly: f32 as they are, int8 sign-extended, bf16
+// shifted into the top half (the zero-masked forms: GCC's unmasked ones warn
+// about their unused merge operand).
 template <class T>
 [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_TARGET)]] inline __m512 widen_x16(const T* p) {
-  if constexpr (std::is_same_v<T, int8_t>) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm512_loadu_ps(p);
+  } else if constexpr (std::is_same_v<T, int8_t>) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm512_maskz_cvtepi32_ps(0xffff, _mm512_maskz_cvtepi8_epi32(0xffff, bytes));
   } else {
@@ -362,7 +372,9 @@ template <class T>
 
 template <class T>
 [[gnu::always_inline, gnu::target("avx2,fma")]] inline __m256 widen_x8(const T* p) {
-  if constexpr (std::is_same_v<T, int8_t>) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_loadu_ps(p);
+  } else if constexpr (std::is_same_v<T, int8_t>) {
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
   } else {
@@ -521,15 +533,16 @@ AXRT_CPU_INLINE void dot_block(const float* const* xr, const T* const* wr, uint6
 #endif
 }
 
-// scratch.c rows [m0, m0 + MR) = x rows . w rows of the tile's columns.
+// scratch.c rows [m0, m0 + MR) x columns [n_begin, n_end) = x rows . w rows
+// of those tile columns.
 template <int kLanes, int MR, class T>
 AXRT_CPU_INLINE void dot_rows(const float* x, const T* w, uint64_t K, const Tile& tile, int m0,
-                              float* c) {
+                              int n_begin, int n_end, float* c) {
   constexpr int NC = dot_columns<kLanes>(MR);
   const float* x_rows[MR];
 #pragma GCC unroll 4
   for (int m = 0; m < MR; ++m) x_rows[m] = x + (tile.m0 + m0 + m) * K;
-  for (int n = 0; n < tile.cols; n += NC) {
+  for (int n = n_begin; n < n_end; n += NC) {
     // A last block past the tile's columns repeats its last column.
     const T* w_rows[NC];
 #pragma GCC unroll 8
@@ -546,16 +559,26 @@ AXRT_CPU_INLINE void dot_rows(const float* x, const T* w, uint64_t K, const Tile
   }
 }
 
-// scratch.c = the tile's rows of x times w^T, w [N, K] of T.
+// scratch.c = the tile's rows of x times w^T, w [N, K] of T. Up to
+// kDotMaxRows rows stream every weight row once. More rows take the tile's
+// columns a block of weight rows at a time, and every group of x rows uses
+// the block before the next: the block is read from memory once, then from
+// cache.
 template <int kLanes, class T>
 AXRT_CPU_INLINE void skinny_nmajor_tile(const float* x, const T* w, uint64_t K, const Tile& tile,
                                         TileScratch& scratch) {
-  for (int m0 = 0; m0 < tile.rows; m0 += kDotMaxRows) {
-    switch (std::min(kDotMaxRows, tile.rows - m0)) {
-      case 1: dot_rows<kLanes, 1>(x, w, K, tile, m0, scratch.c); break;
-      case 2: dot_rows<kLanes, 2>(x, w, K, tile, m0, scratch.c); break;
-      case 3: dot_rows<kLanes, 3>(x, w, K, tile, m0, scratch.c); break;
-      default: dot_rows<kLanes, 4>(x, w, K, tile, m0, scratch.c); break;
+  // A multiple of every dot_columns().
+  constexpr int kBlock = dot_columns<kLanes>(1);
+  const int step = tile.rows <= kDotMaxRows ? tile.cols : kBlock;
+  for (int n = 0; n < tile.cols; n += step) {
+    const int n_end = std::min(tile.cols, n + step);
+    for (int m0 = 0; m0 < tile.rows; m0 += kDotMaxRows) {
+      switch (std::min(kDotMaxRows, tile.rows - m0)) {
+        case 1: dot_rows<kLanes, 1>(x, w, K, tile, m0, n, n_end, scratch.c); break;
+        case 2: dot_rows<kLanes, 2>(x, w, K, tile, m0, n, n_end, scratch.c); break;
+        case 3: dot_rows<kLanes, 3>(x, w, K, tile, m0, n, n_end, scratch.c); break;
+        default: dot_rows<kLanes, 4>(x, w, K, tile, m0, n, n_end, scratch.c); break;
+      }
     }
   }
 }

@@ -24,11 +24,17 @@ struct F32Weights {
   }
 };
 
-// w bf16 [N, K] (raw 16-bit patterns, the [out, in] layout): W[k][n] is
-// w[n][k] widened, exactly (bf16 is the top half of an f32). A half-warp
-// reads 16 consecutive k of one output channel.
-struct Bf16Weights {
-  const uint16_t* __restrict__ w;
+// w [N, K] (the [out, in] layout) of f32, or of bf16 as raw 16-bit patterns:
+// W[k][n] is w[n][k], bf16 widened exactly (it is the top half of an f32).
+// A half-warp reads 16 consecutive k of one output channel.
+__device__ __forceinline__ float widen(float value) { return value; }
+__device__ __forceinline__ float widen(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+template <class T>
+struct NkWeights {
+  const T* __restrict__ w;
   uint64_t N;
   uint64_t K;
 
@@ -40,8 +46,7 @@ struct Bf16Weights {
       const unsigned kk = idx % kTileK;
       const uint64_t k = k0 + kk;
       const uint64_t n = n0 + c;
-      tile[kk][c] =
-          (k < K && n < N) ? __uint_as_float(static_cast<uint32_t>(w[n * K + k]) << 16) : 0.0f;
+      tile[kk][c] = (k < K && n < N) ? widen(w[n * K + k]) : 0.0f;
     }
   }
 };
@@ -119,7 +124,14 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_bf16_f32(const float* x, const uint16_t* w, const float* bias, float* y,
                          uint64_t M, uint64_t N, uint64_t K) {
-  axrt_cuda::matmul_tile(x, bias, y, M, N, K, axrt_cuda::Bf16Weights{w, N, K});
+  axrt_cuda::matmul_tile(x, bias, y, M, N, K, axrt_cuda::NkWeights<uint16_t>{w, N, K});
+}
+
+// f32 weights [N, K], no quantization layout.
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_matmul_f32_nk(const float* x, const float* w, const float* bias, float* y, uint64_t M,
+                       uint64_t N, uint64_t K) {
+  axrt_cuda::matmul_tile(x, bias, y, M, N, K, axrt_cuda::NkWeights<float>{w, N, K});
 }
 
 // Layout int8.per_channel.

@@ -7,7 +7,7 @@
 //
 //   axrt_matmul_kernel_bench KIND M K N THREADS SECONDS
 //
-// KIND is f32, bf16, int8 or awq (groups of 128). Prints the median
+// KIND is f32, f32nk ([N, K] f32 weights), bf16, int8 or awq (groups of 128). Prints the median
 // seconds per call over five rounds of about SECONDS / 5 each, and the
 // matmul build that ran.
 #include <algorithm>
@@ -173,7 +173,7 @@ class Team {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s f32|bf16|int8|awq M K N THREADS SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s f32|f32nk|bf16|int8|awq M K N THREADS SECONDS\n", argv[0]);
     return 2;
   }
   const std::string kind = argv[1];
@@ -205,6 +205,12 @@ int main(int argc, char** argv) {
     dense = {x.data(), w32.data(), bias.data(), y.data(), M, N, K};
     args = &dense;
     kernel = find_kernel("axrt_matmul_f32", sizeof dense);
+  } else if (kind == "f32nk") {
+    w32.resize(N * K);
+    for (float& v : w32) v = uniform(rng);
+    dense = {x.data(), w32.data(), bias.data(), y.data(), M, N, K};
+    args = &dense;
+    kernel = find_kernel("axrt_matmul_f32_nk", sizeof dense);
   } else if (kind == "bf16") {
     w16.resize(N * K);
     for (uint16_t& v : w16) {

@@ -7,6 +7,7 @@ constants, run on cpu:0), and an ONNX model with ONNX Runtime's counterpart
 
     axrt kernel                 ONNX Runtime
     axrt_matmul_f32             MatMul + Add (W f32 [K, N])
+    axrt_matmul_f32_nk          the same, axrt's weights stored [N, K]
     axrt_matmul_bf16_f32        the same f32 MatMul, W widened from the bf16 weights
     axrt_matmul_int8_pc_f32     com.microsoft DynamicQuantizeMatMul: x quantized to
                                 u8 on every call, int8 weights, per-column scales
@@ -195,6 +196,10 @@ def axrt_layer(kind: str, layer: Layer, m: int):
         kernel = b.kernel("axrt_matmul_f32", cpu, head + [Buffer("w")] + tail)
         weights = [b.constant("w", layer.w)]
         value = layer.w
+    elif kind == "f32nk":
+        kernel = b.kernel("axrt_matmul_f32_nk", cpu, head + [Buffer("w")] + tail)
+        weights = [b.constant("w", np.ascontiguousarray(layer.w.T))]
+        value = layer.w
     elif kind == "bf16":
         patterns, value = layer.bf16()
         kernel = b.kernel("axrt_matmul_bf16_f32", cpu, head + [Buffer("w")] + tail)
@@ -317,19 +322,20 @@ def check(kind: str, got: np.ndarray, x: np.ndarray, value: np.ndarray, bias: np
 
 ORT_OPS = {
     "f32": [("f32", 0, "MatMul+Add f32")],
+    "f32nk": [("f32", 0, "MatMul+Add f32")],
     "bf16": [("bf16", 0, "MatMul+Add f32 (bf16 values)")],
     "int8": [("int8", 0, "DynamicQuantizeMatMul (u8 x s8)"),
              ("int8-dequantized", 0, "MatMul+Add f32 (dequantized)")],
     "awq": [("awq", 0, "MatMulNBits 4-bit, accuracy 0"),
             ("awq", 4, "MatMulNBits 4-bit, accuracy 4")],
 }
-KERNELS = {"f32": "axrt_matmul_f32", "bf16": "axrt_matmul_bf16_f32",
+KERNELS = {"f32": "axrt_matmul_f32", "f32nk": "axrt_matmul_f32_nk", "bf16": "axrt_matmul_bf16_f32",
            "int8": "axrt_matmul_int8_pc_f32", "awq": "axrt_matmul_awq_int4_f32"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kinds", default="f32,bf16,int8,awq")
+    parser.add_argument("--kinds", default="f32,f32nk,bf16,int8,awq")
     parser.add_argument("--rows", default="1,16,256", help="values of M")
     parser.add_argument("--sizes", default="1024,4096", help="values of K = N")
     parser.add_argument("--threads", type=int, default=0,

@@ -24,7 +24,7 @@ BS = 16  # tokens per KV block
 
 KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_silu_mul_f32",
            "axrt_kv_cache_write_f32", "axrt_attention_prefill_f32", "axrt_attention_decode_f32",
-           "axrt_sample_f32"]
+           "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32"]
 
 
 def u64(name):
@@ -51,6 +51,8 @@ def attention_params(table, count):
 
 PREFILL = attention_params("block_table", "T")
 DECODE = attention_params("block_tables", "B")
+MATMUL = [Buffer("x"), Buffer("w"), Buffer("bias"), Buffer("y", access="write"), u64("M"),
+          u64("N"), u64("K")]
 SAMPLE = [Buffer("logits"), Buffer("temperature"), Buffer("top_k"), Buffer("top_p"),
           Buffer("seeds"), Buffer("positions"), Buffer("tokens", access="write"), u64("B"),
           u64("V")]
@@ -256,6 +258,33 @@ def test_rope(device, head_dim, scaling):
     bound = 1e-6 * attention_scaling * magnitude.reshape(T, rotated) + 1e-7
     assert np.all(np.abs(out[:, :rotated] - ref[:, :rotated]) <= bound)
     np.testing.assert_array_equal(out[:, rotated:], x[:, rotated:])  # the rest untouched
+
+
+# ---------------------------------------------------------------------------
+# Projections on [N, K] weights (the checkpoint's [out, in] layout)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("m", [1, 3, 16, 70])  # dot products, then the tile engine
+def test_matmul_nk(device, dtype, m):
+    rng = np.random.default_rng(40 + m)
+    n, k = 200, 336  # N past three tiles, K past every vector width and panel edge
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    if dtype == "bf16":
+        stored = (w.view(np.uint32) >> 16).astype(np.uint16)  # truncated: exact widening
+        value = (stored.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        kernel = "axrt_matmul_bf16_f32"
+    else:
+        stored, value, kernel = w, w.astype(np.float64), "axrt_matmul_f32_nk"
+    (y,) = run(kernel, MATMUL, (ceildiv(n, 64), ceildiv(m, 64)),
+               {"x": x, "w": stored, "bias": bias}, {"y": (np.float32, (m, n))},
+               lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), m, n, k], device)
+    ref = x.astype(np.float64) @ value.T + bias
+    # docs/kernels.md: 1e-5 sum_k |x W| + |bias| scaled, plus 1e-6.
+    bound = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(value.T) + np.abs(bias)) + 1e-6
+    assert np.all(np.abs(y - ref) <= bound)
 
 
 # ---------------------------------------------------------------------------

@@ -717,6 +717,7 @@ TEST_CASE("every kernel of docs/kernels.md is in the table with its parameters")
         nullptr}},
       {"axrt_matmul_f32", {matmul, nullptr, nullptr}},
       {"axrt_matmul_bf16_f32", {matmul, nullptr, nullptr}},
+      {"axrt_matmul_f32_nk", {matmul, nullptr, nullptr}},
       {"axrt_matmul_int8_pc_f32", {int8, "w", "int8.per_channel"}},
       {"axrt_matmul_awq_int4_f32", {int4, "qweight", "awq.int4.g128"}},
       {"axrt_matmul_gptq_int4_f32", {int4, "qweight", "gptq_v2.int4.g128"}},
@@ -1098,6 +1099,20 @@ void check_f32_matmul(const Shape& s) {
   check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
 }
 
+// The same weights as check_f32_matmul, stored [N, K].
+void check_f32_nk_matmul(const Shape& s) {
+  MatmulCase c(s, 141 + static_cast<uint32_t>(s.M * 5 + s.N + s.K));
+  const auto w = random_weights(s.K, s.N, 142 + static_cast<uint32_t>(s.K));
+  std::vector<float> w_nk(std::max<uint64_t>(s.N * s.K, 1));
+  for (uint64_t k = 0; k < s.K; ++k) {
+    for (uint64_t n = 0; n < s.N; ++n) w_nk[n * s.K + k] = w[k * s.N + n];
+  }
+  ArgBlock args(find_kernel("axrt_matmul_f32_nk"));
+  c.common(args).buffer("w", w_nk.data());
+  c.run(args);
+  check_matmul(c.y, c.x, std::vector<double>(w.begin(), w.end()), c.bias, s.M, s.N, s.K);
+}
+
 void check_bf16_matmul(const Shape& s) {
   MatmulCase c(s, 131 + static_cast<uint32_t>(s.M + s.N + s.K));
   const Bf16Weights q = round_bf16(random_weights(s.K, s.N, 132), s.N, s.K);
@@ -1167,6 +1182,8 @@ void check_int4_kernel(const char* name, Int4Kind kind) {
 TEST_CASE("axrt_matmul_f32") { for_each_matmul_case(check_f32_matmul); }
 
 TEST_CASE("axrt_matmul_bf16_f32") { for_each_matmul_case(check_bf16_matmul); }
+
+TEST_CASE("axrt_matmul_f32_nk") { for_each_matmul_case(check_f32_nk_matmul); }
 
 TEST_CASE("axrt_matmul_int8_pc_f32") { for_each_matmul_case(check_int8_matmul); }
 

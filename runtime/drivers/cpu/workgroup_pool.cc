@@ -1,11 +1,19 @@
 #include "runtime/drivers/cpu/workgroup_pool.h"
 
+#include <chrono>
 #include <system_error>
+#include <thread>
 
 namespace axrt::cpu {
 namespace {
 thread_local bool t_is_pool_thread = false;
 thread_local uint32_t t_worker_index = 0;
+
+// How long a pool thread polls for the next job after finishing one before
+// it sleeps. Jobs come in runs (the dispatches of one function call, a
+// few to tens of microseconds apart); a thread that is still polling takes
+// the next one without a wake-up through the kernel.
+constexpr auto kPollTime = std::chrono::microseconds(50);
 }  // namespace
 
 uint32_t WorkgroupPool::current_worker_index() noexcept { return t_worker_index; }
@@ -31,6 +39,7 @@ WorkgroupPool::~WorkgroupPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    published_.store(~uint64_t{0}, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& worker : workers_) worker.join();
@@ -53,6 +62,7 @@ void WorkgroupPool::parallel_for(uint64_t count, uint64_t grain, RangeFn fn, voi
     std::unique_lock<std::mutex> lock(mutex_);
     idle_.wait(lock, [&] { return active_ == 0; });
     generation = ++generation_;
+    published_.store(generation, std::memory_order_release);
     fn_ = fn;
     context_ = context;
     count_ = count;
@@ -94,6 +104,11 @@ void WorkgroupPool::worker_main() {
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
+    if (!stopping_ && generation_ == seen) {
+      lock.unlock();
+      poll_for_job(seen);
+      lock.lock();
+    }
     wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
     if (stopping_) return;
     seen = generation_;
@@ -102,6 +117,23 @@ void WorkgroupPool::worker_main() {
     run_chunks(seen);
     lock.lock();
     if (--active_ == 0) idle_.notify_all();
+  }
+}
+
+void WorkgroupPool::poll_for_job(uint64_t seen) const {
+  const auto deadline = std::chrono::steady_clock::now() + kPollTime;
+  for (uint32_t i = 1;; ++i) {
+    if (published_.load(std::memory_order_acquire) != seen) return;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+    if ((i & 63) == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return;
+      // Another thread of this process may be waiting for the core.
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -3,7 +3,9 @@
 // submitting thread works on it too. Work too small to be worth waking
 // threads for, work submitted while the pool is busy, and work submitted from
 // a pool thread all run inline on the caller, so the pool never deadlocks
-// and small work never pays a wake-up.
+// and small work never pays a wake-up. A pool thread polls for the next job
+// for a short while (50 us) after each before it sleeps, so the dispatches
+// of one function call reach threads that are awake.
 #ifndef AXRT_RUNTIME_DRIVERS_CPU_WORKGROUP_POOL_H_
 #define AXRT_RUNTIME_DRIVERS_CPU_WORKGROUP_POOL_H_
 
@@ -63,6 +65,9 @@ class WorkgroupPool {
 
   void worker_main();
   void run_chunks(uint64_t generation);
+  // Returns once a job newer than `seen` is published, the pool is stopping,
+  // or the polling time has passed.
+  void poll_for_job(uint64_t seen) const;
 
   std::vector<std::thread> workers_;
   std::mutex submit_mutex_;  // one job at a time
@@ -75,6 +80,9 @@ class WorkgroupPool {
   // it is zero, so a thread that woke late never reads a half-written job.
   uint32_t active_ = 0;
   uint64_t generation_ = 0;  // under mutex_; also published in claim_
+  // generation_ for lock-free polling (all ones once stopping); written
+  // under mutex_.
+  std::atomic<uint64_t> published_{0};
 
   // The current job, written before workers are woken.
   RangeFn fn_ = nullptr;

@@ -93,7 +93,7 @@ KERNELS: Dict[str, Tuple[List, int]] = {
                                    _f32("scale")], 256),
     "axrt_sample_f32": ([_r("logits"), _r("temperature"), _r("top_k"), _r("top_p"), _r("seeds"),
                          _r("positions"), _w("tokens"), _u64("B"), _u64("V")], 256),
-    "axrt_matmul_f32": (_MATMUL_PARAMS, 256),
+    "axrt_matmul_f32_nk": (_MATMUL_PARAMS, 256),
     "axrt_matmul_bf16_f32": (_MATMUL_PARAMS, 256),
     "axrt_matmul_int8_pc_f32": ([_r("x"), _r("w", INT8_LAYOUT), _r("scale"), _r("bias"), _w("y"),
                                  _u64("M"), _u64("N"), _u64("K")], 256),
@@ -174,9 +174,8 @@ class _Converter:
         bias = self.bias(label, bias_names, n)
         mode = self.mode
         if mode == "f32":
-            w = self.constant(label, lambda: np.ascontiguousarray(self.stacked(names).T), "f32",
-                              (k, n))
-            return _Linear("axrt_matmul_f32", (w,), bias, n, k)
+            w = self.constant(label, lambda: self.stacked(names), "f32", (n, k))
+            return _Linear("axrt_matmul_f32_nk", (w,), bias, n, k)
         if mode == "bf16":
             w = self.constant(label, lambda: quantize.bf16(self.stacked(names)), "bf16", (n, k))
             return _Linear("axrt_matmul_bf16_f32", (w,), bias, n, k)
@@ -282,8 +281,10 @@ class _Converter:
         head_name = "lm_head.weight"
         if cfg.tie_word_embeddings or head_name not in ckpt:
             head_name = embed_name
-        if self.mode == "bf16" and head_name == embed_name:
-            lm_head = _Linear("axrt_matmul_bf16_f32", (embed,), self.zero_bias, V, H)
+        if self.mode in ("f32", "bf16") and head_name == embed_name:
+            # The embedding table is the head's [V, H] weights as it is.
+            kernel = "axrt_matmul_f32_nk" if self.mode == "f32" else "axrt_matmul_bf16_f32"
+            lm_head = _Linear(kernel, (embed,), self.zero_bias, V, H)
         else:
             lm_head = self.linear("lm_head", [head_name], [])
         inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
