@@ -176,7 +176,13 @@ class KernelResolver {
                               impl.cluster_dims->z()};
     }
     request.dynamic_shared_memory = impl.dynamic_shared_memory;
-    AXRT_RETURN_IF_ERROR(code->get_kernel(request, &candidate.device_kernel));
+    if (axrt_status_t status = code->get_kernel(request, &candidate.device_kernel)) {
+      // A lazily loading driver reports a broken image here, at the first
+      // kernel looked up, rather than at load: name the code object too.
+      StatusPtr owned(status);
+      return make_status(axrt_status_code(status), "code object {}: {}", impl.code_object,
+                         axrt_status_message(status));
+    }
     candidate.code = std::move(code);
     *r = std::move(candidate);
     return nullptr;

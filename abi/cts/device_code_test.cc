@@ -486,6 +486,19 @@ TEST_CASE_METHOD(DeviceCodeTest, "device code: broken images, missing kernels, f
                      AXRT_STATUS_CODE_INVALID_ARGUMENT, AXRT_STATUS_CODE_UNIMPLEMENTED);
   }
   {
+    // The same for a driver that loads lazily and reports the broken image
+    // at the first kernel looked up (the mock does so for this marker).
+    AxeBuilder b;
+    const std::string target = ComputeTarget(properties());
+    const uint32_t code =
+        b.AddCode(AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX, target,
+                  TextBytes(".version 8.0\n.target " + target +
+                            "\n// mock-lazy-jit-error\nthis is not PTX either {\n"));
+    b.AddKernel("add", code, "axrt_add_f32", BinaryParams(), kCudaBlock);
+    CHECK_STATUS_ANY(LoadBytes(device(), b.Bytes(), 0, Out(exe)), "code object 0",
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, AXRT_STATUS_CODE_UNIMPLEMENTED);
+  }
+  {
     AxeBuilder b;
     const uint32_t code = AddImage(b);
     b.AddKernel("missing", code, "axrt_no_such_kernel", BinaryParams(), kCudaBlock);

@@ -438,6 +438,76 @@ KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
                     dequantized, {group}, 54);
 }
 
+// GPTQ v2 weights times x quantized to int8 per group. The reference
+// quantizes x as the contract says (f32 operations, half to even) and
+// multiplies in double; the bound is 1e-5 (|xq| . |W| + |bias|) + 1e-6. Row
+// 0's first group has a = 127, so 127 / a = 1 and its .5 values are ties;
+// row 1's second group is zeros (s_x = 0).
+KernelCase MatmulInt4Q8() {
+  const uint64_t M = 5, N = 72, K = 256, group = 64, groups = K / group;
+  const std::vector<int> q = RandomInts(K * N, 55, 0, 15);
+  const std::vector<int> z = RandomInts(groups * N, 56, 0, 15);
+  const std::vector<int> s = RandomInts(groups * N, 57, 0, 7);
+  const PackedInt4 packed = PackInt4(Int4Format::kGptqV2, q, z, K, N, groups);
+  std::vector<uint16_t> scales(groups * N);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = HalfScaleBits(s[i]);
+  std::vector<double> w(K * N);
+  for (uint64_t k = 0; k < K; ++k) {
+    for (uint64_t n = 0; n < N; ++n) {
+      const uint64_t g = k / group;
+      w[k * N + n] = (q[k * N + n] - z[g * N + n]) * HalfScaleValue(s[g * N + n]);
+    }
+  }
+  std::vector<float> x = RandomFloats(M * K, 58, -2.0f, 2.0f);
+  const std::vector<int> ties = RandomInts(group, 59, -127, 126);
+  for (uint64_t k = 0; k < group; ++k) x[k] = static_cast<float>(ties[k]) + 0.5f;
+  x[0] = 127.0f;
+  std::fill_n(x.begin() + K + group, group, 0.0f);
+  const std::vector<float> bias = RandomFloats(N, 60);
+
+  std::vector<double> xq(M * K, 0.0);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t g0 = 0; g0 < K; g0 += group) {
+      float a = 0.0f;
+      for (uint64_t k = g0; k < g0 + group; ++k) a = std::max(a, std::fabs(x[m * K + k]));
+      if (a == 0.0f) continue;
+      const float inv = 127.0f / a;
+      const float s_x = a / 127.0f;
+      for (uint64_t k = g0; k < g0 + group; ++k) {
+        const float product = x[m * K + k] * inv;
+        xq[m * K + k] = std::nearbyint(product) * static_cast<double>(s_x);
+      }
+    }
+  }
+  std::vector<double> want(M * N), bound(M * N);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t n = 0; n < N; ++n) {
+      double sum = bias[n];
+      double magnitude = std::fabs(static_cast<double>(bias[n]));
+      for (uint64_t k = 0; k < K; ++k) {
+        const double term = xq[m * K + k] * w[k * N + n];
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      want[m * N + n] = sum;
+      bound[m * N + n] = 1e-5 * magnitude + 1e-6;
+    }
+  }
+
+  KernelCase c;
+  c.kernel = "axrt_matmul_gptq_int4_q8_f32";
+  c.description = "M = 5, N = 72, K = 256, group_size = 64";
+  c.grid = {CeilDiv(N, 64), CeilDiv(M, 64), 1};
+  c.buffers = {InputBuffer(BytesOf(x)),      InputBuffer(BytesOf(packed.qweight), &kGptqV2),
+               InputBuffer(BytesOf(scales)), InputBuffer(BytesOf(packed.qzeros)),
+               InputBuffer(BytesOf(bias)),   OutputBuffer(M * N * sizeof(float))};
+  c.scalars = {M, N, K, group};
+  c.check = [want, bound](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), want, bound, "axrt_matmul_gptq_int4_q8_f32");
+  };
+  return c;
+}
+
 KernelCase MatmulFp8(const std::string& kernel, uint64_t M, uint64_t N, uint64_t K, uint64_t block,
                      const axrt_axe_quant_layout_t* layout) {
   const uint64_t bn = block != 0 ? block : N, bk = block != 0 ? block : K;
@@ -812,6 +882,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_v1_int4_f32", Int4Format::kGptqV1, &kGptqV1));
+  cases.push_back(MatmulInt4Q8());
   // Per tensor: one scale. 128 x 128 blocks: N and K past one block, so the
   // scale grid is [2, 2] and both edges are partial.
   cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_f32", 67, 72, 40, 0, &kFp8PerTensor));

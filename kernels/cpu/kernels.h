@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include <atomic>
+
 #include "axrt/kernel_abi.h"
 
 // A BUFFER parameter is an 8-byte address; on the CPU it is a host pointer,
@@ -125,6 +127,10 @@ struct MatmulInt4Args {
   uint64_t group_size;
 };
 static_assert(sizeof(MatmulInt4Args) == 80);
+
+// Tests set this to run axrt_matmul_gptq_int4_q8_f32's AVX-512 build as on a
+// CPU without VNNI.
+inline std::atomic<bool> q8_matmul_without_vnni{false};
 
 // w e4m3fn [N, K], scale f32 [ceil(N/bn), ceil(K/bk)].
 struct MatmulFp8Args {
@@ -274,6 +280,10 @@ axrt_kernel_result_t axrt_matmul_awq_int4_f32(const void* args,
 axrt_kernel_result_t axrt_matmul_gptq_int4_f32(const void* args,
                                                const axrt_kernel_dispatch_t* dispatch,
                                                const axrt_kernel_workgroup_t* workgroup);
+// GPTQ v2 weights times x quantized to int8 per group (MatmulInt4Args).
+axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32(const void* args,
+                                                  const axrt_kernel_dispatch_t* dispatch,
+                                                  const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_gptq_v1_int4_f32(const void* args,
                                                   const axrt_kernel_dispatch_t* dispatch,
                                                   const axrt_kernel_workgroup_t* workgroup);

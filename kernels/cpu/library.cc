@@ -167,6 +167,8 @@ constexpr axrt_kernel_info_t kKernels[] = {
                            kMatmulAwqParams),
     kernel<MatmulInt4Args>("axrt_matmul_gptq_int4_f32", axrt_matmul_gptq_int4_f32,
                            kMatmulGptqParams),
+    kernel<MatmulInt4Args>("axrt_matmul_gptq_int4_q8_f32", axrt_matmul_gptq_int4_q8_f32,
+                           kMatmulGptqParams),
     kernel<MatmulInt4Args>("axrt_matmul_gptq_v1_int4_f32", axrt_matmul_gptq_v1_int4_f32,
                            kMatmulGptqV1Params),
     kernel<MatmulFp8Args>("axrt_matmul_fp8_e4m3_f32", axrt_matmul_fp8_e4m3_f32,

@@ -7,8 +7,10 @@ under --model-dir (reused when present; nothing is downloaded). The same
 checkpoint then runs on three engines with the same number of threads:
 
     engine          weights      how it is made
-    axrt            f32, int4    axrt.llm.convert (int4: AWQ layout, asymmetric,
-                                 groups of 128, f16 scales), run with
+    axrt            f32, int4,   axrt.llm.convert (int4: AWQ layout, asymmetric,
+                    int4-q8      groups of 128, f16 scales; int4-q8: the same
+                                 weights in GPTQ's layout with
+                                 activations="int8"), run with
                                  axrt.llm.load and Session.prefill / decode
     transformers    f32          LlamaForCausalLM (PyTorch), with its KV cache
     llama.cpp       f32, Q4_1    llama.cpp's own convert_hf_to_gguf.py (run from
@@ -105,6 +107,7 @@ CONFIG = dict(
 BYTES_PER_WEIGHT = {
     "f32": 4.0,
     "int4": 0.5 + (2 + 0.5) / 128,  # AWQ: 4-bit weights; per 128: f16 scale, 4-bit zero
+    "int4-q8": 0.5 + (2 + 0.5) / 128,  # the same bytes in GPTQ's layout
     "q4_1": 20 / 32,  # per 32: f16 scale, f16 minimum, 16 bytes of 4-bit weights
 }
 
@@ -549,8 +552,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--wait-quiet", type=float, default=30.0,
                         help="before each round, wait up to this many seconds for a second in "
                              "which other processes use under 0.1 CPU (default 30; 0: do not wait)")
-    parser.add_argument("--weights", default="f32,int4",
-                        help="precisions to run, a subset of f32,int4 (int4: axrt int4, llama.cpp Q4_1)")
+    parser.add_argument("--weights", default="f32,int4,int4-q8",
+                        help="precisions to run, a subset of f32,int4,int4-q8 (int4: axrt int4, "
+                             "llama.cpp Q4_1; int4-q8: axrt int4 with int8 activations)")
     parser.add_argument("--model-dir", type=Path, default=ROOT / "build" / "bench" / "llm",
                         help="where the checkpoint, .axe and GGUF files are kept (default build/bench/llm)")
     parser.add_argument("--llama-cpp-source", type=Path, default=None,
@@ -562,8 +566,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--skip-llama-cpp", action="store_true")
     args = parser.parse_args(argv)
     weights = [w for w in args.weights.split(",") if w]
-    if not weights or any(w not in ("f32", "int4") for w in weights):
-        parser.error(f"--weights takes a subset of f32,int4, not {args.weights!r}")
+    if not weights or any(w not in ("f32", "int4", "int4-q8") for w in weights):
+        parser.error(f"--weights takes a subset of f32,int4,int4-q8, not {args.weights!r}")
     for name in ("threads", "steps", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
@@ -630,7 +634,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 path = model_dir / f"model-{w}.axe"
                 try:
                     start = time.perf_counter()
-                    axrt.llm.convert(model_dir, path, weights=w)
+                    if w == "int4-q8":
+                        axrt.llm.convert(model_dir, path, weights="int4", activations="int8")
+                    else:
+                        axrt.llm.convert(model_dir, path, weights=w)
                     took = time.perf_counter() - start
                     engine = AxrtEngine(path, w)
                     axe_bytes[w] = engine.model.executable.constant_bytes
@@ -666,8 +673,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             log("  llama.cpp reports AMX paths" if "AMX" in info else
                 "  llama.cpp reports no AMX path")
             try:
-                files = make_ggufs(source.resolve(), model_dir, weights, threads)
-                for w in weights:
+                # One llama.cpp row per precision: f32, and Q4_1 for the 4-bit ones.
+                llama_weights = [w for w in ("f32", "int4")
+                                 if w in weights or (w == "int4" and "int4-q8" in weights)]
+                files = make_ggufs(source.resolve(), model_dir, llama_weights, threads)
+                for w in llama_weights:
                     engine = LlamaCppEngine(files[w], "f32" if w == "f32" else "Q4_1", threads,
                                             args.llama_flash_attn)
                     if w == "f32":
@@ -697,7 +707,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bandwidth = read.best
 
     def bound(engine: Engine) -> float:
-        fmt = {"f32": "f32", "int4": "int4", "Q4_1": "q4_1"}[engine.weights]
+        fmt = {"f32": "f32", "int4": "int4", "int4-q8": "int4-q8", "Q4_1": "q4_1"}[engine.weights]
         return bandwidth / (matrices * BYTES_PER_WEIGHT[fmt])
 
     def decode_of(name: str, weights_: str) -> Optional[float]:
@@ -746,6 +756,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     target("decode, axrt f32 >= llama.cpp f32", decode_of("axrt", "f32"),
            decode_of("llama.cpp", "f32"), 1)
     target("decode, axrt int4 >= llama.cpp Q4_1", decode_of("axrt", "int4"),
+           decode_of("llama.cpp", "Q4_1"), 1)
+    target("decode, axrt int4-q8 >= llama.cpp Q4_1", decode_of("axrt", "int4-q8"),
            decode_of("llama.cpp", "Q4_1"), 1)
     target("decode, axrt f32 >= 2x transformers f32", decode_of("axrt", "f32"),
            decode_of("transformers", "f32"), 2)

@@ -7,7 +7,8 @@
 //
 //   axrt_matmul_kernel_bench KIND M K N THREADS SECONDS
 //
-// KIND is f32, f32nk ([N, K] f32 weights), bf16, int8 or awq (groups of 128). Prints the median
+// KIND is f32, f32nk ([N, K] f32 weights), bf16, int8, awq (groups of 128) or
+// q8 (GPTQ int4, groups of 128, int8 activations). Prints the median
 // seconds per call over five rounds of about SECONDS / 5 each, and the
 // matmul build that ran.
 #include <algorithm>
@@ -173,7 +174,7 @@ class Team {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s f32|f32nk|bf16|int8|awq M K N THREADS SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s f32|f32nk|bf16|int8|awq|q8 M K N THREADS SECONDS\n", argv[0]);
     return 2;
   }
   const std::string kind = argv[1];
@@ -229,7 +230,9 @@ int main(int argc, char** argv) {
     int8 = {x.data(), w8.data(), scale8.data(), bias.data(), y.data(), M, N, K};
     args = &int8;
     kernel = find_kernel("axrt_matmul_int8_pc_f32", sizeof int8);
-  } else if (kind == "awq") {
+  } else if (kind == "awq" || kind == "q8") {
+    // Any words are valid codes in either packing (AWQ: [K, N/8]; GPTQ:
+    // [K/8, N]; the same count).
     qweight.resize(K * N / 8);
     for (uint32_t& v : qweight) v = static_cast<uint32_t>(rng());
     qzeros.resize(K / kGroup * N / 8);
@@ -238,7 +241,8 @@ int main(int argc, char** argv) {
     int4 = {x.data(), qweight.data(), scales.data(), qzeros.data(), bias.data(), y.data(),
             M,        N,              K,             kGroup};
     args = &int4;
-    kernel = find_kernel("axrt_matmul_awq_int4_f32", sizeof int4);
+    kernel = find_kernel(
+        kind == "awq" ? "axrt_matmul_awq_int4_f32" : "axrt_matmul_gptq_int4_q8_f32", sizeof int4);
   } else {
     std::fprintf(stderr, "axrt_matmul_kernel_bench: unknown kind %s\n", kind.c_str());
     return 2;

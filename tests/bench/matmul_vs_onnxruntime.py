@@ -16,6 +16,9 @@ constants, run on cpu:0), and an ONNX model with ONNX Runtime's counterpart
     axrt_matmul_awq_int4_f32    com.microsoft MatMulNBits, 4 bits, blocks of 128,
                                 zero points, accuracy_level 0 (f32 compute) and 4
                                 (x quantized to int8 per block)
+    axrt_matmul_gptq_int4_q8_f32  the same MatMulNBits at accuracy_level 4: both
+                                quantize x to int8 per block of 128 and multiply
+                                integers (axrt's weights in GPTQ's layout)
 
 Both run with the same number of threads (ORT's intra-op pool, axrt's CPU
 device pool; by default the device's compute units). A call is synchronous
@@ -169,6 +172,28 @@ class Layer:
 AWQ_NIBBLE = np.array([0, 4, 1, 5, 2, 6, 3, 7], np.uint32)  # element e sits in nibble [e]
 
 
+def sequential_pack(codes: np.ndarray, axis: int) -> np.ndarray:
+    """u4 codes -> u32 words of eight along `axis` (0 or 1), element i in nibble i."""
+    if axis == 0:
+        return np.ascontiguousarray(sequential_pack(codes.T, 1).T)
+    r, n = codes.shape
+    c = codes.reshape(r, n // 8, 8).astype(np.uint32)
+    return np.bitwise_or.reduce(c << (4 * np.arange(8, dtype=np.uint32)), axis=2).astype(np.uint32)
+
+
+def quantize_rows(x: np.ndarray) -> np.ndarray:
+    """x with each row's groups of GROUP quantized to int8 as the q8 kernel does
+    (docs/kernels.md), back in float64."""
+    m, k = x.shape
+    g = x.astype(np.float32).reshape(m, k // GROUP, GROUP)
+    a = np.max(np.abs(g), axis=2, keepdims=True)
+    safe = np.where(a > 0, a, np.float32(1))
+    inv = (np.float32(127) / safe).astype(np.float32)
+    xq = np.where(a > 0, np.rint((g * inv).astype(np.float32)), 0)
+    s = np.where(a > 0, (a / np.float32(127)).astype(np.float32), 0)
+    return (xq.astype(np.float64) * s.astype(np.float64)).reshape(m, k)
+
+
 def awq_pack(codes: np.ndarray) -> np.ndarray:
     """u4 [R, N] -> u32 [R, N/8] in the AWQ order."""
     r, n = codes.shape
@@ -212,6 +237,25 @@ def axrt_layer(kind: str, layer: Layer, m: int):
         s = b.constant("scale", scale.reshape(n, 1))
         weights = [b.constant("w", codes, layout=layout.with_constants(scale=s)), s]
         value = (codes.astype(np.float32) * scale[:, None]).T
+    elif kind == "q8":
+        q, z, scales = layer.int4()
+        layout = QuantLayout("gptq_v2.int4.g128", "uint4", "f32", (GROUP, 1),
+                             scale=ScaleRef(dtype="f16"),
+                             zero_point=ZeroPoint("integer", dtype="uint4",
+                                                  packing=Packing(4, 32, axis=1,
+                                                                  order="sequential")),
+                             packing=Packing(4, 32, axis=0, order="sequential"))
+        kernel = b.kernel("axrt_matmul_gptq_int4_q8_f32", cpu,
+                          head + [Buffer("qweight", layout=layout), Buffer("scales"),
+                                  Buffer("qzeros")] + tail + [Scalar("group_size")])
+        sc = b.constant("scales", scales)
+        qz = b.constant("qzeros", sequential_pack(z, 1))
+        qw = b.constant("qweight", sequential_pack(q, 0), dtype="uint4", shape=(k, n),
+                        layout=layout.with_constants(scale=sc, zero_point=qz))
+        weights = [qw, sc, qz]
+        s = scales.astype(np.float32)
+        value = ((q.reshape(k // GROUP, GROUP, n).astype(np.float32) - z[:, None, :]) *
+                 s[:, None, :]).reshape(k, n)
     else:
         q, z, scales = layer.int4()
         packing = Packing(4, 32, axis=1, order="awq")
@@ -232,7 +276,7 @@ def axrt_layer(kind: str, layer: Layer, m: int):
                  s[:, None, :]).reshape(k, n)
     f = b.function("main", inputs=[("x", "f32", (m, k))], outputs=[("y", "f32", (m, n))])
     args = [f.input(0)] + weights + [bias, f.output(0), m, n, k]
-    if kind == "awq":
+    if kind in ("awq", "q8"):
         args.append(GROUP)
     f.dispatch(kernel, grid=(ceildiv(n, 64), ceildiv(m, 64)), args=args)
     return axrt.load(b.to_bytes()), value
@@ -310,7 +354,10 @@ def kernel_direct(tool: str, kind: str, m: int, size: int, threads: int,
 
 
 def check(kind: str, got: np.ndarray, x: np.ndarray, value: np.ndarray, bias: np.ndarray) -> str:
-    """axrt's result against the double-precision product with the exact weights."""
+    """axrt's result against the double-precision product with the exact weights
+    (and, for q8, x quantized as the kernel does)."""
+    if kind == "q8":
+        x = quantize_rows(x)
     want = x.astype(np.float64) @ value.astype(np.float64) + bias
     bound = 1e-5 * (np.abs(x).astype(np.float64) @ np.abs(value).astype(np.float64)) + 1e-6
     worst = float(np.max(np.abs(got - want) / bound))
@@ -328,14 +375,16 @@ ORT_OPS = {
              ("int8-dequantized", 0, "MatMul+Add f32 (dequantized)")],
     "awq": [("awq", 0, "MatMulNBits 4-bit, accuracy 0"),
             ("awq", 4, "MatMulNBits 4-bit, accuracy 4")],
+    "q8": [("awq", 4, "MatMulNBits 4-bit, accuracy 4")],
 }
 KERNELS = {"f32": "axrt_matmul_f32", "f32nk": "axrt_matmul_f32_nk", "bf16": "axrt_matmul_bf16_f32",
-           "int8": "axrt_matmul_int8_pc_f32", "awq": "axrt_matmul_awq_int4_f32"}
+           "int8": "axrt_matmul_int8_pc_f32", "awq": "axrt_matmul_awq_int4_f32",
+           "q8": "axrt_matmul_gptq_int4_q8_f32"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kinds", default="f32,f32nk,bf16,int8,awq")
+    parser.add_argument("--kinds", default="f32,f32nk,bf16,int8,awq,q8")
     parser.add_argument("--rows", default="1,16,256", help="values of M")
     parser.add_argument("--sizes", default="1024,4096", help="values of K = N")
     parser.add_argument("--threads", type=int, default=0,

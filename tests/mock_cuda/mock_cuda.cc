@@ -124,6 +124,10 @@ using KernelRef = std::shared_ptr<const KernelDef>;
 struct ImageNames {
   bool restricted = false;
   std::set<std::string> names;
+  // "mock-lazy-jit-error" PTX: loads, and every kernel lookup
+  // (cuLibraryGetKernel, cuModuleGetFunction) fails with
+  // CUDA_ERROR_INVALID_PTX, as a lazily loading driver reports a broken image.
+  bool lazy_jit_error = false;
 };
 
 enum class AllocKind { kDevice, kPool, kPinned };
@@ -1403,6 +1407,10 @@ CUresult load_image(const void* image, unsigned count, CUjit_option* options, vo
       text.find(".target") == std::string_view::npos) {
     return CUDA_ERROR_INVALID_IMAGE;
   }
+  if (text.find("mock-lazy-jit-error") != std::string_view::npos) {
+    out->lazy_jit_error = true;
+    return succeed();
+  }
   constexpr std::string_view kJitError = "mock-jit-error:";
   if (const size_t at = text.find(kJitError); at != std::string_view::npos) {
     std::string_view message = text.substr(at + kJitError.size());
@@ -1459,6 +1467,7 @@ CUresult mock_cuModuleGetFunction(CUfunction* function, CUmodule module, const c
   if (it == s.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
   CUmod_st& m = *it->second;
   if (m.device->sticky != CUDA_SUCCESS) return m.device->sticky;
+  if (m.image.lazy_jit_error) return CUDA_ERROR_INVALID_PTX;
   auto& slot = m.functions[name];
   if (!slot) {
     KernelRef kernel = find_kernel(s, m.image, name);
@@ -1846,6 +1855,7 @@ CUresult mock_cuLibraryGetKernel(CUkernel* kernel, CUlibrary library, const char
   if (it == s.libraries.end()) return CUDA_ERROR_INVALID_HANDLE;
   CUlib_st& lib = *it->second;
   if (lib.device->sticky != CUDA_SUCCESS) return lib.device->sticky;
+  if (lib.image.lazy_jit_error) return CUDA_ERROR_INVALID_PTX;
   auto& slot = lib.kernels[name];
   if (!slot) {
     KernelRef def = find_kernel(s, lib.image, name);

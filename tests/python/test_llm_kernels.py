@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 
 import axrt
-from axrt.builder import Buffer, Scalar, ceildiv
+from axrt.builder import Buffer, Packing, QuantLayout, Scalar, ScaleRef, ZeroPoint, ceildiv
 
 BS = 16  # tokens per KV block
 
 KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_silu_mul_f32",
            "axrt_kv_cache_write_f32", "axrt_attention_prefill_f32", "axrt_attention_decode_f32",
-           "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32"]
+           "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
+           "axrt_matmul_gptq_int4_q8_f32"]
 
 
 def u64(name):
@@ -53,6 +54,15 @@ PREFILL = attention_params("block_table", "T")
 DECODE = attention_params("block_tables", "B")
 MATMUL = [Buffer("x"), Buffer("w"), Buffer("bias"), Buffer("y", access="write"), u64("M"),
           u64("N"), u64("K")]
+# docs/kernels.md: the layout the GPTQ kernels require of `qweight`.
+GPTQ_V2_LAYOUT = QuantLayout("gptq_v2.int4.g128", "uint4", "f32", (128, 1),
+                             scale=ScaleRef(dtype="f16"),
+                             zero_point=ZeroPoint("integer", dtype="uint4",
+                                                  packing=Packing(4, 32, axis=1)),
+                             packing=Packing(4, 32, axis=0))
+MATMUL_GPTQ = [Buffer("x"), Buffer("qweight", layout=GPTQ_V2_LAYOUT), Buffer("scales"),
+               Buffer("qzeros"), Buffer("bias"), Buffer("y", access="write"), u64("M"), u64("N"),
+               u64("K"), u64("group_size")]
 SAMPLE = [Buffer("logits"), Buffer("temperature"), Buffer("top_k"), Buffer("top_p"),
           Buffer("seeds"), Buffer("positions"), Buffer("tokens", access="write"), u64("B"),
           u64("V")]
@@ -285,6 +295,87 @@ def test_matmul_nk(device, dtype, m):
     # docs/kernels.md: 1e-5 sum_k |x W| + |bias| scaled, plus 1e-6.
     bound = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(value.T) + np.abs(bias)) + 1e-6
     assert np.all(np.abs(y - ref) <= bound)
+
+
+# ---------------------------------------------------------------------------
+# GPTQ int4 weights times activations quantized to int8 (axrt_matmul_gptq_int4_q8_f32)
+
+
+def pack_nibbles(codes, axis):
+    """u32 words of 8 codes (0..15) along `axis`, code i in nibble i (sequential)."""
+    codes = np.moveaxis(codes.astype(np.uint32), axis, -1)
+    codes = codes.reshape(codes.shape[:-1] + (-1, 8))
+    words = np.bitwise_or.reduce(codes << (4 * np.arange(8, dtype=np.uint32)), axis=-1)
+    return np.ascontiguousarray(np.moveaxis(words, -1, axis))
+
+
+def quantize_rows_q8(x, group_size):
+    """x quantized per row and group as the kernel does, in float32: the
+    codes xq and the scales s_x [M, K / group_size]."""
+    m, k = x.shape
+    groups = x.reshape(m, k // group_size, group_size)
+    a = np.abs(groups).max(axis=2)
+    with np.errstate(divide="ignore"):
+        inv = np.where(a == 0, np.float32(0), np.float32(127) / a).astype(np.float32)
+    xq = np.rint(groups * inv[:, :, None])  # a lone f32 product, rounded half to even
+    assert xq.dtype == np.float32 and np.abs(xq).max() <= 127
+    s_x = (a / np.float32(127)).astype(np.float32)
+    return xq.reshape(m, k), s_x
+
+
+@pytest.mark.parametrize("m,group_size", [(1, 128), (3, 128), (16, 128), (70, 128), (70, 32)])
+def test_matmul_gptq_int4_q8(device, m, group_size):
+    rng = np.random.default_rng(60 + m + group_size)
+    n, k = 200, 384  # N past three tiles and not a multiple of 64
+    groups = k // group_size
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x *= rng.uniform(0.01, 10, (m, 1)).astype(np.float32)  # rows of different scales
+    # a = 127 makes 127 / a exactly 1, so every x * inv = x ends in .5: ties,
+    # rounded to even. Then a group of zeros, where s_x = 0.
+    x[0, :group_size] = rng.integers(-127, 127, group_size) + 0.5
+    x[0, 0] = 127
+    x[0, group_size: 2 * group_size] = 0
+    q = rng.integers(0, 16, (k, n))
+    z = rng.integers(0, 16, (groups, n))
+    scales = (rng.uniform(0.002, 0.05, (groups, n)) * rng.choice([-1, 1], (groups, n))).astype(
+        np.float16)
+    bias = rng.standard_normal(n).astype(np.float32)
+    qweight = pack_nibbles(q, axis=0)  # [K / 8, N]
+    qzeros = pack_nibbles(z, axis=1)  # [K / g, N / 8]
+    assert qweight.shape == (k // 8, n) and qzeros.shape == (groups, n // 8)
+    (y,) = run("axrt_matmul_gptq_int4_q8_f32", MATMUL_GPTQ, (ceildiv(n, 64), ceildiv(m, 64)),
+               {"x": x, "qweight": qweight, "scales": scales, "qzeros": qzeros, "bias": bias},
+               {"y": (np.float32, (m, n))},
+               lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.input(4),
+                          f.output(0), m, n, k, group_size], device)
+
+    g = np.arange(k) // group_size
+    w = (q - z[g]) * scales.astype(np.float64)[g]  # exact
+    xq, s_x = quantize_rows_q8(x, group_size)
+    x_q8 = xq.astype(np.float64) * s_x.astype(np.float64)[:, g]
+    ref = x_q8 @ w + bias
+    bound = 1e-5 * (np.abs(x_q8) @ np.abs(w) + np.abs(bias)) + 1e-6
+    assert np.all(np.abs(y - ref) <= bound)
+    # Against the unquantized x: at most half a step (a / 254) per element.
+    half_step = np.abs(x).reshape(m, groups, group_size).max(axis=2).astype(np.float64) / 254
+    w_groups = np.abs(w).reshape(groups, group_size, n).sum(axis=1)
+    exact = x.astype(np.float64) @ w + bias
+    assert np.all(np.abs(y - exact) <= half_step @ w_groups + bound)
+
+
+def test_matmul_gptq_int4_q8_refuses_a_partial_word(cpu):
+    m, n, k, group_size = 2, 12, 128, 128
+    x = np.ones((m, k), np.float32)
+    inputs = {"x": x, "qweight": np.zeros((k // 8, n), np.uint32),
+              "scales": np.ones((1, n), np.float16), "qzeros": np.zeros((1, 2), np.uint32),
+              "bias": np.zeros(n, np.float32)}
+    out = np.full((m, n), 7.0, np.float32)
+    refused(lambda s: run("axrt_matmul_gptq_int4_q8_f32", MATMUL_GPTQ, (1, 1), inputs,
+                          {"y": (np.float32, (m, n))},
+                          lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.input(4),
+                                     f.output(0), m, n, k, group_size], cpu, out=out, stream=s),
+            "N = 12")
+    np.testing.assert_array_equal(out, 7.0)
 
 
 # ---------------------------------------------------------------------------

@@ -721,6 +721,7 @@ TEST_CASE("every kernel of docs/kernels.md is in the table with its parameters")
       {"axrt_matmul_int8_pc_f32", {int8, "w", "int8.per_channel"}},
       {"axrt_matmul_awq_int4_f32", {int4, "qweight", "awq.int4.g128"}},
       {"axrt_matmul_gptq_int4_f32", {int4, "qweight", "gptq_v2.int4.g128"}},
+      {"axrt_matmul_gptq_int4_q8_f32", {int4, "qweight", "gptq_v2.int4.g128"}},
       {"axrt_matmul_gptq_v1_int4_f32", {int4, "qweight", "gptq.int4.g128"}},
       {"axrt_matmul_fp8_e4m3_f32", {fp8, "w", "fp8.e4m3fn.per_tensor"}},
       {"axrt_matmul_fp8_e4m3_b128_f32", {fp8, "w", "fp8.e4m3fn.b128x128"}},
@@ -1263,6 +1264,317 @@ TEST_CASE("GPTQ v1 stores z - 1 where v2 stores z") {
     results.push_back(y);
   }
   CHECK(results[0] == results[1]);
+}
+
+// ---------------------------------------------------------------------------
+// axrt_matmul_gptq_int4_q8_f32: GPTQ weights times x quantized to int8 per
+// group, against the contract of docs/kernels.md
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// x quantized as the kernel's contract says, in f32 operations: per row and
+// group a = max |x|, xq = rint(x * (127 / a)) (half to even), s_x = a / 127;
+// returned as xq s_x in double, [M, K].
+std::vector<double> quantize_x_q8(const std::vector<float>& x, uint64_t M, uint64_t K,
+                                  uint64_t group) {
+  std::vector<double> dequantized(M * K, 0.0);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t g0 = 0; g0 < K; g0 += group) {
+      const float* v = x.data() + m * K + g0;
+      float a = 0.0f;
+      for (uint64_t k = 0; k < group; ++k) a = std::max(a, std::fabs(v[k]));
+      if (a == 0.0f) continue;
+      const float inv = 127.0f / a;
+      const float s_x = a / 127.0f;
+      for (uint64_t k = 0; k < group; ++k) {
+        const float product = v[k] * inv;
+        const double code = std::nearbyint(product);
+        REQUIRE(std::fabs(code) <= 127.0);
+        dequantized[m * K + g0 + k] = code * static_cast<double>(s_x);
+      }
+    }
+  }
+  return dequantized;
+}
+
+// y against xq . W + bias in double, xq from quantize_x_q8, with the
+// contract's bound 1e-5 (|xq| . |W| + |bias|) + 1e-6; and against the
+// unquantized x . W + bias with that bound plus half a step of each group,
+// sum over g of (a_g / 254) sum_{k in g} |W[k][n]| (docs/kernels.md).
+void check_q8_matmul(const std::vector<float>& y, const std::vector<float>& x, uint64_t group,
+                     const std::vector<double>& w, const std::vector<float>& bias, uint64_t M,
+                     uint64_t N, uint64_t K) {
+  check_guard(y, M * N);
+  const std::vector<double> xq = quantize_x_q8(x, M, K, group);
+  size_t failures = 0;
+  std::vector<double> ref(N), magnitude(N), exact(N), half_steps(N), column(N);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t n = 0; n < N; ++n) {
+      ref[n] = exact[n] = bias[n];
+      magnitude[n] = std::fabs(static_cast<double>(bias[n]));
+      half_steps[n] = 0.0;
+    }
+    for (uint64_t g0 = 0; g0 < K; g0 += group) {
+      double a = 0.0;
+      std::fill(column.begin(), column.end(), 0.0);
+      for (uint64_t k = g0; k < g0 + group; ++k) {
+        const double xv = xq[m * K + k];
+        const double xe = x[m * K + k];
+        a = std::max(a, std::fabs(xe));
+        const double* wrow = w.data() + k * N;
+        for (uint64_t n = 0; n < N; ++n) {
+          ref[n] += xv * wrow[n];
+          magnitude[n] += std::fabs(xv * wrow[n]);
+          exact[n] += xe * wrow[n];
+          column[n] += std::fabs(wrow[n]);
+        }
+      }
+      for (uint64_t n = 0; n < N; ++n) half_steps[n] += a / 254 * column[n];
+    }
+    for (uint64_t n = 0; n < N; ++n) {
+      const double bound = 1e-5 * magnitude[n] + 1e-6;
+      const double got = y[m * N + n];
+      if (!(std::fabs(got - ref[n]) <= bound) && failures++ < 5) {
+        INFO("y[" << m << "][" << n << "] = " << got << ", want " << ref[n] << ", bound " << bound);
+        CHECK(std::fabs(got - ref[n]) <= bound);
+      }
+      if (!(std::fabs(got - exact[n]) <= half_steps[n] + bound) && failures++ < 5) {
+        INFO("y[" << m << "][" << n << "] = " << got << ", x . W + bias " << exact[n] << ", bound "
+                  << half_steps[n] + bound);
+        CHECK(std::fabs(got - exact[n]) <= half_steps[n] + bound);
+      }
+    }
+  }
+  REQUIRE(failures == 0);
+}
+
+// The int4 cases plus groups of 24 and 40 (the AVX-512 build quantizes x 16
+// values at a time) and one group spanning K.
+const Int4Case kQ8Cases[] = {
+    {{1, 8, 128}, 128},    {{1, 512, 256}, 128},  {{1, 200, 640}, 128},   {{2, 72, 256}, 128},
+    {{3, 200, 640}, 128},  {{4, 64, 128}, 128},   {{4, 136, 96}, 32},     {{1, 40, 96}, 24},
+    {{2, 24, 120}, 40},    {{5, 72, 256}, 128},   {{7, 40, 512}, 128},    {{9, 24, 96}, 32},
+    {{12, 8, 64}, 8},      {{13, 200, 384}, 128}, {{16, 136, 1024}, 128}, {{16, 64, 72}, 24},
+    {{17, 64, 128}, 128},  {{64, 64, 128}, 128},  {{66, 80, 64}, 8},      {{70, 136, 384}, 128},
+    {{3, 72, 1024}, 1024}, {{2, 16, 0}, 128}};
+
+// The packed GPTQ v2 weights of a case.
+struct Q8Weights {
+  Int4Weights q;
+  std::vector<uint32_t> qweight, qzeros;
+  std::vector<uint16_t> scales;
+  explicit Q8Weights(const Int4Case& t)
+      : q(quantize_int4(random_weights(t.shape.K, t.shape.N, 152), t.shape.N, t.shape.K, t.group,
+                        Int4Kind::kGptqV2)),
+        qweight(q.qweight.empty() ? std::vector<uint32_t>(1) : q.qweight),
+        qzeros(q.qzeros.empty() ? std::vector<uint32_t>(1) : q.qzeros),
+        scales(q.scales.empty() ? std::vector<uint16_t>(1) : q.scales) {}
+};
+
+// The builds of axrt_matmul_gptq_int4_q8_f32: those of matmul_isas() and,
+// where the AVX-512 build uses VNNI, that build without it.
+struct Q8Build {
+  MatmulIsa isa;
+  bool without_vnni;
+};
+
+std::vector<Q8Build> q8_builds() {
+  std::vector<Q8Build> builds;
+  for (MatmulIsa isa : matmul_isas()) {
+    builds.push_back({isa, false});
+#if defined(__x86_64__)
+    if (isa == MatmulIsa::kAvx512 && __builtin_cpu_supports("avx512vnni")) {
+      builds.push_back({isa, true});
+    }
+#endif
+  }
+  return builds;
+}
+
+struct Q8BuildScope {
+  MatmulIsaScope isa;
+  explicit Q8BuildScope(const Q8Build& build) : isa(build.isa) {
+    axrt::kernels::cpu::q8_matmul_without_vnni = build.without_vnni;
+  }
+  ~Q8BuildScope() { axrt::kernels::cpu::q8_matmul_without_vnni = false; }
+};
+
+const char* q8_build_name(const Q8Build& build) {
+  return build.without_vnni ? "avx512 without VNNI" : matmul_isa_name();
+}
+
+// Runs the kernel on `c` in every order under the current build and checks
+// it against the contract; leaves y in c.y.
+void run_q8_case(MatmulCase& c, const Q8Weights& w, uint64_t group) {
+  const Shape& s = c.shape;
+  c.y = output_buffer(s.M * s.N);
+  ArgBlock args(find_kernel("axrt_matmul_gptq_int4_q8_f32"));
+  c.common(args)
+      .buffer("qweight", w.qweight.data())
+      .buffer("scales", w.scales.data())
+      .buffer("qzeros", w.qzeros.data())
+      .u64("group_size", group);
+  c.run(args);
+  check_q8_matmul(c.y, c.x, group, w.q.dequantized, c.bias, s.M, s.N, s.K);
+}
+
+}  // namespace
+
+TEST_CASE("axrt_matmul_gptq_int4_q8_f32") {
+  for (const Int4Case& t : kQ8Cases) {
+    const Shape& s = t.shape;
+    if (!runs_in_this_build(s)) continue;
+    MatmulCase c(s, 151 + static_cast<uint32_t>(s.M + s.N + s.K));
+    // Rows of different magnitudes, and in the last row a group of zeros
+    // (a = 0: codes 0, s_x = 0).
+    for (uint64_t m = 0; m < s.M; ++m) {
+      for (uint64_t k = 0; k < s.K; ++k) c.x[m * s.K + k] *= static_cast<float>(1 << (m % 5)) / 4;
+    }
+    if (s.K >= 2 * t.group) {
+      std::fill_n(c.x.begin() + static_cast<ptrdiff_t>((s.M - 1) * s.K + t.group), t.group, 0.0f);
+    }
+    const Q8Weights w(t);
+    // Every build gives the same bits: the integer sums are exact and the f32
+    // steps the same operations in the same order.
+    std::vector<float> first;
+    for (const Q8Build& build : q8_builds()) {
+      Q8BuildScope scope(build);
+      INFO(q8_build_name(build) << " " << shape_name(s) << " group " << t.group);
+      run_q8_case(c, w, t.group);
+      if (first.empty()) {
+        first = c.y;
+      } else {
+        CHECK(std::memcmp(first.data(), c.y.data(), sizeof(float) * first.size()) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_gptq_int4_q8_f32 rounds x half to even") {
+  // a = 127 / 8 makes 127 / a = 8 and a = 127 makes it 1, exactly, so
+  // x * (127 / a) is exact and every value below ends in .5: a tie.
+  const Int4Case t{{3, 72, 256}, 32};
+  const Shape& s = t.shape;
+  MatmulCase c(s, 161);
+  float* row0 = c.x.data();
+  row0[0] = 127.0f / 8;
+  for (uint64_t k = 1; k < t.group; ++k) {
+    row0[k] = static_cast<float>(2 * (k % 100) + 1) / 16 * (k % 3 == 0 ? -1.0f : 1.0f);
+  }
+  float* row2 = c.x.data() + 2 * s.K + 3 * t.group;
+  row2[5] = -127.0f;
+  for (uint64_t k = 0; k < t.group; ++k) {
+    if (k != 5) row2[k] = static_cast<float>(k * 7 % 126) + (k % 2 == 0 ? 0.5f : -0.5f);
+  }
+  // The reference's codes are the even neighbours.
+  const std::vector<double> xq = quantize_x_q8(c.x, s.M, s.K, t.group);
+  for (uint64_t k = 1; k < t.group; ++k) {
+    const double code = xq[k] * 8;  // s_x = 1/8
+    CHECK(std::fmod(code, 2.0) == 0.0);
+    CHECK(std::fabs(code - static_cast<double>(row0[k]) * 8) == 0.5);
+  }
+  const Q8Weights w(t);
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    INFO(q8_build_name(build));
+    run_q8_case(c, w, t.group);
+  }
+}
+
+TEST_CASE("axrt_matmul_gptq_int4_q8_f32 reuses a thread's quantized x only for the same x") {
+  // A thread keeps the codes of its last tile's x rows for its next tile of
+  // the same rows. Each dispatch below runs on one thread, tile after tile,
+  // on the same buffers: a changed value of x, another group size or
+  // another row count must be quantized afresh.
+  const Shape s{3, 136, 256};
+  MatmulCase c(s, 181);
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    INFO(q8_build_name(build));
+    for (uint64_t group : {64, 64, 32, 32, 256}) {
+      const Int4Case t{s, group};
+      const Q8Weights w(t);
+      run_q8_case(c, w, group);
+      c.x[2 * s.K + group / 2] += 0.25f;  // the same buffer, one value changed
+      run_q8_case(c, w, group);
+      // Fewer rows: the first rows of the same buffer.
+      MatmulCase fewer(Shape{2, s.N, s.K}, 182);
+      fewer.x.assign(c.x.begin(), c.x.begin() + static_cast<ptrdiff_t>(2 * s.K));
+      run_q8_case(fewer, w, group);
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_gptq_int4_q8_f32: NaN or Inf in x make the row NaN, tiny groups count 0") {
+  // Both are outside the contract; the CPU kernel defines them. Groups of
+  // values below 127 / FLT_MAX, where 127 / a overflows, count as zeros.
+  const Int4Case t{{5, 72, 256}, 64};
+  const Shape& s = t.shape;
+  const Q8Weights w(t);
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    INFO(q8_build_name(build));
+    MatmulCase c(s, 171);
+    c.x[1 * s.K + 70] = std::numeric_limits<float>::quiet_NaN();
+    c.x[3 * s.K + 200] = -std::numeric_limits<float>::infinity();
+    for (uint64_t k = 0; k < s.K; ++k) c.x[4 * s.K + k] *= 1e-37f;
+    ArgBlock args(find_kernel("axrt_matmul_gptq_int4_q8_f32"));
+    c.common(args)
+        .buffer("qweight", w.qweight.data())
+        .buffer("scales", w.scales.data())
+        .buffer("qzeros", w.qzeros.data())
+        .u64("group_size", t.group);
+    REQUIRE(dispatch(args, matmul_grid(s.M, s.N), Order::kShuffled).code == AXRT_KERNEL_OK);
+    for (uint64_t m = 0; m < s.M; ++m) {
+      for (uint64_t n = 0; n < s.N; ++n) {
+        INFO("y[" << m << "][" << n << "] = " << c.y[m * s.N + n]);
+        CHECK(std::isnan(c.y[m * s.N + n]) == (m == 1 || m == 3));
+        if (m == 4) CHECK(c.y[m * s.N + n] == c.bias[n]);
+      }
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_gptq_int4_q8_f32 refuses scalars that break its rules, writing nothing") {
+  std::vector<float> x(4096, 1.0f), bias(4096, 0.0f);
+  std::vector<uint32_t> words(1 << 16, 0);
+  std::vector<uint16_t> scales(1 << 16, 0x3c00);
+  struct Bad {
+    uint64_t N, K, group;
+    const char* fragment;  // what the message must say
+  };
+  const Bad cases[] = {
+      {20, 128, 128, "N = 20 is not a multiple of 8"},
+      {16, 128, 0, "group_size is 0"},
+      {16, 48, 12, "group_size = 12 is not a multiple of 8"},
+      {16, 48, 4, "group_size = 4 is not a multiple of 8"},
+      {16, 200, 64, "K = 200 is not a multiple of group_size = 64"},
+      {16, 0, 0, "group_size is 0"},
+  };
+  for (const Bad& bad : cases) {
+    INFO("N " << bad.N << " K " << bad.K << " group " << bad.group);
+    std::vector<float> y(4 * bad.N, kSentinel);
+    ArgBlock args(find_kernel("axrt_matmul_gptq_int4_q8_f32"));
+    args.buffer("x", x.data())
+        .buffer("qweight", words.data())
+        .buffer("scales", scales.data())
+        .buffer("qzeros", words.data())
+        .buffer("bias", bias.data())
+        .buffer("y", y.data())
+        .u64("M", 4)
+        .u64("N", bad.N)
+        .u64("K", bad.K)
+        .u64("group_size", bad.group);
+    for (Order order : {Order::kSequential, Order::kShuffled, Order::kThreaded}) {
+      const Outcome outcome = dispatch(args, matmul_grid(4, bad.N), order);
+      CHECK(outcome.code == kInvalidArgument);
+      CHECK_THAT(outcome.message, Catch::Contains(bad.fragment));
+      CHECK_THAT(outcome.message, Catch::Contains("axrt_matmul_gptq_int4_q8_f32"));
+    }
+    CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == kSentinel; }));
+    CHECK(dispatch(args, matmul_grid(4, bad.N), Order::kSequential, 0).code == kInvalidArgument);
+  }
 }
 
 namespace {

@@ -426,6 +426,13 @@ class CudaCode final : public DeviceCode {
     std::string logs;
     if (!errors.empty()) logs += fmt::format("; JIT error log: {}", errors);
     if (!info.empty()) logs += fmt::format("; JIT info log: {}", info);
+    return image_status(result, call, logs);
+  }
+
+  // An image the driver refused: at load, or at the first kernel looked up
+  // when the driver loads lazily (CUDA 12.2 and later by default, where a
+  // broken PTX surfaces from cuLibraryGetKernel).
+  axrt_status_t image_status(CUresult result, const char* call, const std::string& logs) const {
     axrt_status_code_t code = AXRT_STATUS_CODE_INVALID_ARGUMENT;
     if (result == CUDA_ERROR_NO_BINARY_FOR_GPU || result == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
         result == CUDA_ERROR_JIT_COMPILER_NOT_FOUND || result == CUDA_ERROR_NOT_SUPPORTED) {
@@ -435,8 +442,14 @@ class CudaCode final : public DeviceCode {
     }
     return make_status(code, "{} could not be loaded on {} (sm_{}{}): {}: {}{}", what_,
                        device_->id(), device_->properties.compute_capability_major,
-                       device_->properties.compute_capability_minor, call, cu.describe(result),
-                       logs);
+                       device_->properties.compute_capability_minor, call,
+                       device_->cu.describe(result), logs);
+  }
+
+  static bool is_image_error(CUresult result) noexcept {
+    return result == CUDA_ERROR_INVALID_PTX || result == CUDA_ERROR_INVALID_IMAGE ||
+           result == CUDA_ERROR_NO_BINARY_FOR_GPU || result == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+           result == CUDA_ERROR_JIT_COMPILER_NOT_FOUND;
   }
 
   axrt_status_t get_kernel(const DeviceKernelRequest& request, DeviceKernel* out) override {
@@ -462,6 +475,7 @@ class CudaCode final : public DeviceCode {
     if (result == CUDA_ERROR_NOT_FOUND) {
       return make_status(AXRT_STATUS_CODE_NOT_FOUND, "{} has no kernel '{}'", what_, symbol);
     }
+    if (is_image_error(result) && !device_->is_lost()) return image_status(result, call, "");
     AXRT_RETURN_IF_ERROR(device_->check(result, call));
 
     AXRT_RETURN_IF_ERROR(check_params(function, request, &out->params_size));

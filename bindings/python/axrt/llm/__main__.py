@@ -25,6 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("out", help="the .axe file to write")
     convert.add_argument("--weights", default="f32", choices=["f32", "bf16", "int8", "int4"],
                          help="precision of the stored weights (default f32)")
+    convert.add_argument("--activations", default="f32", choices=["f32", "int8"],
+                         help="int8 (with --weights int4): projections quantize their inputs "
+                              "to int8 and multiply integers; faster, not exact (default f32)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
@@ -68,10 +71,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             config = convert(args.hf_dir, args.out, weights=args.weights,
                              max_context=args.max_context, block_size=args.block_size,
                              prefill_chunk=args.prefill_chunk, max_batch=args.max_batch,
-                             cuda_fatbin=args.cuda_fatbin, cuda=not args.no_cuda)
+                             cuda_fatbin=args.cuda_fatbin, cuda=not args.no_cuda,
+                             activations=args.activations)
             print(f"wrote {args.out}: {config.architecture}, {config.num_layers} layers, "
                   f"hidden {config.hidden_size}, vocabulary {config.vocab_size}, weights "
-                  f"{config.weights}, context {config.max_context} "
+                  f"{config.weights}"
+                  f"{', activations int8' if config.activations == 'int8' else ''}, "
+                  f"context {config.max_context} "
                   f"({time.perf_counter() - start:.1f} s)")
             return 0
 

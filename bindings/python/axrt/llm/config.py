@@ -49,6 +49,7 @@ class ModelConfig:
     eos_token_ids: List[int] = field(default_factory=list)
     # Set by the converter:
     weights: str = "f32"
+    activations: str = "f32"
     block_size: int = 16
     prefill_chunk: int = 512
     max_batch: int = 64

@@ -25,6 +25,7 @@ from .checkpoint import Checkpoint
 from .config import METADATA_KEY, TOKENIZER_KEY, ModelConfig, UnsupportedModelError, from_hf_config
 
 WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
+ACTIVATION_MODES = ("f32", "int8")
 
 # Tile of the matmul grids and rows per attention-prefill workgroup
 # (docs/kernels.md, docs/llm.md).
@@ -60,6 +61,12 @@ INT4_LAYOUT = QuantLayout("awq.int4.g128", "uint4", "f32", (quantize.INT4_GROUP,
                           scale=ScaleRef(dtype="f16"),
                           zero_point=ZeroPoint("integer", dtype="uint4", packing=_AWQ_PACKING),
                           packing=_AWQ_PACKING)
+GPTQ_LAYOUT = QuantLayout("gptq_v2.int4.g128", "uint4", "f32", (quantize.INT4_GROUP, 1),
+                          scale=ScaleRef(dtype="f16"),
+                          zero_point=ZeroPoint("integer", dtype="uint4",
+                                               packing=Packing(4, 32, axis=1,
+                                                               order="sequential")),
+                          packing=Packing(4, 32, axis=0, order="sequential"))
 
 _MATMUL_PARAMS = [_r("x"), _r("w"), _r("bias"), _w("y"), _u64("M"), _u64("N"), _u64("K")]
 
@@ -100,6 +107,9 @@ KERNELS: Dict[str, Tuple[List, int]] = {
     "axrt_matmul_awq_int4_f32": ([_r("x"), _r("qweight", INT4_LAYOUT), _r("scales"),
                                   _r("qzeros"), _r("bias"), _w("y"), _u64("M"), _u64("N"),
                                   _u64("K"), _u64("group_size")], 256),
+    "axrt_matmul_gptq_int4_q8_f32": ([_r("x"), _r("qweight", GPTQ_LAYOUT), _r("scales"),
+                                      _r("qzeros"), _r("bias"), _w("y"), _u64("M"), _u64("N"),
+                                      _u64("K"), _u64("group_size")], 256),
 }
 
 
@@ -126,6 +136,7 @@ class _Converter:
         self.ckpt = checkpoint
         self.cfg = config
         self.mode = weights
+        self.activations = config.activations
         self.b = Builder(producer="axrt.llm.convert", producer_version="1")
         self.cpu = self.b.kernel_library("axrt.cpu")
         self.cuda = (self.b.code_object("cuda_fatbin", "sm_80,sm_90", fatbin.read_bytes())
@@ -205,9 +216,14 @@ class _Converter:
                     f"{quantize.INT4_GROUP} and outputs a multiple of 8")
             cache4: Dict[str, Tuple[np.ndarray, ...]] = {}
 
+            # With int8 activations: GPTQ's storage (packed along K), which
+            # the integer dot products read directly.
+            q8 = self.activations == "int8"
+
             def q4():
                 if "q" not in cache4:
-                    cache4["q"] = quantize.int4_awq(self.stacked(names))
+                    pack = quantize.int4_gptq if q8 else quantize.int4_awq
+                    cache4["q"] = pack(self.stacked(names))
                 return cache4["q"]
 
             groups = k // quantize.INT4_GROUP
@@ -219,9 +235,11 @@ class _Converter:
                 cache4.clear()
                 return q
 
-            layout = INT4_LAYOUT.with_constants(scale=scales, zero_point=qzeros)
+            layout = (GPTQ_LAYOUT if q8 else INT4_LAYOUT).with_constants(scale=scales,
+                                                                         zero_point=qzeros)
             w = self.constant(label, take_qweight, "uint4", (k, n), layout)
-            return _Linear("axrt_matmul_awq_int4_f32", (w, scales, qzeros), bias, n, k)
+            kernel = "axrt_matmul_gptq_int4_q8_f32" if q8 else "axrt_matmul_awq_int4_f32"
+            return _Linear(kernel, (w, scales, qzeros), bias, n, k)
         raise UnsupportedModelError(f"--weights {mode} is not supported ({', '.join(WEIGHT_MODES)})")
 
     def kernel(self, name: str) -> axb.Kernel:
@@ -337,7 +355,7 @@ class _Converter:
         def matmul(lin: _Linear, x, y, m) -> None:
             k = self.kernel(lin.kernel)
             args = [x, *lin.weights, lin.bias, y, m, lin.n, lin.k]
-            if lin.kernel == "axrt_matmul_awq_int4_f32":
+            if lin.kernel in ("axrt_matmul_awq_int4_f32", "axrt_matmul_gptq_int4_q8_f32"):
                 args.append(quantize.INT4_GROUP)
             f.dispatch(k, [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)], args)
 
@@ -401,11 +419,14 @@ class _Converter:
 def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             max_context: Optional[int] = None, block_size: int = 16, prefill_chunk: int = 512,
             max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
-            cuda: bool = True) -> ModelConfig:
+            cuda: bool = True, activations: str = "f32") -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
     `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` (per output channel) or
-    ``"int4"`` (AWQ layout, groups of 128). `max_context`: the longest
+    ``"int4"`` (AWQ layout, groups of 128). `activations`: ``"f32"``, or
+    ``"int8"`` with int4 weights: the projections quantize their inputs to
+    int8 per group of 128 and multiply integers (GPTQ layout; faster, not
+    exact: docs/kernels.md states its bound). `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk`: the most tokens
     one prefill call takes (longer prompts run in chunks). `max_batch`: the
@@ -417,6 +438,11 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     if weights not in WEIGHT_MODES:
         raise UnsupportedModelError(f"--weights {weights!r} is not supported "
                                     f"(supported: {', '.join(WEIGHT_MODES)})")
+    if activations not in ACTIVATION_MODES:
+        raise UnsupportedModelError(f"--activations {activations!r} is not supported "
+                                    f"(supported: {', '.join(ACTIVATION_MODES)})")
+    if activations == "int8" and weights != "int4":
+        raise UnsupportedModelError(f"--activations int8 needs --weights int4, not {weights}")
     for what, value in (("block_size", block_size), ("prefill_chunk", prefill_chunk),
                         ("max_batch", max_batch)):
         if int(value) < 1:
@@ -424,6 +450,7 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     checkpoint = Checkpoint(hf_dir)
     config = from_hf_config(checkpoint.config, max_context=max_context)
     config.weights = weights
+    config.activations = activations
     config.block_size = int(block_size)
     config.prefill_chunk = min(int(prefill_chunk), config.max_context)
     config.max_batch = int(max_batch)

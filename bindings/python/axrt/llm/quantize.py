@@ -38,16 +38,29 @@ def pack_awq(codes: np.ndarray) -> np.ndarray:
     return words
 
 
-def int4_awq(w: np.ndarray, group: int = INT4_GROUP
-             ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Asymmetric 4-bit with groups of `group` inputs per output: AWQ's storage.
+def pack_sequential(codes: np.ndarray, axis: int) -> np.ndarray:
+    """Packs uint4 codes eight to a u32 word along `axis` (0 or 1), element i in nibble i."""
+    codes = np.asarray(codes, dtype=np.uint32)
+    if axis == 0:
+        return pack_sequential(codes.T, 1).T.copy()
+    rows, cols = codes.shape
+    groups = codes.reshape(rows, cols // 8, 8)
+    words = np.zeros((rows, cols // 8), dtype=np.uint32)
+    for nibble in range(8):
+        words |= groups[:, :, nibble] << np.uint32(4 * nibble)
+    return words
+
+
+def int4_codes(w: np.ndarray, group: int = INT4_GROUP
+               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Asymmetric 4-bit with groups of `group` inputs per output.
 
     ``w`` is ``[N, K]``; K must be a multiple of `group` and N of 8. For each
     group, ``scale = (max - min) / 15`` rounded to f16 and ``zero =
     round(-min / scale)`` in [0, 15], ``q = clip(round(w / scale) + zero, 0,
-    15)``, so ``w ~ (q - zero) * scale``. Returns ``qweight`` u32 ``[K, N/8]``,
-    ``scales`` f16 ``[K/g, N]`` and ``qzeros`` u32 ``[K/g, N/8]``, packed along
-    N in the AWQ order.
+    15)``, so ``w ~ (q - zero) * scale``. Returns the codes ``q`` u32
+    ``[K, N]``, ``scales`` f16 ``[K/g, N]`` and ``zeros`` u32 ``[K/g, N]``,
+    unpacked.
     """
     w = np.asarray(w, dtype=np.float32)
     n, k = w.shape
@@ -62,9 +75,25 @@ def int4_awq(w: np.ndarray, group: int = INT4_GROUP
     s32 = scale.astype(np.float32)
     zero = np.clip(np.rint(-low / s32), 0, 15).astype(np.uint32)
     q = np.clip(np.rint(wt / s32[:, None, :]) + zero[:, None, :], 0, 15).astype(np.uint32)
-    qweight = pack_awq(q.reshape(k, n))
-    qzeros = pack_awq(zero)
-    return qweight, scale, qzeros
+    return q.reshape(k, n), scale, zero
+
+
+def int4_awq(w: np.ndarray, group: int = INT4_GROUP
+             ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`int4_codes` in AWQ's storage: ``qweight`` u32 ``[K, N/8]``,
+    ``scales`` f16 ``[K/g, N]`` and ``qzeros`` u32 ``[K/g, N/8]``, packed
+    along N in the AWQ order."""
+    q, scale, zero = int4_codes(w, group)
+    return pack_awq(q), scale, pack_awq(zero)
+
+
+def int4_gptq(w: np.ndarray, group: int = INT4_GROUP
+              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`int4_codes` in GPTQ's (v2) storage: ``qweight`` u32 ``[K/8, N]``
+    packed along K, ``scales`` f16 ``[K/g, N]`` and ``qzeros`` u32
+    ``[K/g, N/8]`` packed along N, element i of each eight in nibble i."""
+    q, scale, zero = int4_codes(w, group)
+    return pack_sequential(q, 0), scale, pack_sequential(zero, 1)
 
 
 def bf16(w: np.ndarray) -> np.ndarray:

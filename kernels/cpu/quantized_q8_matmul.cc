@@ -1,0 +1,734 @@
+// axrt_matmul_gptq_int4_q8_f32: GPTQ v2 int4 weights times activations
+// quantized to int8 per group, multiplied as integers (docs/kernels.md).
+//
+// A workgroup quantizes its tile's rows of x once (each group of `G` values
+// to int8 codes with a scale s_x = a / 127 and the codes' sum Z; a thread
+// reuses them for its next tile of the same rows when x's bytes are
+// unchanged), then walks the groups: for each, the integer sums I[n] =
+// sum_k q[k][n] xq[k] of blocks of up to 2 rows (AVX-512 VNNI vpdpbusd,
+// AVX2 vpmaddubsw + vpmaddwd, or scalar), and the f32 update acc[n] +=
+// s[n] s_x (I[n] - z[n] Z). The integer sums are exact and the f32 steps
+// the same operations in every build, compiled without contraction
+// (CMakeLists.txt), so every build gives the same bits.
+#include <algorithm>
+#include <bit>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "axrt/base.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/kernels.h"
+
+#if AXRT_CPU_HAVE_AVX2_BUILD
+#include <immintrin.h>
+#endif
+
+namespace axrt::kernels::cpu {
+namespace {
+
+// The tile's rows of x quantized, per row: K codes, each run of 8 stored in
+// the order 0, 2, 4, 6, 1, 3, 5, 7 (the order of the even and odd nibbles
+// of a weight word), and per group s_x and Z.
+struct QuantizedRows {
+  std::vector<int8_t> codes;  // [rows][K]
+  std::vector<float> scale;   // [rows][K / G]
+  std::vector<int32_t> sum;   // [rows][K / G]
+  // For tiles of at most kKeptRows rows, the x rows the codes are of: the
+  // thread's next tile of the same rows (the next 64 columns) finds them
+  // equal and skips quantizing, a tenth of a decode tile's time.
+  std::vector<float> kept;  // [rows][K]
+  int kept_by = -1;         // the build (Group::kBuild) that made the codes; -1: none
+  int kept_rows = 0;
+  uint64_t kept_K = 0;
+  uint64_t kept_G = 0;
+  // The f32 sums over groups, [kTile][kTile].
+  alignas(64) float acc[kTile * kTile];
+};
+
+inline constexpr int kKeptRows = 16;
+
+QuantizedRows& quantized_rows() {
+  // Grown on demand, per thread (as tile_scratch()).
+  static thread_local QuantizedRows scratch;
+  return scratch;
+}
+
+// ---------------------------------------------------------------------------
+// x to int8, per group: a = max |x|, xq = rint(x * (127 / a)), s_x = a / 127.
+// ---------------------------------------------------------------------------
+
+// Adding and subtracting 1.5 x 2^23 rounds |v| < 2^22 to an integer, ties to
+// even, as rintf does in the default rounding mode.
+inline constexpr float kRoundingBias = 0x1.8p23f;
+
+typedef int8_t Bytes8 __attribute__((vector_size(8)));
+typedef int8_t Bytes16 __attribute__((vector_size(16)));
+typedef int8_t Bytes32 __attribute__((vector_size(32)));
+typedef int8_t Bytes64 __attribute__((vector_size(64)));
+
+// Codes of x[0, W) (W = 8 or 16) into dst in the nibble order; returns them
+// as 32-bit lanes.
+template <int W>
+AXRT_CPU_INLINE typename Simd<W>::I quantize_run(const float* __restrict x, float inv,
+                                                 int8_t* __restrict dst) {
+  using F = typename Simd<W>::F;
+  using I = typename Simd<W>::I;
+  F v = load_vector<F>(x) * inv;  // a lone product: the file is built without contraction
+  v = (v + kRoundingBias) - kRoundingBias;
+  const I q = __builtin_convertvector(v, I);
+  // The low byte of each lane (|q| <= 127), picked by a byte shuffle: GCC
+  // narrows a vector conversion to 8 bits an element at a time.
+  if constexpr (W == 16) {
+    const auto b = reinterpret_cast<Bytes64>(q);
+    store_vector(dst, Bytes16{__builtin_shufflevector(b, b, 0, 8, 16, 24, 4, 12, 20, 28, 32, 40, 48,
+                                                      56, 36, 44, 52, 60)});
+  } else {
+    const auto b = reinterpret_cast<Bytes32>(q);
+    store_vector(dst, Bytes8{__builtin_shufflevector(b, b, 0, 8, 16, 24, 4, 12, 20, 28)});
+  }
+  return q;
+}
+
+// How a group whose max |x| has the bits `a_bits` is quantized.
+struct GroupScale {
+  bool coded;   // false: every code is 0
+  float inv;    // 127 / a
+  float scale;  // s_x
+};
+
+AXRT_CPU_INLINE GroupScale group_scale(uint32_t a_bits) {
+  const float a = std::bit_cast<float>(a_bits);
+  const float inv = 127.0f / a;
+  if (a_bits == 0 || a_bits >= 0x7f800000u || inv > std::numeric_limits<float>::max()) {
+    // a = 0 as the contract says; a below 127 / FLT_MAX (where 127 / a
+    // overflows) likewise; Inf or NaN in the group makes the row's y NaN.
+    return {false, 0.0f, a_bits < 0x7f800000u ? 0.0f : std::numeric_limits<float>::quiet_NaN()};
+  }
+  return {true, inv, a / 127.0f};
+}
+
+template <int kLanes>
+AXRT_CPU_INLINE void quantize_group(const float* __restrict x, uint64_t G, int8_t* __restrict dst,
+                                    float* scale, int32_t* sum) {
+  using U = typename Simd<kLanes>::U;
+  // max |x| as the bits of |x|: unsigned order is float order for |x|, with
+  // NaN above infinity, and any order of the maxima gives the same answer.
+  U top{};
+  uint64_t k = 0;
+  for (; k + kLanes <= G; k += kLanes) {
+    const U bits = load_vector<U>(x + k) & 0x7fffffffu;
+    top = bits > top ? bits : top;
+  }
+  uint32_t a_bits = 0;
+  for (int lane = 0; lane < kLanes; ++lane) a_bits = std::max<uint32_t>(a_bits, top[lane]);
+  for (; k < G; ++k) {
+    a_bits = std::max<uint32_t>(a_bits, std::bit_cast<uint32_t>(x[k]) & 0x7fffffffu);
+  }
+  const GroupScale group = group_scale(a_bits);
+  *scale = group.scale;
+  if (!group.coded) {
+    std::memset(dst, 0, G);
+    *sum = 0;
+    return;
+  }
+  constexpr int W = kLanes == 16 ? 16 : 8;
+  typename Simd<W>::I lanes{};
+  k = 0;
+  for (; k + W <= G; k += W) lanes += quantize_run<W>(x + k, group.inv, dst + k);
+  int32_t total = 0;
+  if constexpr (W == 16) {
+    if (k < G) {  // G is a multiple of 8
+      const typename Simd<8>::I tail = quantize_run<8>(x + k, group.inv, dst + k);
+      for (int lane = 0; lane < 8; ++lane) total += tail[lane];
+    }
+  }
+  for (int lane = 0; lane < W; ++lane) total += lanes[lane];
+  *sum = total;
+}
+
+template <int kLanes>
+AXRT_CPU_INLINE void quantize_rows(const float* x, uint64_t K, uint64_t G, int rows,
+                                   QuantizedRows& q) {
+  const uint64_t groups = K / G;
+  for (int m = 0; m < rows; ++m) {
+    for (uint64_t g = 0; g < groups; ++g) {
+      quantize_group<kLanes>(x + m * K + g * G, G, q.codes.data() + m * K + g * G,
+                             q.scale.data() + m * groups + g, q.sum.data() + m * groups + g);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// A group's f16 scales and u4 zero points for the tile's columns, and the
+// f32 update. The same code in every build, so that the f32 results are.
+// ---------------------------------------------------------------------------
+
+// IEEE binary16 bit patterns (in 32-bit lanes) to binary32, exactly (as in
+// quantized_matmul.cc).
+template <int kLanes>
+AXRT_CPU_INLINE typename Simd<kLanes>::F halves_to_floats(typename Simd<kLanes>::U h) {
+  using F = typename Simd<kLanes>::F;
+  using I = typename Simd<kLanes>::I;
+  using U = typename Simd<kLanes>::U;
+  const U sign = (h & 0x8000u) << 16;
+  const U exponent = (h >> 10) & 0x1fu;
+  const U mantissa = h & 0x3ffu;
+  const U normal = sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);
+  const U special = sign | 0x7f800000u | (mantissa << 13);
+  const F tiny = __builtin_convertvector(reinterpret_cast<I>(mantissa), F) * 0x1p-24f;
+  const U subnormal = sign | reinterpret_cast<U>(tiny);
+  const U bits = exponent == 0u ? subnormal : (exponent == 0x1fu ? special : normal);
+  return reinterpret_cast<F>(bits);
+}
+
+// s[n] and z[n] of group g for the tile's columns, 0 past them.
+template <int kLanes>
+AXRT_CPU_INLINE void load_group(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
+                                float* __restrict s, int32_t* __restrict z) {
+  using H = typename Simd<kLanes>::H;
+  using I = typename Simd<kLanes>::I;
+  using U = typename Simd<kLanes>::U;
+  const uint16_t* scales = args.scales + g * args.N + tile.n0;
+  const uint32_t* zeros = args.qzeros + g * (args.N / 8) + tile.n0 / 8;
+  alignas(64) uint16_t scales_padded[kTile];
+  alignas(64) uint32_t zeros_padded[kTile / 8];
+  if (tile.cols != kTile) {
+    std::memset(scales_padded, 0, sizeof scales_padded);
+    std::memset(zeros_padded, 0, sizeof zeros_padded);
+    std::memcpy(scales_padded, scales, sizeof(uint16_t) * tile.cols);
+    std::memcpy(zeros_padded, zeros, sizeof(uint32_t) * (tile.cols / 8));
+    scales = scales_padded;
+    zeros = zeros_padded;
+  }
+  U lane{};
+  for (int i = 0; i < kLanes; ++i) lane[i] = static_cast<uint32_t>(i);
+#pragma GCC unroll 16
+  for (int n = 0; n < kTile; n += kLanes) {
+    store_vector(s + n,
+                 halves_to_floats<kLanes>(__builtin_convertvector(load_vector<H>(scales + n), U)));
+    // Column n + i: nibble (n + i) % 8 of word (n + i) / 8.
+    const U column = lane + static_cast<uint32_t>(n);
+    U words;
+    for (int i = 0; i < kLanes; ++i) words[i] = zeros[(n + i) / 8];
+    store_vector(z + n, reinterpret_cast<I>((words >> ((column & 7u) * 4u)) & 0xfu));
+  }
+}
+
+// acc[m][n] += s[n] s_x (I[m][n] - z[n] Z) for rows [m0, m0 + mr).
+AXRT_CPU_INLINE void update_rows(const int32_t* __restrict sums, const float* __restrict s,
+                                 const int32_t* __restrict z, QuantizedRows& q, uint64_t groups,
+                                 uint64_t g, int m0, int mr) {
+  for (int m = 0; m < mr; ++m) {
+    const float s_x = q.scale[(m0 + m) * groups + g];
+    const int32_t Z = q.sum[(m0 + m) * groups + g];
+    float* __restrict acc = q.acc + (m0 + m) * kTile;
+    const int32_t* __restrict I = sums + m * kTile;
+    for (int n = 0; n < kTile; ++n) acc[n] += s[n] * s_x * static_cast<float>(I[n] - z[n] * Z);
+  }
+}
+
+// Word rows (of 8 k) ahead that the weights are prefetched into L2: the rows
+// are N words apart, beyond what the hardware prefetchers follow from
+// memory. (Weights that L3 holds gain nothing; from memory it halves the
+// time of a decode-sized tile.)
+inline constexpr int kPrefetchWordRows = 16;
+// Groups ahead that their scales and zero points are prefetched.
+inline constexpr int kPrefetchGroups = 2;
+
+// ---------------------------------------------------------------------------
+// One group of the tile, every row: acc[m][n] += s[n] s_x (I[m][n] - z[n] Z)
+// with the integer sums I[m][n] = sum over the group's k of q[k][n] xq[m][k].
+// `Sums` computes them for MR rows into sums[m][n] (row stride kTile; 0 past
+// the tile's columns) from `w`, the group's first word row of the tile (u32
+// rows N apart), and `x`, row 0's codes of the group (rows K apart).
+// ---------------------------------------------------------------------------
+
+template <class Sums, int kLanes>
+AXRT_CPU_INLINE void group_step(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
+                                QuantizedRows& q) {
+  const uint64_t K = args.K;
+  const uint64_t G = args.group_size;
+  const int word_rows = static_cast<int>(G / 8);
+  alignas(64) float s[kTile];
+  alignas(64) int32_t z[kTile];
+  alignas(64) int32_t sums[Sums::kMaxRows * kTile];
+  load_group<kLanes>(args, tile, g, s, z);
+  const uint32_t* w = args.qweight + g * word_rows * args.N + tile.n0;
+  // Every block of rows reads the group's weights, from L1 after the first.
+  for (int m0 = 0; m0 < tile.rows; m0 += Sums::kMaxRows) {
+    const int mr = std::min(Sums::kMaxRows, tile.rows - m0);
+    const int8_t* x = q.codes.data() + m0 * K + g * G;
+    if (mr == 1) {
+      Sums::template run<1>(w, args.N, word_rows, x, K, tile.cols, sums);
+    } else {
+      Sums::template run<2>(w, args.N, word_rows, x, K, tile.cols, sums);
+    }
+    update_rows(sums, s, z, q, K / G, g, m0, mr);
+  }
+}
+
+struct ScalarSums {
+  static constexpr int kMaxRows = 2;
+  template <int MR>
+  AXRT_CPU_INLINE static void run(const uint32_t* __restrict w, uint64_t N, int word_rows,
+                                  const int8_t* __restrict x, uint64_t K, int cols,
+                                  int32_t* __restrict sums) {
+    std::memset(sums, 0, sizeof(int32_t) * MR * kTile);
+    for (int r = 0; r < word_rows; ++r) {
+      const uint32_t* __restrict words = w + r * N;
+      for (int m = 0; m < MR; ++m) {
+        const int8_t* __restrict xr = x + m * K + 8 * r;
+        int32_t* __restrict out = sums + m * kTile;
+        for (int n = 0; n < cols; ++n) {
+          const uint32_t word = words[n];
+          int32_t sum = 0;
+          // Byte j of the word holds codes 2j (low nibble) and 2j + 1.
+          for (int j = 0; j < 4; ++j) {
+            sum += static_cast<int32_t>((word >> (8 * j)) & 0xfu) * xr[j];
+            sum += static_cast<int32_t>((word >> (8 * j + 4)) & 0xfu) * xr[4 + j];
+          }
+          out[n] += sum;
+        }
+      }
+    }
+  }
+};
+
+struct ScalarGroup {
+  static constexpr int kBuild = 0;
+  AXRT_CPU_INLINE static void quantize(const float* x, uint64_t K, uint64_t G, int rows,
+                                       QuantizedRows& q) {
+    quantize_rows<4>(x, K, G, rows, q);
+  }
+  AXRT_CPU_INLINE static void step(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
+                                   QuantizedRows& q) {
+    group_step<ScalarSums, 4>(args, tile, g, q);
+  }
+};
+
+#if AXRT_CPU_HAVE_AVX2_BUILD
+
+// AVX2: vpmaddubsw multiplies the unsigned codes by the signed x codes and
+// adds pairs (at most 2 x 15 x 127, no saturation), vpmaddwd adds the pairs
+// of pairs into 32 bits. Up to 2 rows x 16 columns per pass.
+struct Avx2Sums {
+  static constexpr int kMaxRows = 2;
+  template <int MR>
+  [[gnu::noinline, gnu::target("avx2,fma")]] static void run(const uint32_t* __restrict w,
+                                                             uint64_t N, int word_rows,
+                                                             const int8_t* __restrict x, uint64_t K,
+                                                             int cols, int32_t* __restrict sums) {
+    const __m256i nibble = _mm256_set1_epi8(0x0f);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int c = 0; c < kTile; c += 16) {
+      if (c >= cols) {
+        for (int m = 0; m < MR; ++m) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + m * kTile + c),
+                              _mm256_setzero_si256());
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + m * kTile + c + 8),
+                              _mm256_setzero_si256());
+        }
+        continue;
+      }
+      // cols is a multiple of 8: the second vector is whole or absent.
+      const __m256i second = c + 8 < cols ? _mm256_set1_epi32(-1) : _mm256_setzero_si256();
+      __m256i acc[MR][2];
+      for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+      for (int r = 0; r < word_rows; ++r) {
+        const uint32_t* words = w + r * N + c;
+        _mm_prefetch(reinterpret_cast<const char*>(words + kPrefetchWordRows * N), _MM_HINT_T1);
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words));
+        const __m256i w1 = _mm256_maskload_epi32(reinterpret_cast<const int*>(words + 8), second);
+        const __m256i lo[2] = {_mm256_and_si256(w0, nibble), _mm256_and_si256(w1, nibble)};
+        const __m256i hi[2] = {_mm256_and_si256(_mm256_srli_epi32(w0, 4), nibble),
+                               _mm256_and_si256(_mm256_srli_epi32(w1, 4), nibble)};
+        for (int m = 0; m < MR; ++m) {
+          int32_t even, odd;
+          std::memcpy(&even, x + m * K + 8 * r, 4);
+          std::memcpy(&odd, x + m * K + 8 * r + 4, 4);
+          const __m256i xe = _mm256_set1_epi32(even);
+          const __m256i xo = _mm256_set1_epi32(odd);
+          for (int v = 0; v < 2; ++v) {
+            const __m256i pairs =
+                _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], xe), _mm256_maddubs_epi16(hi[v], xo));
+            acc[m][v] = _mm256_add_epi32(acc[m][v], _mm256_madd_epi16(pairs, ones));
+          }
+        }
+      }
+      for (int m = 0; m < MR; ++m) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + m * kTile + c), acc[m][0]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + m * kTile + c + 8), acc[m][1]);
+      }
+    }
+  }
+};
+
+template <int kLanes>
+struct Avx2Group {
+  static constexpr int kBuild = kLanes;  // 8, or 16 in the AVX-512 build
+  AXRT_CPU_INLINE static void quantize(const float* x, uint64_t K, uint64_t G, int rows,
+                                       QuantizedRows& q) {
+    quantize_rows<kLanes>(x, K, G, rows, q);
+  }
+  AXRT_CPU_INLINE static void step(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
+                                   QuantizedRows& q) {
+    group_step<Avx2Sums, kLanes>(args, tile, g, q);
+  }
+};
+
+#define AXRT_CPU_AVX512_VNNI_TARGET AXRT_CPU_AVX512_TARGET ",avx512vnni"
+
+// AVX-512 VNNI: a register of 16 words of one word row holds 16 columns x
+// 8 k; w & 0x0f0f0f0f gives per column the codes of k = 0, 2, 4, 6 and
+// w & 0xf0f0f0f0 16 times those of 1, 3, 5, 7, so two vpdpbusd against the
+// broadcast x codes in that order add the 8 products (the second set 16
+// times over, shifted back at the end). Up to 2 rows x 64 columns, the f32
+// update in registers too.
+struct VnniGroup {
+  static constexpr int kBuild = 1;
+  static constexpr int kMaxRows = 2;
+  // Word rows summed before the x16 set is shifted back: |sum| stays below
+  // 4096 x 4 x 240 x 127 < 2^31.
+  static constexpr int kChunk = 4096;
+
+  // acc += the unsigned bytes of a times the signed bytes of b, 4 to a
+  // lane. In place: GCC copies the accumulator of the intrinsic's form.
+  [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static inline __m512i dpbusd(
+      __m512i acc, __m512i a, __m512i b) {
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+  }
+
+  template <int MR>
+  [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static inline void sums(
+      const uint32_t* __restrict w, uint64_t N, int word_rows, const int8_t* __restrict x,
+      uint64_t K, const __mmask16* mask, __m512i (&total)[MR][4]) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
+#pragma GCC unroll 2
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) total[m][v] = _mm512_setzero_si512();
+    }
+    for (int r0 = 0; r0 < word_rows; r0 += kChunk) {
+      const int r_end = std::min(word_rows, r0 + kChunk);
+      __m512i even[MR][4], odd[MR][4];
+#pragma GCC unroll 2
+      for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) even[m][v] = odd[m][v] = _mm512_setzero_si512();
+      }
+      for (int r = r0; r < r_end; ++r) {
+        const uint32_t* words = w + r * N;
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          _mm_prefetch(reinterpret_cast<const char*>(words + kPrefetchWordRows * N + 16 * v),
+                       _MM_HINT_T1);
+        }
+        __m512i xe[MR], xo[MR];
+#pragma GCC unroll 2
+        for (int m = 0; m < MR; ++m) {
+          int32_t e, o;
+          std::memcpy(&e, x + m * K + 8 * r, 4);
+          std::memcpy(&o, x + m * K + 8 * r + 4, 4);
+          xe[m] = _mm512_set1_epi32(e);
+          xo[m] = _mm512_set1_epi32(o);
+        }
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const __m512i word = _mm512_maskz_loadu_epi32(mask[v], words + 16 * v);
+          const __m512i lo = _mm512_and_si512(word, low);
+          const __m512i hi = _mm512_and_si512(word, high);
+#pragma GCC unroll 2
+          for (int m = 0; m < MR; ++m) {
+            even[m][v] = dpbusd(even[m][v], lo, xe[m]);
+            odd[m][v] = dpbusd(odd[m][v], hi, xo[m]);
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          // The zero-masked shift: GCC warns about the unmasked one's merge operand.
+          total[m][v] = _mm512_add_epi32(
+              total[m][v],
+              _mm512_add_epi32(even[m][v], _mm512_maskz_srai_epi32(0xffff, odd[m][v], 4)));
+        }
+      }
+    }
+  }
+
+  // The unsigned maximum (kMax) or the sum of the 16 lanes.
+  template <bool kMax>
+  [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static inline int32_t reduce(
+      __m512i v) {
+    const __m256i a = _mm512_maskz_extracti64x4_epi64(0xf, v, 0);
+    const __m256i b = _mm512_maskz_extracti64x4_epi64(0xf, v, 1);
+    const __m256i half = kMax ? _mm256_max_epu32(a, b) : _mm256_add_epi32(a, b);
+    const __m128i c = _mm256_castsi256_si128(half);
+    const __m128i d = _mm256_extracti128_si256(half, 1);
+    __m128i r = kMax ? _mm_max_epu32(c, d) : _mm_add_epi32(c, d);
+    __m128i t = _mm_shuffle_epi32(r, 0x4e);
+    r = kMax ? _mm_max_epu32(r, t) : _mm_add_epi32(r, t);
+    t = _mm_shuffle_epi32(r, 0xb1);
+    r = kMax ? _mm_max_epu32(r, t) : _mm_add_epi32(r, t);
+    return _mm_cvtsi128_si32(r);
+  }
+
+  // The codes of 16 values in the nibble order; lanes += the codes.
+  [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static inline __m128i codes_of(
+      __m512 values, __m512 inv, __m128i order, __m512i& lanes) {
+    const __m512i codes = _mm512_maskz_cvt_roundps_epi32(
+        0xffff, _mm512_mul_ps(values, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    lanes = _mm512_add_epi32(lanes, codes);
+    return _mm_shuffle_epi8(_mm512_maskz_cvtepi32_epi8(0xffff, codes), order);
+  }
+
+  // quantize_rows with the rounding and narrowing in one instruction each:
+  // vcvtps2dq rounding to nearest even, as the generic code's rounding bias
+  // in the default rounding mode; vpmovdb; vpshufb into the nibble order.
+  // The zero-masked forms: GCC warns about the unmasked ones' merge operand.
+  [[gnu::noinline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static void quantize(
+      const float* x, uint64_t K, uint64_t G, int rows, QuantizedRows& q) {
+    const uint64_t groups = K / G;
+    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+    const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    for (int m = 0; m < rows; ++m) {
+      for (uint64_t g = 0; g < groups; ++g) {
+        const float* xg = x + m * K + g * G;
+        int8_t* dst = q.codes.data() + m * K + g * G;
+        // G is a multiple of 8: a tail of 8 reads through a mask.
+        const __mmask16 tail = G % 16 != 0 ? 0xff : 0;
+        const uint64_t whole = G / 16 * 16;
+        __m512i top = _mm512_setzero_si512();
+        for (uint64_t k = 0; k < whole; k += 16) {
+          top = _mm512_maskz_max_epu32(0xffff, top,
+                                       _mm512_and_si512(_mm512_loadu_si512(xg + k), magnitude));
+        }
+        top = _mm512_maskz_max_epu32(
+            0xffff, top, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail, xg + whole), magnitude));
+        const GroupScale group = group_scale(static_cast<uint32_t>(reduce<true>(top)));
+        q.scale[m * groups + g] = group.scale;
+        if (!group.coded) {
+          std::memset(dst, 0, G);
+          q.sum[m * groups + g] = 0;
+          continue;
+        }
+        const __m512 inv = _mm512_set1_ps(group.inv);
+        __m512i lanes = _mm512_setzero_si512();
+        for (uint64_t k = 0; k < whole; k += 16) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                           codes_of(_mm512_loadu_ps(xg + k), inv, order, lanes));
+        }
+        if (tail != 0) {
+          _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + whole),
+                           codes_of(_mm512_maskz_loadu_ps(tail, xg + whole), inv, order, lanes));
+        }
+        q.sum[m * groups + g] = reduce<false>(lanes);
+      }
+    }
+  }
+
+  [[gnu::noinline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static void step(
+      const MatmulInt4Args& args, const Tile& tile, uint64_t g, QuantizedRows& q) {
+    const uint64_t K = args.K;
+    const uint64_t G = args.group_size;
+    const uint64_t groups = K / G;
+    const int word_rows = static_cast<int>(G / 8);
+    __mmask16 mask[4];
+    for (int v = 0; v < 4; ++v) {
+      const int width = std::clamp(tile.cols - 16 * v, 0, 16);
+      mask[v] = static_cast<__mmask16>((1u << width) - 1);
+    }
+    // s (exact f16 to f32 conversion) and z of the group, 0 past the tile.
+    // The zero-masked forms: GCC warns about the unmasked ones' merge operand.
+    const uint16_t* scales = args.scales + g * args.N + tile.n0;
+    const uint32_t* zeros = args.qzeros + g * (args.N / 8) + tile.n0 / 8;
+    // A group's 160 bytes of scales and zero points are rows of N apart: the
+    // hardware does not fetch them ahead.
+    const uint16_t* next_scales = scales + kPrefetchGroups * args.N;
+    _mm_prefetch(reinterpret_cast<const char*>(next_scales), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next_scales + 32), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(zeros + kPrefetchGroups * (args.N / 8)),
+                 _MM_HINT_T0);
+    const __m512i zero_words = _mm512_castsi256_si512(
+        _mm256_maskz_loadu_epi32(static_cast<__mmask8>((1u << (tile.cols / 8)) - 1), zeros));
+    const __m512i shifts =
+        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    __m512 s[4];
+    __m512i z[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      s[v] = _mm512_maskz_cvtph_ps(0xffff, _mm256_maskz_loadu_epi16(mask[v], scales + 16 * v));
+      const __m512i pair = _mm512_setr_epi32(2 * v, 2 * v, 2 * v, 2 * v, 2 * v, 2 * v, 2 * v, 2 * v,
+                                             2 * v + 1, 2 * v + 1, 2 * v + 1, 2 * v + 1, 2 * v + 1,
+                                             2 * v + 1, 2 * v + 1, 2 * v + 1);
+      z[v] = _mm512_and_si512(
+          _mm512_maskz_srlv_epi32(0xffff, _mm512_maskz_permutexvar_epi32(0xffff, pair, zero_words),
+                                  shifts),
+          _mm512_set1_epi32(0xf));
+    }
+    const uint32_t* w = args.qweight + g * word_rows * args.N + tile.n0;
+    for (int m0 = 0; m0 < tile.rows; m0 += kMaxRows) {
+      const int8_t* x = q.codes.data() + m0 * K + g * G;
+      if (tile.rows - m0 == 1) {
+        __m512i total[1][4];
+        sums<1>(w, args.N, word_rows, x, K, mask, total);
+        update<1>(total, s, z, q, groups, g, m0);
+      } else {
+        __m512i total[2][4];
+        sums<2>(w, args.N, word_rows, x, K, mask, total);
+        update<2>(total, s, z, q, groups, g, m0);
+      }
+    }
+  }
+
+  // update_rows in registers: the same operations in the same order.
+  template <int MR>
+  [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static inline void update(
+      const __m512i (&total)[MR][4], const __m512 (&s)[4], const __m512i (&z)[4], QuantizedRows& q,
+      uint64_t groups, uint64_t g, int m0) {
+#pragma GCC unroll 2
+    for (int m = 0; m < MR; ++m) {
+      const __m512 s_x = _mm512_set1_ps(q.scale[(m0 + m) * groups + g]);
+      const __m512i Z = _mm512_set1_epi32(q.sum[(m0 + m) * groups + g]);
+      float* acc = q.acc + (m0 + m) * kTile;
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512 f = _mm512_maskz_cvtepi32_ps(
+            0xffff, _mm512_sub_epi32(total[m][v], _mm512_mullo_epi32(z[v], Z)));
+        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(s[v], s_x), f);
+        _mm512_storeu_ps(acc + 16 * v, _mm512_add_ps(_mm512_loadu_ps(acc + 16 * v), t));
+      }
+    }
+  }
+};
+
+bool cpu_has_avx512_vnni() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni");
+  }();
+  return has;
+}
+
+#endif  // AXRT_CPU_HAVE_AVX2_BUILD
+
+// ---------------------------------------------------------------------------
+// The tile
+// ---------------------------------------------------------------------------
+
+template <class Group, int kLanes>
+AXRT_CPU_INLINE void q8_tile(const MatmulInt4Args& args, const Tile& tile, QuantizedRows& q) {
+  const uint64_t K = args.K;
+  const uint64_t G = args.group_size;
+  const float* x = args.x + tile.m0 * K;
+  const size_t x_bytes = sizeof(float) * tile.rows * K;
+  // The codes are a function of the bytes of x (every build makes the same;
+  // the build is compared so that the tests run each quantizer).
+  // (memcmp and memcpy of 0 bytes still need valid pointers: K may be 0.)
+  if (q.kept_by != Group::kBuild || q.kept_rows != tile.rows || q.kept_K != K || q.kept_G != G ||
+      (x_bytes != 0 && std::memcmp(q.kept.data(), x, x_bytes) != 0)) {
+    Group::quantize(x, K, G, tile.rows, q);
+    q.kept_by = -1;
+    if (tile.rows <= kKeptRows) {
+      if (x_bytes != 0) std::memcpy(q.kept.data(), x, x_bytes);
+      q.kept_by = Group::kBuild;
+      q.kept_rows = tile.rows;
+      q.kept_K = K;
+      q.kept_G = G;
+    }
+  }
+  std::memset(q.acc, 0, sizeof(float) * tile.rows * kTile);
+  for (uint64_t g = 0; g < K / G; ++g) Group::step(args, tile, g, q);
+  const float* __restrict bias = args.bias + tile.n0;
+  for (int m = 0; m < tile.rows; ++m) {
+    const float* __restrict acc = q.acc + m * kTile;
+    float* __restrict y = args.y + (tile.m0 + m) * args.N + tile.n0;
+    for (int n = 0; n < tile.cols; ++n) y[n] = acc[n] + bias[n];
+  }
+}
+
+struct MatmulQ8Body {
+  template <int kLanes>
+  AXRT_CPU_INLINE static void run(const MatmulInt4Args* args, const Tile* tile, QuantizedRows* q) {
+#if AXRT_CPU_HAVE_AVX2_BUILD
+    if constexpr (kLanes == 16) {
+      if (cpu_has_avx512_vnni() && !q8_matmul_without_vnni.load(std::memory_order_relaxed)) {
+        q8_tile<VnniGroup, kLanes>(*args, *tile, *q);
+      } else {
+        q8_tile<Avx2Group<kLanes>, kLanes>(*args, *tile, *q);  // AVX-512 without VNNI
+      }
+    } else if constexpr (kLanes == 8) {
+      q8_tile<Avx2Group<kLanes>, kLanes>(*args, *tile, *q);
+    } else {
+      q8_tile<ScalarGroup, kLanes>(*args, *tile, *q);
+    }
+#else
+    q8_tile<ScalarGroup, kLanes>(*args, *tile, *q);
+#endif
+  }
+};
+
+axrt_kernel_result_t matmul_q8(const char* name, const void* raw_args,
+                               const axrt_kernel_workgroup_t* workgroup) {
+  const auto* args = static_cast<const MatmulInt4Args*>(raw_args);
+  if (args->N % 8 != 0) {
+    return invalid_argument(workgroup,
+                            "%s: N = %" PRIu64
+                            " is not a multiple of 8 (int4 codes are packed 8 per u32 word)",
+                            name, args->N);
+  }
+  if (args->group_size == 0) {
+    return invalid_argument(workgroup, "%s: group_size is 0", name);
+  }
+  if (args->group_size % 8 != 0) {
+    return invalid_argument(workgroup,
+                            "%s: group_size = %" PRIu64
+                            " is not a multiple of 8 (GPTQ packs 8 rows of K per u32 word)",
+                            name, args->group_size);
+  }
+  if (args->K % args->group_size != 0) {
+    return invalid_argument(workgroup,
+                            "%s: K = %" PRIu64 " is not a multiple of group_size = %" PRIu64, name,
+                            args->K, args->group_size);
+  }
+  Tile tile;
+  if (!locate_tile(workgroup, args->M, args->N, &tile)) return AXRT_KERNEL_OK;
+  QuantizedRows& q = quantized_rows();
+  const uint64_t codes = static_cast<uint64_t>(tile.rows) * args->K;
+  const uint64_t groups = static_cast<uint64_t>(tile.rows) * (args->K / args->group_size);
+  const uint64_t kept = tile.rows <= kKeptRows ? codes : 0;
+  if (q.codes.size() < codes || q.scale.size() < groups || q.kept.size() < kept) {
+    try {
+      q.codes.resize(std::max<uint64_t>(codes, q.codes.size()));
+      q.scale.resize(std::max<uint64_t>(groups, q.scale.size()));
+      q.sum.resize(q.scale.size());
+      q.kept.resize(std::max<uint64_t>(kept, q.kept.size()));
+    } catch (const std::bad_alloc&) {
+      if (workgroup->error_message != nullptr && workgroup->error_message_capacity > 0) {
+        std::snprintf(workgroup->error_message, workgroup->error_message_capacity,
+                      "%s: no memory for the %" PRIu64 " bytes of a tile's quantized x", name,
+                      codes);
+      }
+      return AXRT_STATUS_CODE_RESOURCE_EXHAUSTED;
+    }
+  }
+  run_matmul_isa<MatmulQ8Body>(matmul_isa(), args, &tile, &q);
+  return AXRT_KERNEL_OK;
+}
+
+}  // namespace
+}  // namespace axrt::kernels::cpu
+
+using namespace axrt::kernels::cpu;
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_q8("axrt_matmul_gptq_int4_q8_f32", args, workgroup);
+}
