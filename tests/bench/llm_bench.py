@@ -624,12 +624,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     if not args.skip_axrt:
         try:
+            # The CPU device's thread count, read when axrt makes its first
+            # instance (an explicit AXRT_CPU_THREADS wins).
+            os.environ.setdefault("AXRT_CPU_THREADS", str(threads))
             import axrt
             import axrt.llm
 
             device = axrt.device("cpu:0")
             log(f"axrt {axrt.__version__} on {device.id} ({device.compute_units} workgroup threads"
-                f"{'' if device.compute_units == threads else '; --threads does not apply to axrt'})")
+                f"{'' if device.compute_units == threads else '; AXRT_CPU_THREADS overrides --threads'})")
             for w in weights:
                 path = model_dir / f"model-{w}.axe"
                 try:

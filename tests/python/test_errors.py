@@ -104,3 +104,26 @@ def test_no_cuda_driver_is_reported_not_raised():
     code = "import axrt; print([d.id for d in axrt.devices()]); print(axrt.drivers())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert "['cpu:0']" in out.stdout and "libcuda" in out.stdout
+
+
+def _with_cpu_threads(value: str, code: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, AXRT_CPU_THREADS=value)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cpu_thread_count_from_the_environment():
+    code = ("import axrt, numpy as np; d = axrt.device('cpu:0'); print(d.compute_units); "
+            "print(float((axrt.asarray(np.ones(3, np.float32)).numpy() * 2).sum()))")
+    for value in ("1", "3"):
+        out = _with_cpu_threads(value, code)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [value, "6.0"]
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "4x", "100000"])
+def test_a_bad_cpu_thread_count_is_refused_by_name(value):
+    out = _with_cpu_threads(value, "import axrt; axrt.devices()")
+    assert out.returncode != 0
+    assert f"AXRT_CPU_THREADS='{value}' is not a thread count" in out.stderr
+    assert "Traceback" in out.stderr  # a Python exception, not an abort

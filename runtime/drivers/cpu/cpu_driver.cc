@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -98,16 +99,38 @@ const DeviceVtable kCpuDeviceVtable = {
     .synchronize = device_synchronize,
 };
 
+constexpr uint32_t kMaxThreads = 1024;
+
+// The device's thread count: AXRT_CPU_THREADS when set, else one per
+// hardware thread.
+axrt_status_t thread_count(uint32_t* out) {
+  *out = std::max(1u, std::thread::hardware_concurrency());
+  const char* value = std::getenv("AXRT_CPU_THREADS");
+  if (value == nullptr || *value == '\0') return nullptr;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long parsed = std::strtoull(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || parsed < 1 ||
+      parsed > kMaxThreads) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "AXRT_CPU_THREADS='{}' is not a thread count (a whole number from 1 to {})",
+                       value, kMaxThreads);
+  }
+  *out = static_cast<uint32_t>(parsed);
+  return nullptr;
+}
+
 axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {
-  out->devices.push_back(new CpuDevice());
+  uint32_t threads = 0;
+  AXRT_RETURN_IF_ERROR(thread_count(&threads));
+  out->devices.push_back(new CpuDevice(threads));
   return nullptr;
 }
 
 }  // namespace
 
-CpuDevice::CpuDevice() : Device(&kCpuDeviceVtable) {
+CpuDevice::CpuDevice(uint32_t threads) : Device(&kCpuDeviceVtable) {
   const uint64_t memory = physical_memory();
-  const uint32_t threads = std::max(1u, std::thread::hardware_concurrency());
   axrt_device_properties_t& p = properties;
   p.struct_size = sizeof(p);
   fmt::format_to_n(p.id, sizeof(p.id) - 1, "cpu:0");

@@ -21,7 +21,8 @@ namespace axrt::cpu {
 class CpuQueue;
 
 struct CpuDevice : Device {
-  CpuDevice();
+  // `threads` workgroup threads, the caller's included (compute_units).
+  explicit CpuDevice(uint32_t threads);
   ~CpuDevice();
 
   std::unique_ptr<CachingPool> device_pool;
