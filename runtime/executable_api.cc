@@ -59,6 +59,14 @@ axrt_status_t finish_load(const ApiCall& api, Device* device, std::unique_ptr<ax
   return nullptr;
 }
 
+// Writes a metadata entry's value; the verifier allows an absent one, which reads as "".
+void write_metadata_value(const axe::KeyValue& entry, const char** out_value,
+                          size_t* out_value_size) {
+  const auto* value = entry.value();
+  *out_value = value == nullptr ? "" : value->c_str();
+  if (out_value_size != nullptr) *out_value_size = value == nullptr ? 0 : value->size();
+}
+
 }  // namespace
 
 extern "C" {
@@ -191,8 +199,7 @@ AXRT_API axrt_status_t axrt_executable_get_metadata(axrt_executable_t executable
     const auto* entry = entries->Get(index);
     // The verifier requires a non-empty key; a value may be absent.
     *out_key = entry->key()->c_str();
-    *out_value = entry->value() == nullptr ? "" : entry->value()->c_str();
-    if (out_value_size != nullptr) *out_value_size = entry->value() == nullptr ? 0 : entry->value()->size();
+    write_metadata_value(*entry, out_value, out_value_size);
     return nullptr;
   });
 }
@@ -210,10 +217,7 @@ AXRT_API axrt_status_t axrt_executable_find_metadata(axrt_executable_t executabl
     if (entries != nullptr) {
       for (const auto* entry : *entries) {
         if (entry->key()->string_view() != key) continue;
-        *out_value = entry->value() == nullptr ? "" : entry->value()->c_str();
-        if (out_value_size != nullptr) {
-          *out_value_size = entry->value() == nullptr ? 0 : entry->value()->size();
-        }
+        write_metadata_value(*entry, out_value, out_value_size);
         return nullptr;
       }
     }

@@ -228,14 +228,17 @@ AXRT_API axrt_status_t axrt_executable_find_function(axrt_executable_t executabl
  * NUL-terminated strings owned by the executable, valid while it lives;
  * `*out_value_size` (optional, may be NULL) is the value's length in bytes,
  * which a value holding NUL bytes needs. OUT_OF_RANGE at or beyond the
- * number of entries, so a caller enumerates from 0 until it sees that. */
+ * number of entries, so a caller enumerates from 0 until it sees that.
+ * Nothing is retained or to be freed. Thread-safe. */
 AXRT_API axrt_status_t axrt_executable_get_metadata(axrt_executable_t executable, uint32_t index,
                                                     const char** out_key,
                                                     const char** out_value,
                                                     size_t* out_value_size);
 
-/* The value of the first metadata entry whose key is `key`, as
- * axrt_executable_get_metadata gives it; NOT_FOUND when there is none. */
+/* The value of the first metadata entry whose key is `key` (borrowed for
+ * the call), as axrt_executable_get_metadata gives it: owned by the
+ * executable, valid while it lives. NOT_FOUND when there is none.
+ * Thread-safe. */
 AXRT_API axrt_status_t axrt_executable_find_metadata(axrt_executable_t executable,
                                                      const char* key, const char** out_value,
                                                      size_t* out_value_size);

@@ -422,9 +422,11 @@ AXRT_API axrt_status_t axrt_axe_builder_add_constant(axrt_axe_builder_t builder,
                                                      const axrt_axe_constant_desc_t* desc,
                                                      uint32_t* out_index);
 
-/* Reads bytes [offset, offset + size) of a constant's data into `dst`.
- * Returns NULL, or a status (the builder takes ownership) that fails the
- * write and reaches its caller with the constant's name in front. */
+/* Reads bytes [offset, offset + size) of a constant's data into `dst`
+ * (the builder's memory, valid only during the call). Returns NULL, or a
+ * status (the builder takes ownership) that fails the write and reaches its
+ * caller with the constant's name in front. Called on the thread that
+ * writes, never concurrently for one builder. */
 typedef axrt_status_t (*axrt_axe_read_fn_t)(void* user_data, uint64_t offset, void* dst,
                                             uint64_t size);
 
@@ -446,7 +448,12 @@ typedef struct axrt_axe_data_source_t {
 /* Adds a constant like axrt_axe_builder_add_constant(), whose data
  * (`source->size` bytes; `desc->data` must be NULL and `desc->size` 0) is
  * read through `source->read` each time the file is written, instead of
- * being copied now. During a write the builder reads each such constant once,
+ * being copied now. `desc` and `source` are borrowed for the call (what
+ * `desc` points to is copied, as by add_constant); the builder keeps
+ * `source->read`, `source->release` and `source->user_data`, which must stay
+ * usable until `release` is called, or without `release` until the
+ * builder's last reference is released (`release` runs on the thread that
+ * releases it). During a write the builder reads each such constant once,
  * in ascending order of offset, at most 4 MiB per call, into its own
  * buffer, and writes the bytes to the file before it reads more, so a write
  * holds a few megabytes of them at any time, whatever their total

@@ -130,6 +130,57 @@ AXRT_CPU_INLINE void store_vector(T* p, V v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
+// ---------------------------------------------------------------------------
+// Group-quantised int4 weights (quantized_matmul.cc, quantized_q8_matmul.cc)
+// ---------------------------------------------------------------------------
+
+// IEEE binary16 bit patterns (in 32-bit lanes) to binary32, exactly.
+template <int kLanes>
+AXRT_CPU_INLINE typename Simd<kLanes>::F halves_to_floats(typename Simd<kLanes>::U h) {
+  using F = typename Simd<kLanes>::F;
+  using I = typename Simd<kLanes>::I;
+  using U = typename Simd<kLanes>::U;
+  const U sign = (h & 0x8000u) << 16;
+  const U exponent = (h >> 10) & 0x1fu;
+  const U mantissa = h & 0x3ffu;
+  const U normal = sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);
+  const U special = sign | 0x7f800000u | (mantissa << 13);  // infinities and NaNs
+  // Zero and subnormals: mantissa x 2^-24, exact in f32.
+  const F tiny = __builtin_convertvector(reinterpret_cast<I>(mantissa), F) * 0x1p-24f;
+  const U subnormal = sign | reinterpret_cast<U>(tiny);
+  const U bits = exponent == 0u ? subnormal : (exponent == 0x1fu ? special : normal);
+  return reinterpret_cast<F>(bits);
+}
+
+// A group's f16 scales and packed u4 zero points (8 columns a word) for a
+// tile's columns.
+struct Int4Group {
+  const uint16_t* scales;
+  const uint32_t* zeros;
+};
+
+// Room for an Int4Group's zero-padded copy.
+struct Int4GroupCopy {
+  alignas(64) uint16_t scales[kTile];
+  alignas(64) uint32_t zeros[kTile / 8];
+};
+
+// Group g of `scales` (rows of N) and `qzeros` (rows of N / 8 words) for the
+// tile's columns: where they are for a whole tile, else copied into `copy`
+// with zeros past its columns, so that whole vectors can be read.
+AXRT_CPU_INLINE Int4Group int4_group(const uint16_t* scales, const uint32_t* qzeros, uint64_t N,
+                                     const Tile& tile, uint64_t g, Int4GroupCopy& copy) {
+  Int4Group group{scales + g * N + tile.n0, qzeros + g * (N / 8) + tile.n0 / 8};
+  if (tile.cols != kTile) {
+    std::memset(copy.scales, 0, sizeof copy.scales);
+    std::memset(copy.zeros, 0, sizeof copy.zeros);
+    std::memcpy(copy.scales, group.scales, sizeof(uint16_t) * tile.cols);
+    std::memcpy(copy.zeros, group.zeros, sizeof(uint32_t) * (tile.cols / 8));
+    group = {copy.scales, copy.zeros};
+  }
+  return group;
+}
+
 // c[MR][kNr] (row stride kTile) += a rows [0, MR) (row stride lda) . b-strip
 // over depth kc. The
 // register tile is MR rows by two vectors; a narrow build covers the kNr

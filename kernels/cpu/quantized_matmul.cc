@@ -190,24 +190,6 @@ AXRT_CPU_INLINE typename Simd<kLanes>::U nibbles(const uint32_t* __restrict word
   }
 }
 
-// IEEE binary16 bit patterns (in 32-bit lanes) to binary32, exactly.
-template <int kLanes>
-AXRT_CPU_INLINE typename Simd<kLanes>::F halves_to_floats(typename Simd<kLanes>::U h) {
-  using F = typename Simd<kLanes>::F;
-  using I = typename Simd<kLanes>::I;
-  using U = typename Simd<kLanes>::U;
-  const U sign = (h & 0x8000u) << 16;
-  const U exponent = (h >> 10) & 0x1fu;
-  const U mantissa = h & 0x3ffu;
-  const U normal = sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);
-  const U special = sign | 0x7f800000u | (mantissa << 13);  // infinities and NaNs
-  // Zero and subnormals: mantissa x 2^-24, exact in f32.
-  const F tiny = __builtin_convertvector(reinterpret_cast<I>(mantissa), F) * 0x1p-24f;
-  const U subnormal = sign | reinterpret_cast<U>(tiny);
-  const U bits = exponent == 0u ? subnormal : (exponent == 0x1fu ? special : normal);
-  return reinterpret_cast<F>(bits);
-}
-
 // The skinny path's int4 weights. Up to 4 rows decode each weight row in
 // registers and multiply it at once (fused); more rows decode blocks of
 // rows into a small f32 panel, columns in order and zero past the tile's,
@@ -241,19 +223,9 @@ struct Int4Rows {
   // tile's columns.
   template <int kLanes, int... V>
   AXRT_CPU_INLINE void load_group(uint64_t g, std::integer_sequence<int, V...>) const {
-    const uint16_t* scales = args.scales + g * args.N + tile.n0;
-    const uint32_t* zeros = args.qzeros + g * (args.N / 8) + tile.n0 / 8;
-    alignas(64) uint16_t scales_padded[kTile];
-    alignas(64) uint32_t zeros_padded[kTile / 8];
-    if (tile.cols != kTile) {
-      std::memset(scales_padded, 0, sizeof scales_padded);
-      std::memset(zeros_padded, 0, sizeof zeros_padded);
-      std::memcpy(scales_padded, scales, sizeof(uint16_t) * tile.cols);
-      std::memcpy(zeros_padded, zeros, sizeof(uint32_t) * (tile.cols / 8));
-      scales = scales_padded;
-      zeros = zeros_padded;
-    }
-    (group_vector<kLanes, V>(scales, zeros), ...);
+    Int4GroupCopy copy;
+    const Int4Group group = int4_group(args.scales, args.qzeros, args.N, tile, g, copy);
+    (group_vector<kLanes, V>(group.scales, group.zeros), ...);
   }
 
   template <int kLanes>

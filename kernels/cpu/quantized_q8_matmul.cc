@@ -167,24 +167,6 @@ AXRT_CPU_INLINE void quantize_rows(const float* x, uint64_t K, uint64_t G, int r
 // f32 update. The same code in every build, so that the f32 results are.
 // ---------------------------------------------------------------------------
 
-// IEEE binary16 bit patterns (in 32-bit lanes) to binary32, exactly (as in
-// quantized_matmul.cc).
-template <int kLanes>
-AXRT_CPU_INLINE typename Simd<kLanes>::F halves_to_floats(typename Simd<kLanes>::U h) {
-  using F = typename Simd<kLanes>::F;
-  using I = typename Simd<kLanes>::I;
-  using U = typename Simd<kLanes>::U;
-  const U sign = (h & 0x8000u) << 16;
-  const U exponent = (h >> 10) & 0x1fu;
-  const U mantissa = h & 0x3ffu;
-  const U normal = sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);
-  const U special = sign | 0x7f800000u | (mantissa << 13);
-  const F tiny = __builtin_convertvector(reinterpret_cast<I>(mantissa), F) * 0x1p-24f;
-  const U subnormal = sign | reinterpret_cast<U>(tiny);
-  const U bits = exponent == 0u ? subnormal : (exponent == 0x1fu ? special : normal);
-  return reinterpret_cast<F>(bits);
-}
-
 // s[n] and z[n] of group g for the tile's columns, 0 past them.
 template <int kLanes>
 AXRT_CPU_INLINE void load_group(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
@@ -192,18 +174,10 @@ AXRT_CPU_INLINE void load_group(const MatmulInt4Args& args, const Tile& tile, ui
   using H = typename Simd<kLanes>::H;
   using I = typename Simd<kLanes>::I;
   using U = typename Simd<kLanes>::U;
-  const uint16_t* scales = args.scales + g * args.N + tile.n0;
-  const uint32_t* zeros = args.qzeros + g * (args.N / 8) + tile.n0 / 8;
-  alignas(64) uint16_t scales_padded[kTile];
-  alignas(64) uint32_t zeros_padded[kTile / 8];
-  if (tile.cols != kTile) {
-    std::memset(scales_padded, 0, sizeof scales_padded);
-    std::memset(zeros_padded, 0, sizeof zeros_padded);
-    std::memcpy(scales_padded, scales, sizeof(uint16_t) * tile.cols);
-    std::memcpy(zeros_padded, zeros, sizeof(uint32_t) * (tile.cols / 8));
-    scales = scales_padded;
-    zeros = zeros_padded;
-  }
+  Int4GroupCopy copy;
+  const Int4Group group = int4_group(args.scales, args.qzeros, args.N, tile, g, copy);
+  const uint16_t* scales = group.scales;
+  const uint32_t* zeros = group.zeros;
   U lane{};
   for (int i = 0; i < kLanes; ++i) lane[i] = static_cast<uint32_t>(i);
 #pragma GCC unroll 16

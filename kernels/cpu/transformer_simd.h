@@ -15,11 +15,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/matmul_isa.h"
 
 namespace axrt::kernels::cpu::transformer {
 
@@ -27,50 +26,25 @@ namespace axrt::kernels::cpu::transformer {
 // Instruction sets
 // ---------------------------------------------------------------------------
 
-enum class Isa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+// The builds are the matmuls' (matmul_isa.h): one check of the CPU, one
+// reading of AXRT_CPU_ISA.
+using Isa = MatmulIsa;
 
 // The widest build run_transformer_isa may pick; tests lower it to run the
 // narrower builds on a CPU that has more.
 inline std::atomic<int> transformer_isa_limit{static_cast<int>(Isa::kAvx512)};
 
 // The widest build this CPU runs.
-inline Isa transformer_cpu_isa() {
-#if AXRT_CPU_HAVE_AVX2_BUILD
-  static const Isa isa = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")) {
-      return Isa::kAvx512;
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-    return Isa::kBaseline;
-  }();
-  return isa;
-#else
-  return Isa::kBaseline;
-#endif
-}
-
-// The cap the environment variable AXRT_CPU_ISA ("baseline", "avx2";
-// docs/kernels.md) sets, read once; none when unset or unknown.
-inline Isa transformer_environment_isa_limit() {
-  static const Isa limit = [] {
-    const char* value = std::getenv("AXRT_CPU_ISA");
-    if (value == nullptr) return Isa::kAvx512;
-    if (std::strcmp(value, "baseline") == 0) return Isa::kBaseline;
-    if (std::strcmp(value, "avx2") == 0) return Isa::kAvx2;
-    return Isa::kAvx512;
-  }();
-  return limit;
-}
+inline Isa transformer_cpu_isa() { return matmul_cpu_isa(); }
 
 // The build run_transformer_isa picks now: the widest the CPU runs, capped
-// by the environment, by force_baseline_isa (kernel_util.h) and by
+// by the environment variable AXRT_CPU_ISA ("baseline", "avx2";
+// docs/kernels.md), by force_baseline_isa (kernel_util.h) and by
 // transformer_isa_limit.
 inline Isa transformer_isa() {
   if (force_baseline_isa.load(std::memory_order_relaxed)) return Isa::kBaseline;
   int isa = static_cast<int>(transformer_cpu_isa());
-  isa = std::min(isa, static_cast<int>(transformer_environment_isa_limit()));
+  isa = std::min(isa, static_cast<int>(matmul_environment_isa_limit()));
   isa = std::min(isa, transformer_isa_limit.load(std::memory_order_relaxed));
   return static_cast<Isa>(isa);
 }

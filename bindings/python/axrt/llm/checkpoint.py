@@ -138,6 +138,3 @@ class Checkpoint:
         if name not in self._where:
             raise CheckpointError(f"{self.directory}: the checkpoint has no tensor '{name}'")
         return self._where[name].tensor(name)
-
-    def float64(self, name: str) -> np.ndarray:
-        return self.tensor(name).astype(np.float64)

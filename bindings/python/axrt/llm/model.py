@@ -81,24 +81,28 @@ class Session:
         ids = self.model._check_ids(token_ids)
         if ids.size == 0:
             raise ValueError("prefill needs at least one token")
+        return self._prefill(ids, chunk).numpy()[0]
+
+    def _prefill(self, ids: np.ndarray, chunk: Optional[int] = None):
+        """:meth:`prefill` of checked, non-empty int32 `ids`; the logits stay a tensor."""
         self._room(ids.size)
         cfg = self.model.config
         chunk = cfg.prefill_chunk if chunk is None else max(1, min(int(chunk), cfg.prefill_chunk))
-        logits = None
         for start in range(0, ids.size, chunk):
             part = ids[start:start + chunk]
             positions = np.arange(self.length, self.length + part.size, dtype=np.int32)
             logits = self.model._prefill(part, positions, self.block_table, self.model.kv_cache)
             self.length += part.size
-        return logits.numpy()[0]
+        return logits
 
     def decode(self, token_id: int) -> np.ndarray:
         """Appends one token; returns the logits after it, f32 ``[V]``."""
-        return self._decode(token_id).numpy()[0]
-
-    def _decode(self, token_id: int):
         self._room(1)
-        ids = self.model._check_ids([token_id])
+        return self._decode(self.model._check_ids([token_id])).numpy()[0]
+
+    def _decode(self, ids):
+        """:meth:`decode` of a checked int32 ``[1]`` token id (an array or a tensor), once
+        :meth:`_room` allowed it."""
         positions = np.array([self.length], np.int32)
         logits = self.model._decode(ids, positions, self.block_table, self.model.kv_cache)
         self.length += 1
@@ -200,17 +204,17 @@ class Model:
         if max_new_tokens == 0:
             return
         with self.session(total) as seq:
-            logits = None
-            last = seq.prefill(prompt)
-            # The prefill's logits come back as numpy; the sampler takes them as they are.
-            logits = last[None, :]
+            # The logits and the sampled token stay tensors from call to call;
+            # only the token comes back to the host.
+            logits = seq._prefill(prompt)
             for produced in range(max_new_tokens):
                 position = np.array([seq.length], np.int32)
-                token = int(self._sample(logits, *params, position).numpy()[0])
+                sampled = self._sample(logits, *params, position)
+                token = int(sampled.numpy()[0])
                 yield token
                 if token in stops or produced + 1 == max_new_tokens:
                     return
-                logits = seq._decode(token)
+                logits = seq._decode(sampled)
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
