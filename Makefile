@@ -82,6 +82,7 @@ bench: deps
 	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/matmul_vs_onnxruntime.py \
 	  --kernel-bench $(BENCH_DIR)/tests/bench/axrt_matmul_kernel_bench
 	@if python3 -c "import torch, transformers" 2>/dev/null; then \
+	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/serving_bench.py || exit 1; \
 	  echo PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py; \
 	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py \
 	    $(if $(LLAMA_CPP_SOURCE),--llama-cpp-source $(LLAMA_CPP_SOURCE)); \

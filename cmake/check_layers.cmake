@@ -17,6 +17,7 @@ set(layers
   "base/"
   "format/"
   "kernels/"
+  "serving/"
   "tools/axrt/"
   "bindings/python/"
   "examples/"
@@ -35,6 +36,8 @@ set(allowed_runtime/ "axrt/" "base/" "format/" "kernels/cpu/library.h" "runtime/
   "runtime/driver.h" "runtime/executable.h" "runtime/handle_table.h" "runtime/host_code.h"
   "runtime/instance.h" "runtime/kernel_library.h" "runtime/loader.h" "runtime/object.h"
   "runtime/tensor.h")
+# The serving engine is a client of the public API inside the library.
+set(allowed_serving/ "axrt/" "base/" "serving/")
 # The tool is a client of the public API that also reads files itself.
 set(allowed_tools/axrt/ "axrt/" "base/" "format/" "tools/axrt/")
 # Clients of the public API only.
@@ -46,7 +49,7 @@ set(allowed_fuzz/ "axrt/" "base/" "format/")
 
 # The project's top-level folders and the public header root: an include
 # that starts with one of these is the project's own.
-set(own_roots axrt base format kernels runtime tools bindings abi tests fuzz examples)
+set(own_roots axrt base format kernels runtime serving tools bindings abi tests fuzz examples)
 
 set(failures 0)
 foreach(layer IN LISTS layers)

@@ -10,9 +10,10 @@ debian_packages=(
 )
 # "module|pip requirement": the Python package (bindings/python) and its
 # tests. JAX on the CPU is what the DLPack interop tests exchange with;
-# tokenizers runs the text prompts of axrt.llm. torch and transformers, the
-# model path's references, are not installed: their outputs are committed
-# (tests/llm/README.md).
+# tokenizers runs the text prompts of axrt.llm; starlette, uvicorn and
+# prometheus_client its server, which the tests call with the openai client.
+# torch and transformers, the model path's references, are not installed:
+# their outputs are committed (tests/llm/README.md).
 python_packages=(
   "pybind11|pybind11>=2.10"
   "scikit_build_core|scikit-build-core>=0.8"
@@ -21,6 +22,10 @@ python_packages=(
   "pytest|pytest>=7"
   "jax|jax[cpu]"
   "tokenizers|tokenizers>=0.13"
+  "starlette|starlette>=0.37"
+  "uvicorn|uvicorn>=0.29"
+  "prometheus_client|prometheus-client>=0.19"
+  "openai|openai>=1.0"
 )
 
 missing=()

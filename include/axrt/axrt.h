@@ -54,6 +54,7 @@
 #include "axrt/format.h"
 #include "axrt/kernel_abi.h"
 #include "axrt/memory.h"
+#include "axrt/serving.h"
 #include "axrt/stream.h"
 
 /* DLPack exchange needs the system's <dlpack/dlpack.h>: included when the

@@ -11,6 +11,11 @@ TileScratch& tile_scratch() noexcept {
   return scratch;
 }
 
+DotScratch& dot_scratch() noexcept {
+  static thread_local DotScratch scratch;
+  return scratch;
+}
+
 void multiply_panel_baseline(const float* a, uint64_t lda, const float* b, float* c, int rows,
                              int strips, int kc) noexcept {
   multiply_panel_body<4>(a, lda, b, c, rows, strips, kc);

@@ -1,8 +1,10 @@
-// The quantized matmuls. Tiles of many rows dequantise a K panel of their
-// weight tile into the f32 strips of the shared tile engine (gemm.h) and
-// reuse its micro-kernel; tiles of at most 16 rows take the paths of
-// skinny_matmul.h, which widen int8 weights in registers, and decode int4
-// rows in registers (up to 4 rows, Int4Rows::fused) or into a small panel.
+// The quantized matmuls. int8 takes the dot products of skinny_matmul.h for
+// every tile, widening the weights in registers (batch-invariant, as
+// matmul.cc's [N, K] kinds). int4 and fp8 tiles of many rows dequantise a K
+// panel of their weight tile into the f32 strips of the shared tile engine
+// (gemm.h) and reuse its micro-kernel; int4 tiles of at most 16 rows decode
+// rows in registers (up to 4 rows, Int4Rows::fused) or into a small panel
+// for the k-major engine of skinny_matmul.h.
 // Layouts: docs/kernels.md and docs/format.md sections 5, 9.
 #include <cinttypes>
 #include <utility>
@@ -16,38 +18,20 @@ namespace axrt::kernels::cpu {
 namespace {
 
 // ---------------------------------------------------------------------------
-// int8, per output channel: W[k][n] = w[n][k] x scale[n]. The strips hold the
-// integer codes (exact in f32) and store_tile applies scale[n] once per
-// output, so the dequantisation is exact.
+// int8, per output channel: W[k][n] = w[n][k] x scale[n]. The dot products
+// take the integer codes (exact in f32) and store_tile applies scale[n] once
+// per output, so the dequantisation is exact.
 // ---------------------------------------------------------------------------
 
-struct PackInt8 {
-  const int8_t* w;
-  uint64_t K;
-  const Tile& tile;
-
-  template <int kLanes>
-  AXRT_CPU_INLINE void pack(uint64_t k0, int kc, float* __restrict b) const {
-    const auto decode = [](int, int8_t code) { return static_cast<float>(code); };
-    for (int j = 0; j < tile.strips; ++j) {
-      const int width = std::min(kNr, tile.cols - j * kNr);
-      transpose_rows(w + (tile.n0 + j * kNr) * K + k0, K, width, 0, kc, b + j * kKc * kNr,
-                     decode);
-    }
-  }
-};
-
+// Every tile, whatever its row count, takes the dot products of
+// skinny_nmajor_tile (one arithmetic for every output, as matmul.cc's
+// [N, K] kinds), then the scale.
 struct MatmulInt8Body {
   template <int kLanes>
   AXRT_CPU_INLINE static void run(const MatmulInt8Args* args, const Tile* tile,
-                                  TileScratch* scratch, const MatmulTuning* tuning) {
+                                  TileScratch* scratch) {
     for (int n = 0; n < tile->cols; ++n) scratch->column_scale[n] = args->scale[tile->n0 + n];
-    if (tile->rows <= kSkinnyMaxRows) {
-      skinny_nmajor_tile<kLanes>(args->x, args->w, args->K, *tile, *scratch);
-    } else {
-      const PackInt8 pack{args->w, args->K, *tile};
-      accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch, tuning->gemm);
-    }
+    skinny_nmajor_tile<kLanes>(args->x, args->w, args->K, *tile, *scratch);
     store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/true);
   }
 };
@@ -485,8 +469,7 @@ extern "C" axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,
   const auto* a = static_cast<const MatmulInt8Args*>(args);
   Tile tile;
   if (!locate_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
-  const MatmulIsa isa = matmul_isa();
-  run_matmul_isa<MatmulInt8Body>(isa, a, &tile, &tile_scratch(), &matmul_tuning(isa));
+  run_matmul_isa<MatmulInt8Body>(matmul_isa(), a, &tile, &tile_scratch());
   return AXRT_KERNEL_OK;
 }
 

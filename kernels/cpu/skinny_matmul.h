@@ -1,19 +1,27 @@
-// The small-row paths of the matmul kernels: tiles of at most
-// kSkinnyMaxRows rows (language-model decode, small batches), where the
-// weights are read once and the work is bound by memory, not arithmetic.
+// The dot-product and small-row paths of the matmul kernels.
 //
 // Two engines, by weight layout:
-//   - k-major weights (f32 [K, N], AWQ and GPTQ int4): W arrives a row of 64
-//     columns at a time. f32 rows are read in place; int4 rows are decoded
-//     in registers (up to 4 x rows, quantized_matmul.cc) or into a small f32
-//     panel in L1 first. A register tile of up to 6 (or 12) rows x 64 (or
-//     32) columns accumulates x[m][k] W[k][:] over k.
-//   - n-major weights (bf16 and int8 [N, K]): each output is a dot product
-//     of an x row with a weight row. Up to 8 weight rows are widened in
-//     registers and multiplied against up to 4 x rows, one accumulator per
-//     (row, column) pair, reduced across lanes at the end.
+//   - k-major weights (f32 [K, N], AWQ and GPTQ int4), for tiles of at most
+//     kSkinnyMaxRows rows (language-model decode, small batches), where the
+//     weights are read once and the work is bound by memory, not
+//     arithmetic: W arrives a row of 64 columns at a time. f32 rows are read
+//     in place; int4 rows are decoded in registers (up to 4 x rows,
+//     quantized_matmul.cc) or into a small f32 panel in L1 first. A
+//     register tile of up to 6 (or 12) rows x 64 (or 32) columns
+//     accumulates x[m][k] W[k][:] over k.
+//   - n-major weights (f32, bf16 and int8 [N, K]), for every tile of those
+//     kernels: each output is a dot product of an x row with a weight row.
+//     Up to 8 weight rows are widened in registers and multiplied against
+//     up to 4 x rows (6 in K blocks), one accumulator per (row, column)
+//     pair, reduced across lanes at the end.
 // Both accumulate in f32 in registers and write the 64-column f32 tile
 // TileScratch::c, which store_tile turns into y.
+//
+// The n-major engine is batch-invariant: each row of y depends only on that
+// row of x, the weights and the bias: the same bits whatever M and whatever
+// the other rows (within one build: AVX-512, AVX2 or baseline). Every
+// output takes the same operations in the same order whatever the tile's
+// row count, the register block (MR x NC) and the K blocks (DotSpan).
 #ifndef AXRT_KERNELS_CPU_SKINNY_MATMUL_H_
 #define AXRT_KERNELS_CPU_SKINNY_MATMUL_H_
 
@@ -319,7 +327,7 @@ AXRT_CPU_INLINE float lane_sum(typename Simd<kLanes>::F v) {
   return lanes[0];
 }
 
-// Weight rows per register block for MR x rows: at most 24 (AVX-512) or 8
+// Weight rows per register block for MR x rows: at most 24 (AVX-512) or 12
 // (16 registers) accumulators, leaving room for the widened weights.
 template <int kLanes>
 constexpr int dot_columns(int rows) {
@@ -331,6 +339,45 @@ constexpr int dot_columns(int rows) {
 }
 inline constexpr int kDotMaxRows = 4;
 
+// Tiles of up to kSkinnyMaxRows rows, and those whose block of weight rows
+// (8 or 4) over all of K is at most this size, read x and the weights in
+// place, over all of K at once; the others take K in blocks (below).
+inline constexpr uint64_t kDotInPlaceBytes = 32 * 1024;
+
+// The other tiles take K in blocks of kDotDepth values. The block's x rows
+// (128 KiB, for L2) and a few weight rows at a time (for L1) are copied
+// first: rows whose stride is a multiple of 4 KiB would share cache sets.
+inline constexpr uint64_t kDotDepth = 512;
+static_assert(kDotDepth % 64 == 0);
+
+// One thread's working memory for those tiles (400 KiB).
+struct DotScratch {
+  // Each output's lane accumulators between K blocks: (row m, column n) at
+  // lanes + (m kTile + n) kLanes.
+  alignas(64) float lanes[kTile * kTile * 16];
+  // The K block of the tile's x rows, row stride kDotDepth.
+  alignas(64) float x[kTile * kDotDepth];
+  // The K block of up to 8 weight rows (of any T), row stride kDotDepth.
+  alignas(64) unsigned char w[8 * kDotDepth * sizeof(float)];
+};
+
+// The calling thread's DotScratch (allocated on its first use).
+DotScratch& dot_scratch() noexcept;
+
+// The run of K that one call of the dot products covers: `count` values
+// from where the row pointers point. Only the last run of an output may
+// end off a multiple of 16; the others leave their lane accumulators in
+// `saved`, where the next run picks them up. Each output's arithmetic is
+// thus the same as in one run over all of K: the same fused multiply-adds
+// into the same lanes in the same order, then the same reduction and the
+// same scalar tail.
+struct DotSpan {
+  uint64_t count;
+  bool first;    // the accumulators start at zero, else from `saved`
+  bool last;     // reduce them, else leave them in `saved`
+  float* saved;  // (row m, column c) of a block at saved + (m kTile + c) kLanes
+};
+
 // acc[m][c] += x rows [at, at + kLanes) x widened w rows [at, at + kLanes).
 template <int kLanes, int MR, int NC, class T>
 AXRT_CPU_INLINE void dot_step(typename Simd<kLanes>::F (&acc)[MR][NC], const float* const* xr,
@@ -339,7 +386,7 @@ AXRT_CPU_INLINE void dot_step(typename Simd<kLanes>::F (&acc)[MR][NC], const flo
   F wv[NC];
 #pragma GCC unroll 8
   for (int c = 0; c < NC; ++c) wv[c] = Widen<kLanes, T>::load(wr[c] + at);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     const F xv = load_vector<F>(xr[m] + at);
 #pragma GCC unroll 8
@@ -351,7 +398,8 @@ AXRT_CPU_INLINE void dot_step(typename Simd<kLanes>::F (&acc)[MR][NC], const flo
 // The dot products of the AVX2 and AVX-512 builds, with the widening loads
 // the generic vectors do not produce (GCC splits those conversions into
 // several instructions, or into scalar code for int8). Out of line, so
-// that their instruction set is their own.
+// that their instruction set is their own. Every multiply-add is fused,
+// the scalar tail's too, whatever the contraction flags.
 
 // 16 weights as floats, exactly: f32 as they are, int8 sign-extended, bf16
 // shifted into the top half (the zero-masked forms: GCC's unmasked ones warn
@@ -389,7 +437,7 @@ template <int MR, int NC, class T>
   __m512 wv[NC];
 #pragma GCC unroll 8
   for (int c = 0; c < NC; ++c) wv[c] = widen_x16(wr[c] + at);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     const __m512 xv = _mm512_loadu_ps(xr[m] + at);
 #pragma GCC unroll 8
@@ -397,26 +445,41 @@ template <int MR, int NC, class T>
   }
 }
 
-template <int MR, int NC, class T>
+template <int MR, int NC, bool kStream, class T>
 [[gnu::noinline, gnu::target(AXRT_CPU_AVX512_TARGET)]] void dot_x16(const float* const* xr,
                                                                     const T* const* wr,
-                                                                    uint64_t K, float* out) {
+                                                                    const DotSpan& span,
+                                                                    float* out) {
   constexpr int kLine = 64 / static_cast<int>(sizeof(T));  // elements per cache line
   __m512 acc[MR][NC];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) acc[m][c] = _mm512_setzero_ps();
+    for (int c = 0; c < NC; ++c) {
+      acc[m][c] =
+          span.first ? _mm512_setzero_ps() : _mm512_load_ps(span.saved + (m * kTile + c) * 16);
+    }
   }
+  const uint64_t K = span.count;
   uint64_t k = 0;
-  for (; k + kLine <= K; k += kLine) {
+  if constexpr (kStream) {
+    for (; k + kLine <= K; k += kLine) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
+      for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
 #pragma GCC unroll 4
-    for (int s = 0; s < kLine; s += 16) dot_step_x16<MR, NC>(acc, xr, wr, k + s);
+      for (int s = 0; s < kLine; s += 16) dot_step_x16<MR, NC>(acc, xr, wr, k + s);
+    }
   }
   for (; k + 16 <= K; k += 16) dot_step_x16<MR, NC>(acc, xr, wr, k);
-#pragma GCC unroll 4
+  if (!span.last) {
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) _mm512_store_ps(span.saved + (m * kTile + c) * 16, acc[m][c]);
+    }
+    return;
+  }
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
@@ -427,7 +490,9 @@ template <int MR, int NC, class T>
           _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
       const __m128 eighth = _mm_add_ps(quarter, _mm_movehl_ps(quarter, quarter));
       float sum = _mm_cvtss_f32(_mm_add_ss(eighth, _mm_shuffle_ps(eighth, eighth, 1)));
-      for (uint64_t t = k; t < K; ++t) sum += xr[m][t] * Widen<16, T>::scalar(wr[c][t]);
+      for (uint64_t t = k; t < K; ++t) {
+        sum = __builtin_fmaf(xr[m][t], Widen<16, T>::scalar(wr[c][t]), sum);
+      }
       out[m * NC + c] = sum;
     }
   }
@@ -439,7 +504,7 @@ template <int MR, int NC, class T>
   __m256 wv[NC];
 #pragma GCC unroll 8
   for (int c = 0; c < NC; ++c) wv[c] = widen_x8(wr[c] + at);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
     const __m256 xv = _mm256_loadu_ps(xr[m] + at);
 #pragma GCC unroll 8
@@ -447,25 +512,39 @@ template <int MR, int NC, class T>
   }
 }
 
-template <int MR, int NC, class T>
+template <int MR, int NC, bool kStream, class T>
 [[gnu::noinline, gnu::target("avx2,fma")]] void dot_x8(const float* const* xr, const T* const* wr,
-                                                       uint64_t K, float* out) {
+                                                       const DotSpan& span, float* out) {
   constexpr int kLine = 64 / static_cast<int>(sizeof(T));
   __m256 acc[MR][NC];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) acc[m][c] = _mm256_setzero_ps();
+    for (int c = 0; c < NC; ++c) {
+      acc[m][c] =
+          span.first ? _mm256_setzero_ps() : _mm256_load_ps(span.saved + (m * kTile + c) * 8);
+    }
   }
+  const uint64_t K = span.count;
   uint64_t k = 0;
-  for (; k + kLine <= K; k += kLine) {
+  if constexpr (kStream) {
+    for (; k + kLine <= K; k += kLine) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
+      for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
 #pragma GCC unroll 8
-    for (int s = 0; s < kLine; s += 8) dot_step_x8<MR, NC>(acc, xr, wr, k + s);
+      for (int s = 0; s < kLine; s += 8) dot_step_x8<MR, NC>(acc, xr, wr, k + s);
+    }
   }
   for (; k + 8 <= K; k += 8) dot_step_x8<MR, NC>(acc, xr, wr, k);
-#pragma GCC unroll 4
+  if (!span.last) {
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) _mm256_store_ps(span.saved + (m * kTile + c) * 8, acc[m][c]);
+    }
+    return;
+  }
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
@@ -474,38 +553,54 @@ template <int MR, int NC, class T>
                                      _mm256_extractf128_ps(acc[m][c], 1));
       const __m128 quarter = _mm_add_ps(half, _mm_movehl_ps(half, half));
       float sum = _mm_cvtss_f32(_mm_add_ss(quarter, _mm_shuffle_ps(quarter, quarter, 1)));
-      for (uint64_t t = k; t < K; ++t) sum += xr[m][t] * Widen<8, T>::scalar(wr[c][t]);
+      for (uint64_t t = k; t < K; ++t) {
+        sum = __builtin_fmaf(xr[m][t], Widen<8, T>::scalar(wr[c][t]), sum);
+      }
       out[m * NC + c] = sum;
     }
   }
 }
 #endif
 
-// out[m][c] = sum_k x_rows[m][k] w_rows[c][k] over k in [0, K), in generic
-// vectors (the baseline build).
-template <int kLanes, int MR, int NC, class T>
-AXRT_CPU_INLINE void dot_block_generic(const float* const* xr, const T* const* wr, uint64_t K,
-                                       float (&out)[MR][NC]) {
+// out[m][c] = sum_k x_rows[m][k] w_rows[c][k] over the span, in generic
+// vectors: the baseline build (no FMA on x86-64, so nothing to contract;
+// elsewhere the vector and the scalar multiply-adds are contracted alike).
+template <int kLanes, int MR, int NC, bool kStream, class T>
+AXRT_CPU_INLINE void dot_block_generic(const float* const* xr, const T* const* wr,
+                                       const DotSpan& span, float (&out)[MR][NC]) {
   using F = typename Simd<kLanes>::F;
   // Each pass of the outer loop reads one cache line of every weight row.
   constexpr int kLine = 64 / static_cast<int>(sizeof(T)) > kLanes ? 64 / static_cast<int>(sizeof(T))
                                                                   : kLanes;
   constexpr uint64_t kAhead = 8 * kLine;  // prefetch distance, in elements
   F acc[MR][NC];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) acc[m][c] = F{};
+    for (int c = 0; c < NC; ++c) {
+      acc[m][c] = span.first ? F{} : load_vector<F>(span.saved + (m * kTile + c) * kLanes);
+    }
   }
+  const uint64_t K = span.count;
   uint64_t k = 0;
-  for (; k + kLine <= K; k += kLine) {
+  if constexpr (kStream) {
+    for (; k + kLine <= K; k += kLine) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + kAhead);
+      for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + kAhead);
 #pragma GCC unroll 16
-    for (int s = 0; s < kLine; s += kLanes) dot_step<kLanes, MR, NC, T>(acc, xr, wr, k + s);
+      for (int s = 0; s < kLine; s += kLanes) dot_step<kLanes, MR, NC, T>(acc, xr, wr, k + s);
+    }
   }
   for (; k + kLanes <= K; k += kLanes) dot_step<kLanes, MR, NC, T>(acc, xr, wr, k);
-#pragma GCC unroll 4
+  if (!span.last) {
+#pragma GCC unroll 8
+    for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) store_vector(span.saved + (m * kTile + c) * kLanes, acc[m][c]);
+    }
+    return;
+  }
+#pragma GCC unroll 8
   for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
@@ -516,68 +611,205 @@ AXRT_CPU_INLINE void dot_block_generic(const float* const* xr, const T* const* w
   }
 }
 
-// out[m][c] = sum_k x_rows[m][k] w_rows[c][k] over k in [0, K).
-template <int kLanes, int MR, int NC, class T>
-AXRT_CPU_INLINE void dot_block(const float* const* xr, const T* const* wr, uint64_t K,
+// out[m][c] = sum_k x_rows[m][k] w_rows[c][k] over the span (written by
+// the last span only). kStream: the weight rows come from memory, so they
+// are prefetched ahead (the instructions cost load slots where the rows
+// are in L1 already).
+template <int kLanes, int MR, int NC, bool kStream, class T>
+AXRT_CPU_INLINE void dot_block(const float* const* xr, const T* const* wr, const DotSpan& span,
                                float (&out)[MR][NC]) {
 #if AXRT_CPU_HAVE_AVX2_BUILD
   if constexpr (kLanes == 16) {
-    dot_x16<MR, NC>(xr, wr, K, &out[0][0]);
+    dot_x16<MR, NC, kStream>(xr, wr, span, &out[0][0]);
   } else if constexpr (kLanes == 8) {
-    dot_x8<MR, NC>(xr, wr, K, &out[0][0]);
+    dot_x8<MR, NC, kStream>(xr, wr, span, &out[0][0]);
   } else {
-    dot_block_generic<kLanes, MR, NC>(xr, wr, K, out);
+    dot_block_generic<kLanes, MR, NC, kStream>(xr, wr, span, out);
   }
 #else
-  dot_block_generic<kLanes, MR, NC>(xr, wr, K, out);
+  dot_block_generic<kLanes, MR, NC, kStream>(xr, wr, span, out);
 #endif
 }
 
-// scratch.c rows [m0, m0 + MR) x columns [n_begin, n_end) = x rows . w rows
-// of those tile columns.
-template <int kLanes, int MR, class T>
-AXRT_CPU_INLINE void dot_rows(const float* x, const T* w, uint64_t K, const Tile& tile, int m0,
-                              int n_begin, int n_end, float* c) {
+// Rows of x and weight rows (columns) of a span, each at the span's first k.
+template <class T>
+struct DotOperands {
+  const float* x;  // row 0
+  uint64_t ldx;
+  const T* w;  // the weight row of column 0
+  uint64_t ldw;
+  int cols;  // weight rows [0, cols)
+};
+
+// c rows [m0, m0 + MR) x columns [n_begin, n_end) (row stride kTile) =
+// x rows . weight rows over the span; span.saved points at the
+// accumulators of (row 0, column 0).
+template <int kLanes, int MR, bool kStream, class T>
+AXRT_CPU_INLINE void dot_rows(const DotOperands<T>& op, int m0, int n_begin, int n_end,
+                              const DotSpan& span, float* c) {
   constexpr int NC = dot_columns<kLanes>(MR);
   const float* x_rows[MR];
-#pragma GCC unroll 4
-  for (int m = 0; m < MR; ++m) x_rows[m] = x + (tile.m0 + m0 + m) * K;
+#pragma GCC unroll 8
+  for (int m = 0; m < MR; ++m) x_rows[m] = op.x + (m0 + m) * op.ldx;
   for (int n = n_begin; n < n_end; n += NC) {
-    // A last block past the tile's columns repeats its last column.
+    // A last block past the columns repeats the last one.
     const T* w_rows[NC];
 #pragma GCC unroll 8
-    for (int j = 0; j < NC; ++j) {
-      w_rows[j] = w + (tile.n0 + std::min(n + j, tile.cols - 1)) * K;
-    }
+    for (int j = 0; j < NC; ++j) w_rows[j] = op.w + std::min(n + j, op.cols - 1) * op.ldw;
+    DotSpan block = span;
+    if (!(span.first && span.last)) block.saved = span.saved + (m0 * kTile + n) * kLanes;
     float out[MR][NC];
-    dot_block<kLanes, MR, NC>(x_rows, w_rows, K, out);
-    const int width = std::min(NC, tile.cols - n);
-#pragma GCC unroll 4
+    dot_block<kLanes, MR, NC, kStream>(x_rows, w_rows, block, out);
+    if (!span.last) continue;
+    const int width = std::min(NC, op.cols - n);
+#pragma GCC unroll 8
     for (int m = 0; m < MR; ++m) {
       for (int j = 0; j < width; ++j) c[(m0 + m) * kTile + n + j] = out[m][j];
     }
   }
 }
 
-// scratch.c = the tile's rows of x times w^T, w [N, K] of T. Up to
-// kDotMaxRows rows stream every weight row once. More rows take the tile's
-// columns a block of weight rows at a time, and every group of x rows uses
-// the block before the next: the block is read from memory once, then from
-// cache.
+// c rows [m0, m0 + rows) x columns [n_begin, n_end) over the span, rows
+// at most kGroup (4: weight rows streamed from memory; 6: blocks in L1,
+// where the loads per multiply-add decide).
+template <int kLanes, int kGroup, bool kStream, class T>
+AXRT_CPU_INLINE void dot_group(const DotOperands<T>& op, int m0, int rows, int n_begin, int n_end,
+                               const DotSpan& span, float* c) {
+  static_assert(kGroup == 4 || kGroup == 6);
+  switch (rows) {
+    case 1: dot_rows<kLanes, 1, kStream>(op, m0, n_begin, n_end, span, c); break;
+    case 2: dot_rows<kLanes, 2, kStream>(op, m0, n_begin, n_end, span, c); break;
+    case 3: dot_rows<kLanes, 3, kStream>(op, m0, n_begin, n_end, span, c); break;
+    case 4: dot_rows<kLanes, 4, kStream>(op, m0, n_begin, n_end, span, c); break;
+    default:
+      if constexpr (kGroup == 6) {
+        if (rows == 5) {
+          dot_rows<kLanes, 5, kStream>(op, m0, n_begin, n_end, span, c);
+        } else {
+          dot_rows<kLanes, 6, kStream>(op, m0, n_begin, n_end, span, c);
+        }
+      }
+      break;
+  }
+}
+
+// Rows of lines to fetch into L2 a few at a time, in row order: `rows`
+// rows of `bytes` bytes, `stride` bytes apart.
+struct LinePrefetch {
+  const char* base = nullptr;
+  uint64_t stride = 0;
+  uint64_t bytes = 0;
+  int rows = 0;
+  int row = 0;
+  uint64_t offset = 0;
+
+  // The next `lines` lines (fewer at the end).
+  AXRT_CPU_INLINE void issue(int lines) {
+    for (; lines > 0 && row < rows; --lines) {
+      __builtin_prefetch(base + row * stride + offset, 0, 2);
+      offset += 64;
+      if (offset >= bytes) {
+        offset = 0;
+        ++row;
+      }
+    }
+  }
+  AXRT_CPU_INLINE int lines() const { return rows * static_cast<int>((bytes + 63) / 64); }
+};
+
+// Copies `bytes` bytes a 64-byte line at a time (a memcpy of a run-time
+// length becomes a slow generic loop here).
+AXRT_CPU_INLINE void copy_lines(void* __restrict dst, const void* __restrict src,
+                                uint64_t bytes) {
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  uint64_t i = 0;
+  for (; i + 64 <= bytes; i += 64) std::memcpy(d + i, s + i, 64);
+  for (; i < bytes; ++i) d[i] = s[i];
+}
+
+// scratch.c = the tile's rows of x times w^T, w [N, K] of T: every output a
+// dot product of its x row and its weight row, computed the same way
+// whatever the tile's row count and wherever the row lies in it (DotSpan),
+// so that a row's result does not depend on M.
+//
+// Up to kDotMaxRows rows stream every weight row once, over all of K. More
+// rows take a block of weight rows at a time (8 on AVX-512, 4 otherwise),
+// which every group of 4 x rows uses before the next: over all of K for up
+// to kSkinnyMaxRows rows or when the block fits L1 (kDotInPlaceBytes), else
+// a K block of kDotDepth at a time, with the K block's x rows and weight
+// rows copied first and groups of 6 x rows. The weights are read from
+// memory once either way.
 template <int kLanes, class T>
 AXRT_CPU_INLINE void skinny_nmajor_tile(const float* x, const T* w, uint64_t K, const Tile& tile,
                                         TileScratch& scratch) {
   // A multiple of every dot_columns().
   constexpr int kBlock = dot_columns<kLanes>(1);
-  const int step = tile.rows <= kDotMaxRows ? tile.cols : kBlock;
-  for (int n = 0; n < tile.cols; n += step) {
-    const int n_end = std::min(tile.cols, n + step);
-    for (int m0 = 0; m0 < tile.rows; m0 += kDotMaxRows) {
-      switch (std::min(kDotMaxRows, tile.rows - m0)) {
-        case 1: dot_rows<kLanes, 1>(x, w, K, tile, m0, n, n_end, scratch.c); break;
-        case 2: dot_rows<kLanes, 2>(x, w, K, tile, m0, n, n_end, scratch.c); break;
-        case 3: dot_rows<kLanes, 3>(x, w, K, tile, m0, n, n_end, scratch.c); break;
-        default: dot_rows<kLanes, 4>(x, w, K, tile, m0, n, n_end, scratch.c); break;
+  const DotOperands<T> in_place{x + tile.m0 * K, K, w + tile.n0 * K, K, tile.cols};
+  const DotSpan all_of_k{K, true, true, nullptr};
+  if (tile.rows <= kDotMaxRows) {
+    dot_group<kLanes, kDotMaxRows, true>(in_place, 0, tile.rows, 0, tile.cols, all_of_k,
+                                         scratch.c);
+    return;
+  }
+  if (tile.rows <= kSkinnyMaxRows || kBlock * K * sizeof(T) <= kDotInPlaceBytes) {
+    const int groups = (tile.rows + kDotMaxRows - 1) / kDotMaxRows;
+    for (int n = 0; n < tile.cols; n += kBlock) {
+      // The first group of rows streams the block of weight rows from
+      // memory, the others find it in L1: meanwhile the next block comes
+      // into L2, a share before each of those groups, so that the reads
+      // from memory overlap the multiply-adds.
+      LinePrefetch next;
+      if (n + kBlock < tile.cols) {
+        next = {reinterpret_cast<const char*>(w + (tile.n0 + n + kBlock) * K), sizeof(T) * K,
+                sizeof(T) * K, std::min(kBlock, tile.cols - n - kBlock)};
+      }
+      const int share = groups > 1 ? (next.lines() + groups - 2) / (groups - 1) : 0;
+      for (int m0 = 0; m0 < tile.rows; m0 += kDotMaxRows) {
+        if (m0 != 0) next.issue(share);
+        dot_group<kLanes, kDotMaxRows, true>(in_place, m0, std::min(kDotMaxRows, tile.rows - m0),
+                                             n, std::min(tile.cols, n + kBlock), all_of_k,
+                                             scratch.c);
+      }
+    }
+    return;
+  }
+  static_assert(sizeof(DotScratch::w) >= kBlock * kDotDepth * sizeof(T));
+  DotScratch& dot = dot_scratch();
+  T* const w_block = reinterpret_cast<T*>(dot.w);
+  const int blocks = (tile.cols + kBlock - 1) / kBlock;
+  constexpr int kGroup = 6;
+  const int groups = (tile.rows + kGroup - 1) / kGroup;
+  for (uint64_t k0 = 0; k0 < K; k0 += kDotDepth) {
+    const uint64_t depth = std::min(kDotDepth, K - k0);
+    const bool last = k0 + depth == K;
+    for (int m = 0; m < tile.rows; ++m) {
+      copy_lines(dot.x + m * kDotDepth, x + (tile.m0 + m) * K + k0, sizeof(float) * depth);
+    }
+    for (int b = 0; b < blocks; ++b) {
+      const int n = b * kBlock;
+      const int width = std::min(kBlock, tile.cols - n);
+      for (int j = 0; j < width; ++j) {
+        copy_lines(w_block + j * kDotDepth, w + (tile.n0 + n + j) * K + k0, sizeof(T) * depth);
+      }
+      // The next block of weight rows into L2 while this one is multiplied,
+      // a share before each group of rows (more at once stall on the misses
+      // in flight).
+      LinePrefetch next;
+      if (b + 1 < blocks || !last) {
+        const uint64_t k_next = b + 1 < blocks ? k0 : k0 + kDotDepth;
+        const int n_next = b + 1 < blocks ? n + kBlock : 0;
+        next = {reinterpret_cast<const char*>(w + (tile.n0 + n_next) * K + k_next),
+                sizeof(T) * K, sizeof(T) * std::min(kDotDepth, K - k_next),
+                std::min(kBlock, tile.cols - n_next)};
+      }
+      const int share = (next.lines() + groups - 1) / groups;
+      const DotOperands<T> op{dot.x, kDotDepth, w_block, kDotDepth, width};
+      const DotSpan span{depth, k0 == 0, last, dot.lanes + n * kLanes};
+      for (int m0 = 0; m0 < tile.rows; m0 += kGroup) {
+        next.issue(share);
+        dot_group<kLanes, kGroup, false>(op, m0, std::min(kGroup, tile.rows - m0), 0, width,
+                                         span, scratch.c + n);
       }
     }
   }

@@ -543,6 +543,28 @@ def run_rounds(engines: List[Engine], prompts: Dict[int, List[int]], decode_prom
 # ---------------------------------------------------------------------------
 
 
+
+def prepare_checkpoint(tool: str, model_dir: Path) -> Tuple[bool, Optional[dict]]:
+    """Whether torch and transformers import (said in the log), and the checkpoint's
+    configuration, building the checkpoint in `model_dir` first when it is not there; None
+    when it is not there and cannot be built."""
+    try:
+        import torch
+        import transformers
+        have_transformers = True
+        log(f"torch {torch.__version__}, transformers {transformers.__version__}")
+    except ImportError as error:
+        have_transformers = False
+        log(f"transformers side: skipped ({error})")
+
+    if not checkpoint_ready(model_dir):
+        if not have_transformers:
+            log(f"{tool}: building the checkpoint needs torch and transformers; skipped")
+            return have_transformers, None
+        log(f"building the checkpoint (seed {SEED}) in {model_dir}")
+        build_checkpoint(model_dir)
+    return have_transformers, json.loads((model_dir / "config.json").read_text())
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2, help="threads for every engine (default 2)")
@@ -578,22 +600,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log(f"llm_bench: {cpu}, {cpus} CPUs, {threads} threads; Python {platform.python_version()}, "
         f"numpy {np.__version__}; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
-    try:
-        import torch
-        import transformers
-        have_transformers = True
-        log(f"torch {torch.__version__}, transformers {transformers.__version__}")
-    except ImportError as error:
-        have_transformers = False
-        log(f"transformers side: skipped ({error})")
-
-    if not checkpoint_ready(model_dir):
-        if not have_transformers:
-            log("llm_bench: building the checkpoint needs torch and transformers; skipped")
-            return 0
-        log(f"building the checkpoint (seed {SEED}) in {model_dir}")
-        build_checkpoint(model_dir)
-    config = json.loads((model_dir / "config.json").read_text())
+    have_transformers, config = prepare_checkpoint("llm_bench", model_dir)
+    if config is None:
+        return 0
     matrices, output = matrix_weights(config)
     log(f"checkpoint: {model_dir}: {matrices / 1e6:.1f} M weights in the projections "
         f"({output / 1e6:.1f} M of them the output projection), plus "

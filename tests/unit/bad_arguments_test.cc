@@ -2609,3 +2609,48 @@ TEST_CASE("every AXRT_API function has a bad-argument case",
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// The serving engine (its lifecycle over a stand-in model is
+// serving_engine_test.cc; the real model's is tests/python/test_serving_*.py)
+// ---------------------------------------------------------------------------
+
+namespace {
+void IgnoreEvent(void*, const axrt_engine_event_t*) {}
+}  // namespace
+
+BAD_ARGUMENTS(axrt_engine_create) {
+  WalkExecutable walk(*this);
+  axrt_engine_t engine = nullptr;
+  axrt_engine_options_t options = AXRT_ENGINE_OPTIONS_INIT;
+  options.callback = &IgnoreEvent;
+  EXPECT_INVALID(axrt_engine_create(nullptr, &options, &engine), "NULL");
+  EXPECT_INVALID(axrt_engine_create(walk.executable, nullptr, &engine), "NULL");
+  EXPECT_INVALID(axrt_engine_create(walk.executable, &options, nullptr), "NULL");
+  options.struct_size = 4;
+  EXPECT_INVALID(axrt_engine_create(walk.executable, &options, &engine), "struct_size");
+  options.struct_size = sizeof options;
+  options.callback = nullptr;
+  EXPECT_INVALID(axrt_engine_create(walk.executable, &options, &engine), "callback");
+  options.callback = &IgnoreEvent;
+  EXPECT_INVALID(axrt_engine_create(walk.executable, &options, &engine), "no `step` function");
+  CHECK(engine == nullptr);
+}
+
+BAD_ARGUMENTS(axrt_engine_add_request) {
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  EXPECT_INVALID(axrt_engine_add_request(nullptr, &request), "NULL");
+}
+
+BAD_ARGUMENTS(axrt_engine_cancel) {
+  EXPECT_INVALID(axrt_engine_cancel(nullptr, 1), "NULL");
+}
+
+BAD_ARGUMENTS(axrt_engine_query_stats) {
+  axrt_engine_stats_t stats = AXRT_ENGINE_STATS_INIT;
+  EXPECT_INVALID(axrt_engine_query_stats(nullptr, &stats), "NULL");
+}
+
+BAD_ARGUMENTS(axrt_engine_destroy) {
+  axrt_engine_destroy(nullptr);  // a no-op
+}

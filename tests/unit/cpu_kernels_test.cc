@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -1211,7 +1213,7 @@ TEST_CASE("the bf16 matmul widens every bf16 value exactly") {
   const std::vector<float> bias(N, 0.0f);
   for (MatmulIsa isa : matmul_isas()) {
     MatmulIsaScope scope(isa);
-    for (uint64_t M : {K, 3 * K}) {  // the small-row path and the tile engine
+    for (uint64_t M : {K, 3 * K}) {  // tiles of 12 and of 36 rows
       INFO(matmul_isa_name() << " M = " << M);
       std::vector<float> x(M * K, 0.0f);
       for (uint64_t m = 0; m < M; ++m) x[m * K + m % K] = 1.0f;
@@ -1233,6 +1235,108 @@ TEST_CASE("the bf16 matmul widens every bf16 value exactly") {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Batch invariance of the [N, K] matmuls (docs/kernels.md): each row of y
+// has the same bits whatever M and whatever the other rows, within a build
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// y (M rows) of an [N, K] matmul whose weight arguments `weights` sets,
+// every workgroup of the grid run on several threads.
+std::vector<float> run_nk_matmul(const char* kernel,
+                                 const std::function<void(ArgBlock&)>& weights,
+                                 const std::vector<float>& x, const std::vector<float>& bias,
+                                 uint64_t M, uint64_t N, uint64_t K) {
+  std::vector<float> y = output_buffer(M * N);
+  ArgBlock args(find_kernel(kernel));
+  args.buffer("x", x.data())
+      .buffer("bias", bias.data())
+      .buffer("y", y.data())
+      .u64("M", M)
+      .u64("N", N)
+      .u64("K", K);
+  weights(args);
+  const Outcome outcome = dispatch(args, matmul_grid(M, N), Order::kThreaded);
+  INFO("message: " << outcome.message);
+  REQUIRE(outcome.code == AXRT_KERNEL_OK);
+  check_guard(y, M * N);
+  return y;
+}
+
+// One x row alone (M = 1), then copies of it among random rows at several
+// positions (different tiles, row groups within a tile, last partial
+// tiles) for each M of `Ms`: every copy's row of y must have the bits of
+// the M = 1 row.
+void check_batch_invariance(const char* kernel, const std::function<void(ArgBlock&)>& weights,
+                            uint64_t N, uint64_t K, std::initializer_list<uint64_t> Ms) {
+  const std::vector<float> bias = random_floats(N, -1.0f, 1.0f, 301);
+  const std::vector<float> row = random_floats(K, -1.0f, 1.0f, 302 + static_cast<uint32_t>(K));
+  const std::vector<float> alone = run_nk_matmul(kernel, weights, row, bias, 1, N, K);
+  for (uint64_t M : Ms) {
+    if (!runs_in_this_build(Shape{M, N, K})) continue;
+    std::vector<float> x = random_floats(M * K, -1.0f, 1.0f, 303 + static_cast<uint32_t>(M));
+    std::set<uint64_t> positions;
+    for (uint64_t p : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4},
+                       uint64_t{5}, M / 2, M * 5 / 7, uint64_t{64}, uint64_t{65},
+                       uint64_t{130}, M - 1}) {
+      if (p < M) positions.insert(p);
+    }
+    for (uint64_t p : positions) std::copy(row.begin(), row.end(), x.begin() + p * K);
+    const std::vector<float> y = run_nk_matmul(kernel, weights, x, bias, M, N, K);
+    for (uint64_t p : positions) {
+      INFO(kernel << " " << matmul_isa_name() << " N = " << N << " K = " << K << " M = " << M
+                  << ": row " << p);
+      REQUIRE(std::memcmp(y.data() + p * N, alone.data(), sizeof(float) * N) == 0);
+    }
+  }
+}
+
+// Every build; N not a multiple of 64; K with a tail past its last 16 (200,
+// 1100, `long_k`) or without (768). `long_k` makes every build's tiles of
+// more than 16 rows take K in blocks (a block of 8 or 4 weight rows over
+// all of K above 32 KiB), with fewer M.
+template <class Body>
+void for_each_invariance_case(uint64_t long_k, Body&& body) {
+  const std::initializer_list<uint64_t> all = {2, 5, 16, 17, 63, 64, 65, 200, 512};
+  const std::initializer_list<uint64_t> some = {5, 17, 64, 65};
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
+    body(100, 200, all);
+    body(72, 768, all);
+    body(100, 1100, all);
+    body(72, long_k, some);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("axrt_matmul_f32_nk is batch-invariant") {
+  for_each_invariance_case(2100, [](uint64_t N, uint64_t K, auto Ms) {
+    const std::vector<float> w = random_floats(N * K, -1.0f, 1.0f, 311);
+    check_batch_invariance(
+        "axrt_matmul_f32_nk", [&](ArgBlock& args) { args.buffer("w", w.data()); }, N, K, Ms);
+  });
+}
+
+TEST_CASE("axrt_matmul_bf16_f32 is batch-invariant") {
+  for_each_invariance_case(4200, [](uint64_t N, uint64_t K, auto Ms) {
+    const Bf16Weights q = round_bf16(random_weights(K, N, 312), N, K);
+    check_batch_invariance(
+        "axrt_matmul_bf16_f32", [&](ArgBlock& args) { args.buffer("w", q.w.data()); }, N, K, Ms);
+  });
+}
+
+TEST_CASE("axrt_matmul_int8_pc_f32 is batch-invariant") {
+  for_each_invariance_case(8300, [](uint64_t N, uint64_t K, auto Ms) {
+    const Int8Weights q = quantize_int8(random_weights(K, N, 313), N, K);
+    check_batch_invariance(
+        "axrt_matmul_int8_pc_f32",
+        [&](ArgBlock& args) { args.buffer("w", q.w.data()).buffer("scale", q.scale.data()); }, N,
+        K, Ms);
+  });
 }
 
 TEST_CASE("GPTQ v1 stores z - 1 where v2 stores z") {

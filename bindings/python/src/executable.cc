@@ -192,6 +192,7 @@ class Executable {
   }
 
   const std::shared_ptr<Device>& device() const { return device_; }
+  axrt_executable_t handle() const { return handle_.get(); }
   const axrt_executable_info_t& info() const { return info_; }
   const std::vector<std::shared_ptr<Function>>& functions() const { return functions_; }
 
@@ -313,6 +314,10 @@ py::object load(py::object source, py::object device, bool allow_native_code, bo
 }
 
 }  // namespace
+
+axrt_executable_t executable_handle(const py::object& executable) {
+  return executable.cast<const Executable&>().handle();
+}
 
 void init_executable(py::module_& m) {
   py::class_<Function, std::shared_ptr<Function>>(m, "Function", R"doc(

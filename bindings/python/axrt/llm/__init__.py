@@ -2,6 +2,7 @@
 
     python -m axrt.llm convert HF_DIR model.axe --weights int4
     python -m axrt.llm generate model.axe --prompt-ids 1,2,3 --max-new-tokens 16
+    python -m axrt.llm serve model.axe --port 8000     # OpenAI-compatible (axrt.llm.server)
 
     import axrt.llm
     model = axrt.llm.load("model.axe")
@@ -9,17 +10,26 @@
     for token in model.stream([1, 2, 3], 16, temperature=0.8, top_p=0.9, seed=1):
         print(token)
 
-See docs/llm.md.
+    with axrt.llm.Engine("model.axe") as engine:                # continuous batching
+        outputs = engine.generate([[1, 2, 3], [4, 5]], max_tokens=16)
+
+See docs/llm.md and docs/serving.md.
 """
 from .config import ModelConfig, UnsupportedModelError
 from .convert import WEIGHT_MODES, convert
+from .engine import AsyncRequest, Engine, Request, RequestError, TokenEvent
 from .model import BlockAllocator, Model, Session, load
 
 __all__ = [
+    "AsyncRequest",
     "BlockAllocator",
+    "Engine",
     "Model",
     "ModelConfig",
+    "Request",
+    "RequestError",
     "Session",
+    "TokenEvent",
     "UnsupportedModelError",
     "WEIGHT_MODES",
     "convert",

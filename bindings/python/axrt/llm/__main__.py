@@ -1,7 +1,9 @@
-"""The axrt.llm command line: ``python -m axrt.llm {convert,generate} ...`` (docs/llm.md)."""
+"""The axrt.llm command line: ``python -m axrt.llm {convert,generate,serve} ...`` (docs/llm.md,
+docs/serving.md)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from typing import List, Optional
@@ -54,7 +56,62 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
     generate.add_argument("--stats", action="store_true",
                           help="print timing to standard error")
+
+    serve = commands.add_parser("serve", help="serve a converted model over HTTP "
+                                "(OpenAI-compatible completions API)")
+    serve.add_argument("model", help="the .axe file")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--api-key", default=None,
+                       help="require 'Authorization: Bearer KEY' on every endpoint but /health")
+    serve.add_argument("--model-name", default=None,
+                       help="the model's name in the API (default: the file name without .axe)")
+    serve.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
+    cache = serve.add_mutually_exclusive_group()
+    cache.add_argument("--num-blocks", type=int, default=0, help="KV-cache blocks")
+    cache.add_argument("--kv-cache-bytes", type=int, default=0,
+                       help="KV-cache size in bytes (default: enough for --max-running "
+                            "sequences of the longest length)")
+    serve.add_argument("--max-running", type=int, default=0,
+                       help="most requests running at once (default: the model's bound)")
+    serve.add_argument("--max-waiting", type=int, default=0,
+                       help="most requests waiting; more get 503 (default 0: no limit)")
+    serve.add_argument("--max-step-tokens", type=int, default=0,
+                       help="most tokens one engine step runs (default: the model's bound)")
+    serve.add_argument("--no-chunked-prefill", action="store_true",
+                       help="prefill each prompt in one step")
+    serve.add_argument("--no-prefix-caching", action="store_true",
+                       help="never share KV blocks between requests")
+    serve.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                       help="larger request bodies get 413 (default 1 MiB)")
+    serve.add_argument("--log-level", default="info",
+                       choices=["critical", "error", "warning", "info", "debug"],
+                       help="uvicorn's log level (default info: one line per request)")
     return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .server import serve
+
+    # SIGTERM ends the process the way SIGINT does: the server shuts down,
+    # the engine closes, the exit status is 0.
+    def terminate(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        serve(args.model, host=args.host, port=args.port, device=args.device,
+              api_key=args.api_key, model_name=args.model_name,
+              max_body_bytes=args.max_body_bytes, log_level=args.log_level,
+              num_blocks=args.num_blocks, kv_cache_bytes=args.kv_cache_bytes,
+              max_running=args.max_running, max_waiting=args.max_waiting,
+              max_step_tokens=args.max_step_tokens,
+              chunked_prefill=not args.no_chunked_prefill,
+              prefix_caching=not args.no_prefix_caching)
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -80,6 +137,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                   f"context {config.max_context} "
                   f"({time.perf_counter() - start:.1f} s)")
             return 0
+        if args.command == "serve":
+            return _serve(args)
 
         model = load(args.model, args.device)
         if args.prompt is not None:

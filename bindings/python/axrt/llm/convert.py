@@ -307,7 +307,7 @@ class _Converter:
             lm_head = self.linear("lm_head", [head_name], [])
         inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
 
-        for fn in ("prefill", "decode"):
+        for fn in ("prefill", "decode", "step"):
             self.program(fn, embed, embed_kernel, layers, final_norm, lm_head, inv_freq)
         self.sampler()
 
@@ -324,13 +324,26 @@ class _Converter:
         nh, nkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
         prefill = which == "prefill"
-        rows_max = cfg.prefill_chunk if prefill else cfg.max_batch
-        n = "T" if prefill else "B"
+        # `step` (the serving engine's, docs/serving.md): any mix of tokens of
+        # any sequences, each with its own row of block table, attended one
+        # token at a time like decode; logits only of the rows `logit_rows`
+        # names. Every kernel computes a token's values from that token's
+        # inputs alone, in an order that does not depend on the others, so a
+        # sequence's logits do not depend on what it is batched with.
+        step = which == "step"
+        rows_max = {"prefill": cfg.prefill_chunk, "decode": cfg.max_batch,
+                    "step": max(cfg.prefill_chunk, cfg.max_batch)}[which]
+        n = "T" if which != "decode" else "B"
         cache_shape = [cfg.num_layers, 2, "NB", nkv, BS, D]
         inputs = [("tokens", "int32", [n]), ("positions", "int32", [n]),
-                  ("block_table" if prefill else "block_tables", "int32", [1 if prefill else n, MBS]),
-                  ("kv_cache", "float32", cache_shape)]
-        outputs = [("logits", "float32", [1 if prefill else n, V])]
+                  ("block_table" if prefill else "block_tables", "int32", [1 if prefill else n, MBS])]
+        if step:
+            inputs.append(("logit_rows", "int32", ["S"]))
+        inputs.append(("kv_cache", "float32", cache_shape))
+        outputs = [("logits", "float32", [1 if prefill else ("S" if step else n), V])]
+        symbols = {n: rows_max, "NB": 1 << 24}
+        if step:
+            symbols["S"] = cfg.max_batch
 
         # The arena: each activation at its largest, 64-byte aligned.
         sizes = dict(h=rows_max * H, xn=rows_max * H, qkv=rows_max * QKV, attn=rows_max * nh * D,
@@ -340,8 +353,7 @@ class _Converter:
         for key, count in sizes.items():
             offsets[key] = arena
             arena += (count * _F32 + 63) // 64 * 64
-        f = self.b.function(which, inputs, outputs,
-                            symbols={n: rows_max, "NB": 1 << 24}, arena_size=arena,
+        f = self.b.function(which, inputs, outputs, symbols=symbols, arena_size=arena,
                             mutable=("kv_cache",))
 
         def buf(key: str):
@@ -349,7 +361,9 @@ class _Converter:
 
         rows = f.sym(n)
         nb = f.sym("NB")
-        tokens, positions, tables, cache = (f.input(i) for i in range(4))
+        tokens, positions, tables = (f.input(i) for i in range(3))
+        logit_rows = f.input(3) if step else None
+        cache = f.input(4 if step else 3)
         logits = f.output(0)
 
         def matmul(lin: _Linear, x, y, m) -> None:
@@ -398,6 +412,14 @@ class _Converter:
             f.copy(buf("h"), buf("last"), H * _F32, src_offset=(rows - 1) * (H * _F32))
             rmsnorm(buf("last"), final_norm, buf("last_n"), 1)
             matmul(lm_head, buf("last_n"), logits, 1)
+        elif step:
+            # The rows that need logits, gathered (an embedding lookup into
+            # the hidden rows), normed, projected.
+            selected = f.sym("S")
+            f.dispatch(self.kernel("axrt_embedding_f32"), [selected],
+                       [logit_rows, buf("h"), buf("xn"), selected, H, rows])
+            rmsnorm(buf("xn"), final_norm, buf("tmp"), selected)
+            matmul(lm_head, buf("tmp"), logits, selected)
         else:
             rmsnorm(buf("h"), final_norm, buf("xn"), rows)
             matmul(lm_head, buf("xn"), logits, rows)

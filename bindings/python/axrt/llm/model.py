@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -10,6 +10,48 @@ from .. import _axrt
 from .config import METADATA_KEY, TOKENIZER_KEY, ModelConfig, UnsupportedModelError
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def read_model(executable) -> Tuple[ModelConfig, Optional[str]]:
+    """The :class:`ModelConfig` and the tokenizer.json (or None) of a converted model."""
+    metadata = executable.metadata
+    if METADATA_KEY not in metadata:
+        raise UnsupportedModelError(f"{executable.name} is not a model converted by "
+                                    "axrt.llm (its metadata has no model configuration)")
+    return ModelConfig.from_json(metadata[METADATA_KEY]), metadata.get(TOKENIZER_KEY)
+
+
+def make_tokenizer(tokenizer_json: Optional[str]):
+    """A ``tokenizers.Tokenizer`` of `tokenizer_json`, or None when there is none."""
+    if tokenizer_json is None:
+        return None
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(tokenizer_json)
+
+
+def check_token_ids(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
+    """`token_ids` as int32 ``[n]``; ValueError unless they are integers in ``[0, vocab_size)``."""
+    if isinstance(token_ids, (str, bytes)):
+        raise ValueError("token ids must be a sequence of integers, not a string")
+    ids = np.asarray(list(token_ids) if not isinstance(token_ids, np.ndarray) else token_ids)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise ValueError("token ids must be a sequence of integers")
+    ids = ids.astype(np.int64)
+    bad = ids[(ids < 0) | (ids >= vocab_size)]
+    if bad.size:
+        raise ValueError(f"token id {int(bad[0])} is outside the vocabulary [0, {vocab_size})")
+    return ids.astype(np.int32)
+
+
+def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+    """ValueError unless the sampling options are ones :meth:`Model.stream` takes."""
+    if not (temperature >= 0 and np.isfinite(temperature)):
+        raise ValueError(f"temperature must be finite and >= 0, not {temperature}")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0: all tokens), not {top_k}")
+    if not (0 < top_p <= 1):
+        raise ValueError(f"top_p must be in (0, 1], not {top_p}")
 
 
 class BlockAllocator:
@@ -121,12 +163,8 @@ class Model:
 
     def __init__(self, executable, num_blocks: Optional[int] = None) -> None:
         self.executable = executable
-        metadata = executable.metadata
-        if METADATA_KEY not in metadata:
-            raise UnsupportedModelError(f"{executable.name} is not a model converted by "
-                                        "axrt.llm (its metadata has no model configuration)")
-        self.config = cfg = ModelConfig.from_json(metadata[METADATA_KEY])
-        self.tokenizer_json = metadata.get(TOKENIZER_KEY)
+        self.config, self.tokenizer_json = read_model(executable)
+        cfg = self.config
         self._tokenizer = None
         self._prefill = executable["prefill"]
         self._decode = executable["decode"]
@@ -146,34 +184,19 @@ class Model:
 
     @property
     def tokenizer(self):
-        if self._tokenizer is None and self.tokenizer_json is not None:
-            from tokenizers import Tokenizer
-
-            self._tokenizer = Tokenizer.from_str(self.tokenizer_json)
+        if self._tokenizer is None:
+            self._tokenizer = make_tokenizer(self.tokenizer_json)
         return self._tokenizer
 
     def _check_ids(self, token_ids: Sequence[int]) -> np.ndarray:
-        ids = np.asarray(list(token_ids) if not isinstance(token_ids, np.ndarray) else token_ids)
-        if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
-            raise ValueError("token ids must be a sequence of integers")
-        ids = ids.astype(np.int64)
-        bad = ids[(ids < 0) | (ids >= self.config.vocab_size)]
-        if bad.size:
-            raise ValueError(f"token id {int(bad[0])} is outside the vocabulary "
-                             f"[0, {self.config.vocab_size})")
-        return ids.astype(np.int32)
+        return check_token_ids(token_ids, self.config.vocab_size)
 
     def session(self, capacity: Optional[int] = None) -> Session:
         """A new sequence holding up to `capacity` tokens (default: the model's context)."""
         return Session(self, self.config.max_context if capacity is None else int(capacity))
 
     def _sampler_inputs(self, temperature: float, top_k: int, top_p: float, seed: int):
-        if temperature < 0 or not np.isfinite(temperature):
-            raise ValueError(f"temperature must be finite and >= 0, not {temperature}")
-        if top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0: all tokens), not {top_k}")
-        if not (0 < top_p <= 1):
-            raise ValueError(f"top_p must be in (0, 1], not {top_p}")
+        check_sampling(temperature, top_k, top_p)
         return (np.array([temperature], np.float32), np.array([top_k], np.int32),
                 np.array([top_p], np.float32),
                 np.array([int(seed) & 0xFFFFFFFFFFFFFFFF], np.uint64))

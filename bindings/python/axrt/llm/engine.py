@@ -1,0 +1,537 @@
+"""The serving engine from Python: :class:`Engine`, :class:`Request`, :class:`TokenEvent`.
+
+Many generation requests over one model, scheduled step by step by the C++
+engine (``include/axrt/serving.h``, docs/serving.md). This module owns one
+dispatcher thread per engine that polls the engine's events and hands each
+to the request it belongs to: a queue for :meth:`Engine.submit`, the
+asyncio loop for :meth:`Engine.stream` and :meth:`Engine.submit_async`.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List,
+                    Optional, Sequence, Tuple, Union)
+
+import numpy as np
+
+from .. import _axrt
+from .model import Model, check_sampling, check_token_ids, make_tokenizer, read_model
+
+if TYPE_CHECKING:
+    from .model import PathLike
+
+Prompt = Union[str, Sequence[int], np.ndarray]
+
+#: The most alternatives a request may ask for (AXRT_ENGINE_MAX_TOP_LOGPROBS).
+MAX_TOP_LOGPROBS = 20
+
+# How long the dispatcher waits for events before it looks whether the engine
+# was closed.
+_POLL_SECONDS = 0.25
+
+
+class RequestError(RuntimeError):
+    """A request ended with an error of the engine (the device failed); the message says how."""
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One event of a request: a generated token, its end, or both.
+
+    `token` is -1 when the event carries none (a request cancelled or
+    failed between tokens); `index` is the token's place among the
+    request's generated tokens. `finish_reason` is None until the last
+    event, which has one of ``"stop"`` (a stop id was generated; it is this
+    event's token), ``"length"`` (``max_tokens`` reached), ``"cancelled"``.
+    `logprob` and `top_logprobs` (``[(token, logprob)]``, most likely first)
+    are there when the request asked for log-probabilities, `logits`
+    (float32 ``[V]``) when it asked for logits. `prompt_tokens` and
+    `cached_tokens` (how many of them the prefix cache supplied) are set on
+    a request's first event, 0 on the others.
+    """
+
+    token: int
+    index: int
+    finish_reason: Optional[str] = None
+    logprob: Optional[float] = None
+    top_logprobs: Optional[List[Tuple[int, float]]] = None
+    logits: Optional[np.ndarray] = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass
+class _Finished:
+    """The last message of a request whose engine event was an error."""
+
+    message: str
+
+
+def _event(raw: tuple) -> Union[TokenEvent, _Finished]:
+    (_, token, index, finish, error, logits, logprob, top, prompt_tokens, cached) = raw
+    if finish == "error":
+        return _Finished(error or "the engine failed")
+    return TokenEvent(int(token), int(index), finish, logprob,
+                      None if top is None else [(int(t), float(p)) for t, p in top],
+                      logits, int(prompt_tokens), int(cached))
+
+
+class _Guard:
+    """The low-level engine behind a lock, so that no call races its close (which frees it).
+
+    Reentrant: a handle's finalizer may run (and cancel) on a thread that
+    holds the lock.
+    """
+
+    def __init__(self, low) -> None:
+        self.low = low
+        self.lock = threading.RLock()
+        self.closed = False
+
+    def add_request(self, *args, **kwargs) -> None:
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the engine is closed")
+            self.low.add_request(*args, **kwargs)
+
+    def cancel(self, request_id: int) -> bool:
+        with self.lock:
+            if self.closed:
+                return False
+            try:
+                return bool(self.low.cancel(request_id))
+            except Exception:  # the engine failed; its requests end anyway
+                return False
+
+    def stats(self) -> Dict[str, Any]:
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the engine is closed")
+            return dict(self.low.stats())
+
+    def close(self) -> None:
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                self.low.close()
+
+
+class _Handle:
+    """What :class:`Request` and :class:`AsyncRequest` share."""
+
+    def __init__(self, engine: "Engine", request_id: int, prompt: np.ndarray) -> None:
+        self.id = request_id
+        self.prompt = prompt
+        #: The generated tokens received so far.
+        self.tokens: List[int] = []
+        #: None while the request runs; then ``"stop"``, ``"length"`` or ``"cancelled"``
+        #: (``"error"`` when :class:`RequestError` was raised).
+        self.finish_reason: Optional[str] = None
+        self.prompt_tokens = int(prompt.size)
+        #: How many prompt tokens the prefix cache supplied.
+        self.cached_tokens = 0
+        self._guard = engine._guard
+        # A handle dropped before its request ends cancels it, so that its KV
+        # blocks come back.
+        self._finalizer = weakref.finalize(self, self._guard.cancel, request_id)
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+    def cancel(self) -> bool:
+        """Ends the request (its last event has finish_reason ``"cancelled"``); False when it
+        had already finished."""
+        return not self.done and self._guard.cancel(self.id)
+
+    def _take(self, item: Union[TokenEvent, _Finished]) -> TokenEvent:
+        if isinstance(item, _Finished):
+            self.finish_reason = "error"
+            self._finalizer.detach()
+            raise RequestError(f"request {self.id}: {item.message}")
+        if item.prompt_tokens:
+            self.cached_tokens = item.cached_tokens
+        if item.token >= 0:
+            self.tokens.append(item.token)
+        if item.finish_reason is not None:
+            self.finish_reason = item.finish_reason
+            self._finalizer.detach()
+        return item
+
+
+class Request(_Handle):
+    """A request submitted by :meth:`Engine.submit`.
+
+    Iterating it blocks for each :class:`TokenEvent` in order, up to and
+    including the last (the one with a `finish_reason`); one consumer at a
+    time (a loop left early can be taken up again). :meth:`result` waits for
+    the end. An engine error raises :class:`RequestError` from both.
+    Dropping the handle before the end cancels the request.
+    """
+
+    def __init__(self, engine: "Engine", request_id: int, prompt: np.ndarray,
+                 events: "queue.SimpleQueue") -> None:
+        super().__init__(engine, request_id, prompt)
+        self._events = events
+
+    def __iter__(self) -> Iterator[TokenEvent]:
+        while not self.done:
+            yield self._take(self._events.get())
+
+    def result(self, timeout: Optional[float] = None) -> List[int]:
+        """The generated tokens, once the request has ended (``finish_reason`` says why).
+
+        `timeout` (seconds): TimeoutError when the request has not ended by then.
+        """
+        while not self.done:
+            try:
+                item = self._events.get(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"request {self.id} has not finished after {timeout} s") \
+                    from None
+            self._take(item)
+        return list(self.tokens)
+
+
+class AsyncRequest(_Handle):
+    """A request submitted by :meth:`Engine.submit_async`: an async iterator of
+    :class:`TokenEvent` on the loop that submitted it.
+
+    Consumers that stop early should :meth:`cancel` it (:meth:`Engine.stream`
+    does so itself); dropping the handle before the end cancels it too.
+    """
+
+    def __init__(self, engine: "Engine", request_id: int, prompt: np.ndarray,
+                 events: "asyncio.Queue") -> None:
+        super().__init__(engine, request_id, prompt)
+        self._events = events
+
+    def __aiter__(self) -> "AsyncRequest":
+        return self
+
+    async def __anext__(self) -> TokenEvent:
+        if self.done:
+            raise StopAsyncIteration
+        return self._take(await self._events.get())
+
+    async def result(self) -> List[int]:
+        """The generated tokens, once the request has ended."""
+        async for _ in self:
+            pass
+        return list(self.tokens)
+
+
+def _dispatch(guard: _Guard, sinks: Dict[int, Callable], closed: threading.Event) -> None:
+    """The dispatcher thread: routes every event to its request's sink until the engine is
+    closed and its last events are drained. Holds no reference to the :class:`Engine`."""
+
+    def route(events: List[tuple]) -> None:
+        for raw in events:
+            rid = raw[0]
+            sink = sinks.get(rid) if raw[3] is None else sinks.pop(rid, None)
+            if sink is None:
+                continue
+            try:
+                sink(_event(raw))
+            except Exception:
+                # The consumer is gone (its event loop closed): nobody will
+                # read the request, so end it.
+                sinks.pop(rid, None)
+                guard.cancel(rid)
+
+    low = guard.low
+    while True:
+        events = low.poll(_POLL_SECONDS)
+        if events:
+            route(events)
+        elif closed.is_set():
+            # close() has returned, so every remaining event is queued.
+            while True:
+                events = low.poll(0)
+                if not events:
+                    break
+                route(events)
+            break
+    # Requests that never got their last event (none should) end cancelled.
+    for rid in list(sinks):
+        sink = sinks.pop(rid, None)
+        if sink is not None:
+            try:
+                sink(TokenEvent(-1, 0, "cancelled"))
+            except Exception:
+                pass
+
+
+def _close(guard: _Guard, closed: threading.Event, thread: threading.Thread) -> None:
+    guard.close()
+    closed.set()
+    if thread is not threading.current_thread():
+        thread.join()
+
+
+class Engine:
+    """Continuous batching of many requests over one model (docs/serving.md).
+
+    `model`: a converted ``.axe`` (loaded onto `device`) or a loaded
+    :class:`Model` (its executable is shared; its own KV cache is not used).
+    Options, all passed to the C++ engine:
+
+    - `num_blocks`: KV-cache blocks; or `kv_cache_bytes`, the cache's size;
+      neither: enough for `max_running` sequences of the longest length.
+    - `max_step_tokens`: most tokens one step runs (0: the model's bound).
+    - `max_running`: most sequences running at once (0: the model's bound).
+    - `max_waiting`: most requests waiting; more are refused with
+      ``axrt.UnavailableError`` (0: no limit).
+    - `chunked_prefill`: split long prompts over several steps.
+    - `prefix_caching`: share the KV blocks of identical prompt prefixes.
+
+    One dispatcher thread delivers the events. :meth:`close` (or leaving a
+    ``with`` block) cancels what is left and stops it.
+    """
+
+    def __init__(self, model: Union["PathLike", Model], device=None, *, num_blocks: int = 0,
+                 kv_cache_bytes: int = 0, max_step_tokens: int = 0, max_running: int = 0,
+                 max_waiting: int = 0, chunked_prefill: bool = True,
+                 prefix_caching: bool = True) -> None:
+        if isinstance(model, Model):
+            if device is not None:
+                raise ValueError("device applies to a path; a Model is already loaded")
+            executable, self.config = model.executable, model.config
+            self.tokenizer_json = model.tokenizer_json
+            self._tokenizer = model._tokenizer
+        else:
+            executable = _axrt.load(os.fspath(model), device)
+            self.config, self.tokenizer_json = read_model(executable)
+            self._tokenizer = None
+        self.executable = executable
+        self._low = _axrt.Engine(executable, num_blocks=int(num_blocks),
+                                 kv_cache_bytes=int(kv_cache_bytes),
+                                 max_step_tokens=int(max_step_tokens),
+                                 max_running=int(max_running), max_waiting=int(max_waiting),
+                                 chunked_prefill=bool(chunked_prefill),
+                                 prefix_caching=bool(prefix_caching))
+        self._guard = _Guard(self._low)
+        self._ids = itertools.count(1)
+        self._sinks: Dict[int, Callable] = {}
+        self._closed = threading.Event()
+        self._closing = False
+        self._thread = threading.Thread(target=_dispatch, args=(self._guard, self._sinks,
+                                                                self._closed),
+                                        name="axrt-engine-events", daemon=True)
+        self._thread.start()
+        # Closes the engine when this object goes away, and at exit.
+        self._finalizer = weakref.finalize(self, _close, self._guard, self._closed, self._thread)
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def device(self):
+        return self.executable.device
+
+    @property
+    def vocab_size(self) -> int:
+        return self._low.vocab_size
+
+    @property
+    def max_context(self) -> int:
+        """The longest sequence: prompt + max_tokens may not exceed it."""
+        return min(self.config.max_context, self._low.max_context)
+
+    @property
+    def block_size(self) -> int:
+        return self._low.block_size
+
+    @property
+    def tokenizer(self):
+        """The model's ``tokenizers.Tokenizer``, or None when the file carries none or the
+        tokenizers package is missing (prompts are then token ids)."""
+        if self._tokenizer is None and self.tokenizer_json is not None:
+            try:
+                self._tokenizer = make_tokenizer(self.tokenizer_json)
+            except ImportError:
+                self.tokenizer_json = None
+        return self._tokenizer
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    # -- requests --------------------------------------------------------------------------
+
+    def encode(self, prompt: Prompt) -> np.ndarray:
+        """`prompt` as int32 token ids: a string through the tokenizer, or token ids checked
+        against the vocabulary. ValueError when it cannot be."""
+        if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise ValueError("the model carries no tokenizer (or the tokenizers package is "
+                                 "missing): give the prompt as token ids")
+            try:
+                prompt.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"the prompt is not valid Unicode: {e.reason} at character "
+                                 f"{e.start}") from None
+            ids = np.asarray(self.tokenizer.encode(prompt).ids, np.int32)
+        else:
+            ids = check_token_ids(prompt, self.config.vocab_size)
+        if ids.size == 0:
+            raise ValueError("the prompt needs at least one token")
+        return ids
+
+    def _check(self, prompt: Prompt, max_tokens: int, temperature: float, top_k: int,
+               top_p: float, stop_ids: Optional[Iterable[int]],
+               logprobs: Optional[int]) -> Tuple[np.ndarray, Tuple[int, ...]]:
+        ids = self.encode(prompt)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
+            raise ValueError(f"max_tokens must be an integer, not {max_tokens!r}")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be at least 1, not {max_tokens}")
+        total = ids.size + int(max_tokens)
+        if total > self.max_context:
+            raise ValueError(f"prompt ({ids.size} tokens) + max_tokens ({max_tokens}) = {total} "
+                             f"exceeds the model's context of {self.max_context}")
+        check_sampling(float(temperature), int(top_k), float(top_p))
+        if logprobs is not None and not 0 <= int(logprobs) <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"logprobs must be in [0, {MAX_TOP_LOGPROBS}], not {logprobs}")
+        stops = tuple(self.config.eos_token_ids if stop_ids is None
+                      else check_token_ids(list(stop_ids), self.config.vocab_size).tolist())
+        return ids, stops
+
+    def _add(self, sink: Callable, prompt: Prompt, max_tokens: int, temperature: float,
+             top_k: int, top_p: float, seed: int, stop_ids: Optional[Iterable[int]],
+             logprobs: Optional[int], logits: bool) -> Tuple[int, np.ndarray]:
+        ids, stops = self._check(prompt, max_tokens, temperature, top_k, top_p, stop_ids,
+                                 logprobs)
+        if self._closing:
+            raise RuntimeError("the engine is closed")
+        rid = next(self._ids)
+        self._sinks[rid] = sink
+        try:
+            self._guard.add_request(rid, ids, int(max_tokens), stop_ids=stops,
+                                  temperature=float(temperature), top_k=int(top_k),
+                                  top_p=float(top_p), seed=int(seed) & 0xFFFFFFFFFFFFFFFF,
+                                  logits=bool(logits), logprobs=logprobs is not None,
+                                  top_logprobs=int(logprobs or 0))
+        except BaseException:
+            self._sinks.pop(rid, None)
+            raise
+        return rid, ids
+
+    def _cancel(self, request_id: int) -> bool:
+        return self._guard.cancel(request_id)
+
+    def submit(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
+               top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+               stop_ids: Optional[Iterable[int]] = None, logprobs: Optional[int] = None,
+               logits: bool = False) -> Request:
+        """Queues one request; returns its :class:`Request` at once.
+
+        `prompt`: token ids, or a string when the model carries a tokenizer.
+        Greedy when `temperature` is 0; else sampled from softmax(logits /
+        temperature) over the `top_k` most likely tokens (0: all), then the
+        smallest set reaching probability `top_p`, reproducibly for a given
+        `seed`. Ends after `max_tokens` tokens or after one of `stop_ids`
+        (default: the model's end-of-sequence ids; ``()`` for none).
+        `logprobs`: None, or the number of alternatives (0 to 20) each event
+        carries beside the token's own log-probability; `logits`: events
+        carry the logits too.
+
+        Raises ValueError for a bad request (nothing is queued),
+        ``axrt.UnavailableError`` when ``max_waiting`` requests already wait.
+        """
+        events: "queue.SimpleQueue" = queue.SimpleQueue()
+        rid, ids = self._add(events.put, prompt, max_tokens, temperature, top_k, top_p, seed,
+                             stop_ids, logprobs, logits)
+        return Request(self, rid, ids, events)
+
+    def submit_async(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
+                     top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                     stop_ids: Optional[Iterable[int]] = None, logprobs: Optional[int] = None,
+                     logits: bool = False) -> AsyncRequest:
+        """:meth:`submit` for asyncio: called in a running loop, returns an
+        :class:`AsyncRequest` whose events arrive on that loop. Errors are raised here,
+        before anything is queued."""
+        loop = asyncio.get_running_loop()
+        events: "asyncio.Queue" = asyncio.Queue()
+
+        def sink(event, put=events.put_nowait, call=loop.call_soon_threadsafe) -> None:
+            call(put, event)
+
+        rid, ids = self._add(sink, prompt, max_tokens, temperature, top_k, top_p, seed,
+                             stop_ids, logprobs, logits)
+        return AsyncRequest(self, rid, ids, events)
+
+    async def stream(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
+                     top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                     stop_ids: Optional[Iterable[int]] = None, logprobs: Optional[int] = None,
+                     logits: bool = False) -> AsyncIterator[TokenEvent]:
+        """Yields the request's :class:`TokenEvent` as they come (see :meth:`submit`).
+
+        A consumer that stops early (``aclose()``, ``break`` followed by the
+        generator's finalization, a cancelled task) cancels the request, so
+        its KV blocks return to the pool.
+        """
+        request = self.submit_async(prompt, max_tokens, temperature=temperature, top_k=top_k,
+                                    top_p=top_p, seed=seed, stop_ids=stop_ids,
+                                    logprobs=logprobs, logits=logits)
+        try:
+            async for event in request:
+                yield event
+        finally:
+            request.cancel()
+
+    def generate(self, prompts: Sequence[Prompt], max_tokens: int = 16, *,
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 stop_ids: Optional[Iterable[int]] = None) -> List[List[int]]:
+        """Runs every prompt of `prompts` as one batch; returns their generated tokens in order.
+
+        The options are :meth:`submit`'s, the same for every prompt. Every
+        prompt is checked before any is queued.
+        """
+        if isinstance(prompts, (str, bytes)) or (
+                len(prompts) and isinstance(prompts[0], (int, np.integer))):
+            raise ValueError("generate takes a list of prompts; put a single prompt in a list")
+        stop_ids = None if stop_ids is None else list(stop_ids)
+        for i, prompt in enumerate(prompts):
+            try:
+                self._check(prompt, max_tokens, temperature, top_k, top_p, stop_ids, None)
+            except ValueError as e:
+                raise ValueError(f"prompt {i}: {e}") from None
+        requests: List[Request] = []
+        try:
+            for prompt in prompts:
+                requests.append(self.submit(prompt, max_tokens, temperature=temperature,
+                                            top_k=top_k, top_p=top_p, seed=seed,
+                                            stop_ids=stop_ids))
+            return [r.result() for r in requests]
+        finally:
+            for r in requests:
+                r.cancel()
+
+    # -- the engine ------------------------------------------------------------------------
+
+    def stats(self) -> Dict[str, Any]:
+        """A snapshot of the engine's counters (docs/serving.md lists them)."""
+        return self._guard.stats()
+
+    def close(self) -> None:
+        """Cancels every request (each gets its ``"cancelled"`` event) and stops the engine.
+        Idempotent."""
+        self._closing = True
+        self._finalizer()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closing else "open"
+        return (f"<axrt.llm.Engine {self.executable.name} on {self.device.name}, "
+                f"{self.config.num_layers} layers, {state}>")

@@ -1,0 +1,669 @@
+#include "serving/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "axrt/axrt.h"
+
+namespace axrt::serving {
+namespace {
+
+constexpr axrt_status_code_t kInvalid = AXRT_STATUS_CODE_INVALID_ARGUMENT;
+
+// One argument of a function: dtype, rank, and each extent (the symbol's
+// bound where the extent is symbolic).
+struct Argument {
+  std::string name;
+  axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
+  std::vector<int64_t> dims;
+  std::vector<uint64_t> bounds;  // the extent, or the symbol's upper bound
+  std::vector<std::string> symbols;
+};
+
+axrt_status_t describe(axrt_function_t function, axrt_argument_kind_t kind, uint32_t index,
+                       Argument* out) {
+  axrt_argument_info_t info = AXRT_ARGUMENT_INFO_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_function_query_argument(function, kind, index, &info));
+  out->name = info.name;
+  out->dtype = info.dtype;
+  for (uint32_t d = 0; d < info.rank; ++d) {
+    out->dims.push_back(info.dims[d]);
+    if (info.dim_symbols[d] < 0) {
+      out->bounds.push_back(static_cast<uint64_t>(info.dims[d]));
+      out->symbols.emplace_back();
+    } else {
+      const char* name = nullptr;
+      uint64_t bound = 0;
+      AXRT_RETURN_IF_ERROR(axrt_function_query_symbol(
+          function, static_cast<uint32_t>(info.dim_symbols[d]), &name, &bound));
+      out->bounds.push_back(bound);
+      out->symbols.emplace_back(name);
+    }
+  }
+  return nullptr;
+}
+
+// Checks that `arg` is `dtype` of rank `rank` with symbolic extents where
+// `symbolic` says (a string of 's' and 'f').
+axrt_status_t expect(const char* function, const Argument& arg, const char* name,
+                     axrt_dtype_t dtype, const char* symbolic) {
+  const size_t rank = std::strlen(symbolic);
+  bool ok = arg.name == name && arg.dtype == dtype && arg.dims.size() == rank;
+  for (size_t d = 0; ok && d < rank; ++d) {
+    ok = (symbolic[d] == 's') == !arg.symbols[d].empty() && arg.bounds[d] > 0;
+  }
+  if (!ok) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: {}'s argument `{}` is not `{}` {} of rank {} as the "
+                       "serving contract has it (docs/serving.md)",
+                       function, arg.name, name, axrt_dtype_name(dtype), rank);
+  }
+  return nullptr;
+}
+
+axrt_status_t find(axrt_executable_t executable, const char* name, axrt_function_t* out) {
+  if (axrt_status_t s = axrt_executable_find_function(executable, name, out)) {
+    axrt_status_free(s);
+    return make_status(kInvalid,
+                       "axrt_engine_create: the executable has no `{}` function: it is not a "
+                       "model for the serving engine (convert it again with `axrt.llm convert`)",
+                       name);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+struct Engine::Buffers {
+  axrt_buffer_t tokens = nullptr, positions = nullptr, tables = nullptr, rows = nullptr;
+  axrt_buffer_t logits = nullptr, temperature = nullptr, top_k = nullptr, top_p = nullptr;
+  axrt_buffer_t seeds = nullptr, sample_positions = nullptr, sampled = nullptr;
+  axrt_tensor_t cache = nullptr;
+  axrt_buffer_t cache_buffer = nullptr;
+  ~Buffers() {
+    for (axrt_buffer_t b : {tokens, positions, tables, rows, logits, temperature, top_k, top_p,
+                            seeds, sample_positions, sampled, cache_buffer}) {
+      axrt_buffer_release(b);
+    }
+    axrt_tensor_release(cache);
+  }
+};
+
+axrt_status_t Engine::create(axrt_executable_t executable, const axrt_engine_options_t& options,
+                             std::unique_ptr<Engine>* out) {
+  std::unique_ptr<Engine> engine(new Engine());
+  AXRT_RETURN_IF_ERROR(engine->init(executable, options));
+  engine->thread_ = std::thread([e = engine.get()] { e->run(); });
+  *out = std::move(engine);
+  return nullptr;
+}
+
+axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_options_t& options) {
+  if (options.callback == nullptr) {
+    return make_status(kInvalid, "axrt_engine_create: options.callback is NULL; events need one");
+  }
+  callback_ = options.callback;
+  user_data_ = options.user_data;
+  max_waiting_ = options.max_waiting;
+  axrt_executable_retain(executable);
+  executable_ = executable;
+  AXRT_RETURN_IF_ERROR(find(executable, "step", &step_));
+  AXRT_RETURN_IF_ERROR(find(executable, "sample", &sample_));
+
+  // The step's signature gives the model's sizes.
+  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_function_query_info(step_, &info));
+  if (info.input_count != 5 || info.output_count != 1) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: `step` takes {} inputs and {} outputs, not the 5 and "
+                       "1 of the serving contract (docs/serving.md)",
+                       info.input_count, info.output_count);
+  }
+  Argument tokens, positions, tables, rows, cache, logits;
+  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 0, &tokens));
+  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 1, &positions));
+  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 2, &tables));
+  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 3, &rows));
+  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 4, &cache));
+  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_OUTPUT, 0, &logits));
+  AXRT_RETURN_IF_ERROR(expect("step", tokens, "tokens", AXRT_DTYPE_INT32, "s"));
+  AXRT_RETURN_IF_ERROR(expect("step", positions, "positions", AXRT_DTYPE_INT32, "s"));
+  AXRT_RETURN_IF_ERROR(expect("step", tables, "block_tables", AXRT_DTYPE_INT32, "sf"));
+  AXRT_RETURN_IF_ERROR(expect("step", rows, "logit_rows", AXRT_DTYPE_INT32, "s"));
+  AXRT_RETURN_IF_ERROR(expect("step", cache, "kv_cache", AXRT_DTYPE_FLOAT32, "ffsfff"));
+  AXRT_RETURN_IF_ERROR(expect("step", logits, "logits", AXRT_DTYPE_FLOAT32, "sf"));
+  shape_.layers = cache.bounds[0];
+  shape_.kv_heads = cache.bounds[3];
+  shape_.block_size = cache.bounds[4];
+  shape_.head_dim = cache.bounds[5];
+  shape_.max_blocks = tables.bounds[1];
+  shape_.vocab = logits.bounds[1];
+  shape_.max_tokens = tokens.bounds[0];
+  shape_.max_rows = std::min(rows.bounds[0], logits.bounds[0]);
+  if (cache.bounds[1] != 2) {
+    return make_status(kInvalid, "axrt_engine_create: `step`'s kv_cache is not [L, 2, ...]");
+  }
+  axrt_function_info_t sample_info = AXRT_FUNCTION_INFO_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_function_query_info(sample_, &sample_info));
+  if (sample_info.input_count != 6 || sample_info.output_count != 1) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: `sample` takes {} inputs and {} outputs, not the 6 "
+                       "and 1 of the serving contract (docs/serving.md)",
+                       sample_info.input_count, sample_info.output_count);
+  }
+  Argument sample_logits;
+  AXRT_RETURN_IF_ERROR(describe(sample_, AXRT_ARGUMENT_KIND_INPUT, 0, &sample_logits));
+  AXRT_RETURN_IF_ERROR(expect("sample", sample_logits, "logits", AXRT_DTYPE_FLOAT32, "sf"));
+  if (sample_logits.bounds[1] != shape_.vocab) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: `sample` takes logits of {} tokens, `step` makes {}",
+                       sample_logits.bounds[1], shape_.vocab);
+  }
+  shape_.max_rows = std::min(shape_.max_rows, sample_logits.bounds[0]);
+
+  // Limits: the options, within what the functions take.
+  SchedulerLimits limits;
+  // An option's value, or the function's bound when it is 0.
+  auto within = [](const char* name, uint32_t value, uint64_t bound, const char* what,
+                   uint32_t* out) -> axrt_status_t {
+    if (value > bound) {
+      return make_status(kInvalid, "axrt_engine_create: {} {} is more than {} ({})", name, value,
+                         what, bound);
+    }
+    *out = value != 0 ? value : static_cast<uint32_t>(bound);
+    return nullptr;
+  };
+  AXRT_RETURN_IF_ERROR(within("max_step_tokens", options.max_step_tokens, shape_.max_tokens,
+                              "`step` takes", &limits.max_step_tokens));
+  AXRT_RETURN_IF_ERROR(within("max_running", options.max_running, shape_.max_rows,
+                              "a step samples", &limits.max_running));
+  // Every running sequence's decode token fits one step.
+  limits.max_running = std::min(limits.max_running, limits.max_step_tokens);
+  limits.max_context = static_cast<uint32_t>(shape_.max_blocks * shape_.block_size);
+  limits.chunked_prefill = (options.flags & AXRT_ENGINE_FLAG_NO_CHUNKED_PREFILL) == 0;
+
+  uint64_t num_blocks = options.num_blocks;
+  if (num_blocks == 0 && options.kv_cache_bytes != 0) {
+    num_blocks = options.kv_cache_bytes / shape_.block_bytes();
+    if (num_blocks == 0) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: kv_cache_bytes {} holds no block of {} bytes",
+                         options.kv_cache_bytes, shape_.block_bytes());
+    }
+  }
+  if (num_blocks == 0) num_blocks = limits.max_running * shape_.max_blocks;
+  if (num_blocks > INT32_MAX) {
+    return make_status(kInvalid, "axrt_engine_create: {} KV-cache blocks are too many",
+                       num_blocks);
+  }
+
+  AXRT_RETURN_IF_ERROR(axrt_executable_get_device(executable, &device_));
+  AXRT_RETURN_IF_ERROR(axrt_stream_create(device_, nullptr, &stream_));
+  buffers_ = std::make_unique<Buffers>();
+  Buffers& b = *buffers_;
+  const uint64_t T = shape_.max_tokens;
+  const uint64_t S = shape_.max_rows;
+  struct Allocation {
+    axrt_buffer_t* buffer;
+    uint64_t bytes;
+  };
+  for (const Allocation& a : {
+           Allocation{&b.tokens, T * 4}, Allocation{&b.positions, T * 4},
+           Allocation{&b.tables, T * shape_.max_blocks * 4}, Allocation{&b.rows, S * 4},
+           Allocation{&b.logits, S * shape_.vocab * 4}, Allocation{&b.temperature, S * 4},
+           Allocation{&b.top_k, S * 4}, Allocation{&b.top_p, S * 4}, Allocation{&b.seeds, S * 8},
+           Allocation{&b.sample_positions, S * 4}, Allocation{&b.sampled, S * 4},
+           Allocation{&b.cache_buffer, num_blocks * shape_.block_bytes()}}) {
+    if (axrt_status_t s = axrt_buffer_allocate(device_, a.bytes, nullptr, a.buffer)) {
+      if (a.buffer != &b.cache_buffer) return s;
+      const std::string message = axrt_status_message(s);
+      const axrt_status_code_t code = axrt_status_code(s);
+      axrt_status_free(s);
+      return make_status(code, "axrt_engine_create: the KV cache of {} blocks ({} bytes): {}",
+                         num_blocks, a.bytes, message);
+    }
+  }
+  const int64_t cache_shape[6] = {static_cast<int64_t>(shape_.layers), 2,
+                                  static_cast<int64_t>(num_blocks),
+                                  static_cast<int64_t>(shape_.kv_heads),
+                                  static_cast<int64_t>(shape_.block_size),
+                                  static_cast<int64_t>(shape_.head_dim)};
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = AXRT_DTYPE_FLOAT32;
+  desc.rank = 6;
+  desc.shape = cache_shape;
+  AXRT_RETURN_IF_ERROR(axrt_tensor_create(b.cache_buffer, &desc, &b.cache));
+
+  blocks_ = std::make_unique<BlockManager>(static_cast<uint32_t>(num_blocks),
+                                           static_cast<uint32_t>(shape_.block_size),
+                                           (options.flags & AXRT_ENGINE_FLAG_NO_PREFIX_CACHING) == 0);
+  scheduler_ = std::make_unique<Scheduler>(*blocks_, limits);
+  return nullptr;
+}
+
+Engine::~Engine() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  if (stream_ != nullptr) {
+    if (axrt_status_t s = axrt_stream_synchronize(stream_)) axrt_status_free(s);
+  }
+  buffers_.reset();
+  axrt_stream_release(stream_);
+  axrt_device_release(device_);
+  axrt_function_release(step_);
+  axrt_function_release(sample_);
+  axrt_executable_release(executable_);
+}
+
+axrt_status_t Engine::add(const axrt_request_t& r) {
+  const char* fn = "axrt_engine_add_request";
+  if (r.prompt == nullptr || r.prompt_length == 0) {
+    return make_status(kInvalid, "{}: request {}: the prompt is empty", fn, r.id);
+  }
+  if (r.max_tokens == 0) {
+    return make_status(kInvalid, "{}: request {}: max_tokens must be at least 1", fn, r.id);
+  }
+  for (size_t i = 0; i < r.prompt_length; ++i) {
+    if (r.prompt[i] < 0 || static_cast<uint64_t>(r.prompt[i]) >= shape_.vocab) {
+      return make_status(kInvalid, "{}: request {}: prompt token {} is {}, outside [0, {})", fn,
+                         r.id, i, r.prompt[i], shape_.vocab);
+    }
+  }
+  if (r.stop_id_count != 0 && r.stop_ids == nullptr) {
+    return make_status(kInvalid, "{}: request {}: stop_ids is NULL", fn, r.id);
+  }
+  if (!(r.temperature >= 0.0f) || !std::isfinite(r.temperature)) {
+    return make_status(kInvalid, "{}: request {}: temperature must be finite and >= 0, not {}",
+                       fn, r.id, r.temperature);
+  }
+  if (r.top_k < 0) {
+    return make_status(kInvalid, "{}: request {}: top_k must be >= 0 (0: all), not {}", fn, r.id,
+                       r.top_k);
+  }
+  if (!(r.top_p > 0.0f && r.top_p <= 1.0f)) {
+    return make_status(kInvalid, "{}: request {}: top_p must be in (0, 1], not {}", fn, r.id,
+                       r.top_p);
+  }
+  if (r.top_logprobs > AXRT_ENGINE_MAX_TOP_LOGPROBS) {
+    return make_status(kInvalid, "{}: request {}: top_logprobs {} is more than {}", fn, r.id,
+                       r.top_logprobs, AXRT_ENGINE_MAX_TOP_LOGPROBS);
+  }
+  if ((r.flags & ~(AXRT_REQUEST_FLAG_LOGITS | AXRT_REQUEST_FLAG_LOGPROBS)) != 0) {
+    return make_status(kInvalid, "{}: request {}: unknown flags {:#x}", fn, r.id, r.flags);
+  }
+  auto s = std::make_unique<Sequence>();
+  s->id = r.id;
+  s->tokens.assign(r.prompt, r.prompt + r.prompt_length);
+  s->prompt_length = static_cast<uint32_t>(r.prompt_length);
+  s->max_tokens = r.max_tokens;
+  if (r.stop_id_count != 0) s->stop_ids.assign(r.stop_ids, r.stop_ids + r.stop_id_count);
+  s->sampling = {r.temperature, r.top_k, r.top_p, r.seed};
+  s->flags = r.flags;
+  s->top_logprobs = r.top_logprobs;
+  {
+    std::lock_guard lock(mutex_);
+    const std::string why = scheduler_->refusal(r.prompt_length, r.max_tokens);
+    if (!why.empty()) {
+      ++counters_.requests_rejected;
+      return make_status(kInvalid, "{}: request {}: {}", fn, r.id, why);
+    }
+    if (failure_) {
+      return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                         "{}: the engine has failed and takes no more requests: {}", fn,
+                         axrt_status_message(failure_.get()));
+    }
+    if (stopping_) {
+      return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION, "{}: the engine is stopping", fn);
+    }
+    if (scheduler_->find(r.id) != nullptr) {
+      return make_status(AXRT_STATUS_CODE_ALREADY_EXISTS, "{}: request id {} is in use", fn, r.id);
+    }
+    if (max_waiting_ != 0 && scheduler_->waiting_count() >= max_waiting_) {
+      ++counters_.requests_rejected;
+      return make_status(AXRT_STATUS_CODE_UNAVAILABLE,
+                         "{}: request {}: {} requests are waiting, the most the engine queues", fn,
+                         r.id, max_waiting_);
+    }
+    scheduler_->add(std::move(s));
+  }
+  wake_.notify_all();
+  return nullptr;
+}
+
+axrt_status_t Engine::cancel(uint64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    if (scheduler_->find(id) == nullptr || cancels_.contains(id)) {
+      return make_status(AXRT_STATUS_CODE_NOT_FOUND, "axrt_engine_cancel: no live request {}",
+                         id);
+    }
+    cancels_.insert(id);
+  }
+  wake_.notify_all();
+  return nullptr;
+}
+
+void Engine::stats(axrt_engine_stats_t* out) {
+  std::lock_guard lock(mutex_);
+  axrt_engine_stats_t s = counters_;
+  s.running = static_cast<uint32_t>(scheduler_->running_count());
+  s.waiting = static_cast<uint32_t>(scheduler_->waiting_count());
+  s.kv_blocks_total = blocks_->num_blocks();
+  s.kv_blocks_used = blocks_->used_blocks();
+  s.kv_blocks_cached = blocks_->cached_free_blocks();
+  s.block_size = blocks_->block_size();
+  s.kv_slots_used = scheduler_->filled_slots();
+  s.preemptions = scheduler_->preemptions();
+  // Copy what the caller's struct has room for.
+  const size_t size = std::min(out->struct_size, sizeof s);
+  const size_t header = offsetof(axrt_engine_stats_t, running);
+  if (size > header) {
+    std::memcpy(reinterpret_cast<char*>(out) + header, reinterpret_cast<const char*>(&s) + header,
+                size - header);
+  }
+}
+
+Engine::PendingEvent Engine::end_event(Sequence* s, axrt_finish_reason_t finish,
+                                       axrt_status_t status) {
+  PendingEvent e{};
+  e.event.struct_size = sizeof e.event;
+  e.event.request_id = s->id;
+  e.event.token = -1;
+  e.event.index = s->generated();
+  e.event.finish = finish;
+  if (status != nullptr) {
+    e.status.reset(axrt_status_create(axrt_status_code(status), axrt_status_message(status)));
+  }
+  if (s->generated() == 0) {
+    e.event.prompt_tokens = s->prompt_length;
+    e.event.cached_tokens = s->cached_tokens;
+  }
+  if (finish == AXRT_FINISH_CANCELLED) ++counters_.requests_cancelled;
+  return e;
+}
+
+void Engine::token_event(Sequence* s, uint32_t row, bool have_logits,
+                         std::vector<PendingEvent>& out) {
+  if (cancels_.erase(s->id) != 0) {
+    // Cancelled while its step ran: the token is dropped, cancel wins.
+    out.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
+    scheduler_->finish(s);
+    return;
+  }
+  const int32_t token = staging_.sampled[row];
+  PendingEvent e{};
+  e.event.struct_size = sizeof e.event;
+  e.event.request_id = s->id;
+  e.event.token = token;
+  e.event.index = s->generated();
+  if (s->generated() == 0) {
+    e.event.prompt_tokens = s->prompt_length;
+    e.event.cached_tokens = s->cached_tokens;
+  }
+  const float* logits = have_logits ? staging_.logits.data() + row * shape_.vocab : nullptr;
+  if (logits != nullptr && (s->flags & AXRT_REQUEST_FLAG_LOGITS) != 0) {
+    e.event.logits = logits;
+    e.event.vocab_size = static_cast<uint32_t>(shape_.vocab);
+  }
+  if (logits != nullptr && (s->flags & AXRT_REQUEST_FLAG_LOGPROBS) != 0) {
+    // log_softmax in double: x - max - log(sum exp(x - max)).
+    const uint64_t V = shape_.vocab;
+    const float top = *std::max_element(logits, logits + V);
+    double sum = 0.0;
+    for (uint64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(logits[v]) - top);
+    const double log_z = static_cast<double>(top) + std::log(sum);
+    if (token >= 0 && static_cast<uint64_t>(token) < V) {
+      e.event.logprob = static_cast<float>(logits[token] - log_z);
+    }
+    const uint32_t k = static_cast<uint32_t>(std::min<uint64_t>(s->top_logprobs, V));
+    if (k > 0) {
+      std::vector<int32_t> ids(V);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
+      e.top_tokens.assign(ids.begin(), ids.begin() + k);
+      for (const int32_t id : e.top_tokens) {
+        e.top_logprobs.push_back(static_cast<float>(logits[id] - log_z));
+      }
+    }
+  }
+  s->tokens.push_back(token);
+  ++counters_.generated_tokens;
+  const bool stop =
+      std::find(s->stop_ids.begin(), s->stop_ids.end(), token) != s->stop_ids.end();
+  if (stop || s->generated() >= s->max_tokens) {
+    e.event.finish = stop ? AXRT_FINISH_STOP : AXRT_FINISH_LENGTH;
+    ++counters_.requests_finished;
+    scheduler_->finish(s);
+  }
+  out.push_back(std::move(e));
+}
+
+void Engine::fail_all(axrt_status_t status, std::vector<PendingEvent>& out) {
+  for (Sequence* s : scheduler_->all()) {
+    out.push_back(end_event(s, AXRT_FINISH_ERROR, status));
+    scheduler_->finish(s);
+  }
+}
+
+void Engine::deliver(std::vector<PendingEvent>& events) {
+  for (PendingEvent& e : events) {
+    e.event.status = e.status.get();
+    if (!e.top_tokens.empty()) {
+      e.event.top_count = static_cast<uint32_t>(e.top_tokens.size());
+      e.event.top_tokens = e.top_tokens.data();
+      e.event.top_logprobs = e.top_logprobs.data();
+    }
+    callback_(user_data_, &e.event);
+  }
+  events.clear();
+}
+
+axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
+  Buffers& b = *buffers_;
+  const uint64_t T = plan.tokens;
+  const uint64_t MB = shape_.max_blocks;
+  uint64_t S = 0;
+  for (const ScheduledSequence& e : plan.entries) S += e.sample ? 1 : 0;
+
+  // Copy-on-write first: each block is one run of bytes in every (layer,
+  // key or value) plane of the cache.
+  const uint64_t block_bytes = shape_.kv_heads * shape_.block_size * shape_.head_dim * 4;
+  const uint64_t plane_bytes = blocks_->num_blocks() * block_bytes;
+  for (const auto& [from, to] : plan.copies) {
+    for (uint64_t plane = 0; plane < shape_.layers * 2; ++plane) {
+      AXRT_RETURN_IF_ERROR(axrt_stream_copy_buffer(
+          stream_, b.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(from) * block_bytes,
+          b.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(to) * block_bytes,
+          block_bytes));
+    }
+  }
+
+  // The inputs, on the host.
+  Staging& h = staging_;
+  h.tokens.assign(T, 0);
+  h.positions.assign(T, 0);
+  h.tables.assign(T * MB, 0);
+  h.rows.assign(std::max<uint64_t>(S, 1), 0);
+  h.temperature.assign(S, 0.0f);
+  h.top_k.assign(S, 0);
+  h.top_p.assign(S, 1.0f);
+  h.seeds.assign(S, 0);
+  h.sample_positions.assign(S, 0);
+  uint64_t t = 0;
+  uint64_t row = 0;
+  for (const ScheduledSequence& e : plan.entries) {
+    const Sequence& s = *e.sequence;
+    for (uint32_t i = 0; i < e.count; ++i, ++t) {
+      h.tokens[t] = s.tokens[e.start + i];
+      h.positions[t] = static_cast<int32_t>(e.start + i);
+      std::copy(s.blocks.begin(), s.blocks.end(), h.tables.begin() + t * MB);
+    }
+    if (e.sample) {
+      h.rows[row] = static_cast<int32_t>(t - 1);
+      h.temperature[row] = s.sampling.temperature;
+      h.top_k[row] = s.sampling.top_k;
+      h.top_p[row] = s.sampling.top_p;
+      h.seeds[row] = s.sampling.seed;
+      h.sample_positions[row] = static_cast<int32_t>(s.tokens.size());
+      ++row;
+    }
+  }
+  const uint64_t R = std::max<uint64_t>(S, 1);  // rows the step computes
+  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.tokens.data(), b.tokens, 0, T * 4));
+  AXRT_RETURN_IF_ERROR(
+      axrt_stream_copy_from_host(stream_, h.positions.data(), b.positions, 0, T * 4));
+  AXRT_RETURN_IF_ERROR(
+      axrt_stream_copy_from_host(stream_, h.tables.data(), b.tables, 0, T * MB * 4));
+  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.rows.data(), b.rows, 0, R * 4));
+  if (S > 0) {
+    AXRT_RETURN_IF_ERROR(
+        axrt_stream_copy_from_host(stream_, h.temperature.data(), b.temperature, 0, S * 4));
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.top_k.data(), b.top_k, 0, S * 4));
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.top_p.data(), b.top_p, 0, S * 4));
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.seeds.data(), b.seeds, 0, S * 8));
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.sample_positions.data(),
+                                                    b.sample_positions, 0, S * 4));
+  }
+
+  // Tensors over the buffers, shaped for this step.
+  std::vector<axrt_tensor_t> owned;
+  struct Release {
+    std::vector<axrt_tensor_t>& tensors;
+    ~Release() {
+      for (axrt_tensor_t t : tensors) axrt_tensor_release(t);
+    }
+  } release{owned};
+  auto tensor = [&](axrt_buffer_t buffer, axrt_dtype_t dtype, std::initializer_list<int64_t> dims,
+                    axrt_tensor_t* out) -> axrt_status_t {
+    const std::vector<int64_t> shape(dims);
+    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+    desc.dtype = dtype;
+    desc.rank = static_cast<uint32_t>(shape.size());
+    desc.shape = shape.data();
+    AXRT_RETURN_IF_ERROR(axrt_tensor_create(buffer, &desc, out));
+    owned.push_back(*out);
+    return nullptr;
+  };
+  const auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
+  axrt_tensor_t step_in[5];
+  axrt_tensor_t logits = nullptr;
+  AXRT_RETURN_IF_ERROR(tensor(b.tokens, AXRT_DTYPE_INT32, {i64(T)}, &step_in[0]));
+  AXRT_RETURN_IF_ERROR(tensor(b.positions, AXRT_DTYPE_INT32, {i64(T)}, &step_in[1]));
+  AXRT_RETURN_IF_ERROR(tensor(b.tables, AXRT_DTYPE_INT32, {i64(T), i64(MB)}, &step_in[2]));
+  AXRT_RETURN_IF_ERROR(tensor(b.rows, AXRT_DTYPE_INT32, {i64(R)}, &step_in[3]));
+  step_in[4] = b.cache;
+  AXRT_RETURN_IF_ERROR(
+      tensor(b.logits, AXRT_DTYPE_FLOAT32, {i64(R), i64(shape_.vocab)}, &logits));
+  AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, nullptr));
+  if (S > 0) {
+    axrt_tensor_t sample_in[6];
+    axrt_tensor_t sampled = nullptr;
+    AXRT_RETURN_IF_ERROR(
+        tensor(b.logits, AXRT_DTYPE_FLOAT32, {i64(S), i64(shape_.vocab)}, &sample_in[0]));
+    AXRT_RETURN_IF_ERROR(tensor(b.temperature, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[1]));
+    AXRT_RETURN_IF_ERROR(tensor(b.top_k, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[2]));
+    AXRT_RETURN_IF_ERROR(tensor(b.top_p, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[3]));
+    AXRT_RETURN_IF_ERROR(tensor(b.seeds, AXRT_DTYPE_UINT64, {i64(S)}, &sample_in[4]));
+    AXRT_RETURN_IF_ERROR(tensor(b.sample_positions, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[5]));
+    AXRT_RETURN_IF_ERROR(tensor(b.sampled, AXRT_DTYPE_INT32, {i64(S)}, &sampled));
+    AXRT_RETURN_IF_ERROR(
+        axrt_function_invoke(sample_, stream_, sample_in, 6, &sampled, 1, nullptr));
+    h.sampled.assign(S, -1);
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_to_host(stream_, b.sampled, 0, h.sampled.data(), S * 4));
+    if (want_logits) {
+      h.logits.resize(S * shape_.vocab);
+      AXRT_RETURN_IF_ERROR(axrt_stream_copy_to_host(stream_, b.logits, 0, h.logits.data(),
+                                                    S * shape_.vocab * 4));
+    }
+  }
+  return axrt_stream_synchronize(stream_);
+}
+
+void Engine::run() {
+  std::vector<PendingEvent> events;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    // Cancellations first: their blocks go back before anything is scheduled.
+    for (const uint64_t id : cancels_) {
+      if (Sequence* s = scheduler_->find(id)) {
+        events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
+        scheduler_->finish(s);
+      }
+    }
+    cancels_.clear();
+    if (stopping_) {
+      for (Sequence* s : scheduler_->all()) {
+        events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
+        scheduler_->finish(s);
+      }
+      lock.unlock();
+      deliver(events);
+      return;
+    }
+    StepPlan plan;
+    if (!failure_) plan = scheduler_->schedule();
+    if (plan.entries.empty()) {
+      if (!events.empty()) {
+        lock.unlock();
+        deliver(events);
+        lock.lock();
+        continue;
+      }
+      wake_.wait(lock, [&] { return stopping_ || !cancels_.empty() || (!failure_ &&
+                                    scheduler_->waiting_count() + scheduler_->running_count() > 0); });
+      continue;
+    }
+    bool want_logits = false;
+    for (const ScheduledSequence& e : plan.entries) {
+      if (e.sample && (e.sequence->flags &
+                       (AXRT_REQUEST_FLAG_LOGITS | AXRT_REQUEST_FLAG_LOGPROBS)) != 0) {
+        want_logits = true;
+      }
+    }
+    for (const ScheduledSequence& e : plan.entries) {
+      Sequence* s = e.sequence;
+      if (!s->counted) {
+        // Counted when a request first runs.
+        s->counted = true;
+        counters_.prompt_tokens += s->prompt_length;
+        counters_.cached_prompt_tokens += s->cached_tokens;
+      }
+    }
+    lock.unlock();
+    // The device work runs unlocked: add, cancel and stats go on meanwhile
+    // (cancels wait for the step to end; the plan's sequences stay).
+    StatusPtr status(execute(plan, want_logits));
+    lock.lock();
+    ++counters_.steps;
+    counters_.computed_tokens += plan.tokens;
+    if (status) {
+      failure_.reset(axrt_status_create(axrt_status_code(status.get()),
+                                        axrt_status_message(status.get())));
+      fail_all(status.get(), events);
+      continue;
+    }
+    scheduler_->complete(plan);
+    uint32_t row = 0;
+    for (const ScheduledSequence& e : plan.entries) {
+      if (!e.sample) continue;
+      token_event(e.sequence, row++, want_logits, events);
+    }
+    lock.unlock();
+    deliver(events);
+    lock.lock();
+  }
+}
+
+}  // namespace axrt::serving

@@ -1,0 +1,102 @@
+// The serving engine behind include/axrt/serving.h: a thread that runs the
+// scheduler's steps through the executable's `step` and `sample`
+// functions, over a KV cache it allocates on the executable's device, and
+// hands each request's tokens to the callback.
+#ifndef AXRT_SERVING_ENGINE_H_
+#define AXRT_SERVING_ENGINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "axrt/serving.h"
+#include "axrt/stream.h"
+#include "base/status.h"
+#include "serving/block_manager.h"
+#include "serving/scheduler.h"
+
+namespace axrt::serving {
+
+// The sizes of the model, read from the `step` and `sample` signatures.
+struct ModelShape {
+  uint64_t layers = 0;
+  uint64_t kv_heads = 0;
+  uint64_t block_size = 0;
+  uint64_t head_dim = 0;
+  uint64_t max_blocks = 0;  // per sequence
+  uint64_t vocab = 0;
+  uint64_t max_tokens = 0;  // bound of T
+  uint64_t max_rows = 0;    // bound of S (and of the sampler's B)
+  uint64_t block_bytes() const { return layers * 2 * kv_heads * block_size * head_dim * 4; }
+};
+
+class Engine {
+ public:
+  static axrt_status_t create(axrt_executable_t executable, const axrt_engine_options_t& options,
+                              std::unique_ptr<Engine>* out);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  axrt_status_t add(const axrt_request_t& request);
+  axrt_status_t cancel(uint64_t id);
+  void stats(axrt_engine_stats_t* out);
+
+ private:
+  // An event and what it points to, kept until delivered.
+  struct PendingEvent {
+    axrt_engine_event_t event;
+    std::vector<int32_t> top_tokens;
+    std::vector<float> top_logprobs;
+    StatusPtr status;
+  };
+  // Device buffers of the step's inputs and outputs, at their largest.
+  struct Buffers;
+  // Host copies of one step's inputs and outputs.
+  struct Staging {
+    std::vector<int32_t> tokens, positions, tables, rows, top_k, sample_positions, sampled;
+    std::vector<float> temperature, top_p, logits;
+    std::vector<uint64_t> seeds;
+  };
+
+  Engine() = default;
+  axrt_status_t init(axrt_executable_t executable, const axrt_engine_options_t& options);
+  void run();
+  // Runs `plan` on the device; the sampled tokens (and logits, when
+  // `want_logits`) land in staging_.
+  axrt_status_t execute(const StepPlan& plan, bool want_logits);
+  void deliver(std::vector<PendingEvent>& events);
+  PendingEvent end_event(Sequence* s, axrt_finish_reason_t finish, axrt_status_t status);
+  void token_event(Sequence* s, uint32_t row, bool have_logits, std::vector<PendingEvent>& out);
+  void fail_all(axrt_status_t status, std::vector<PendingEvent>& out);
+
+  axrt_executable_t executable_ = nullptr;
+  axrt_function_t step_ = nullptr;
+  axrt_function_t sample_ = nullptr;
+  axrt_device_t device_ = nullptr;
+  axrt_stream_t stream_ = nullptr;
+  std::unique_ptr<Buffers> buffers_;
+  ModelShape shape_;
+  axrt_engine_callback_t callback_ = nullptr;
+  void* user_data_ = nullptr;
+  uint32_t max_waiting_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unordered_set<uint64_t> cancels_;  // ids to cancel before the next step
+  bool stopping_ = false;
+  StatusPtr failure_;  // set when a step failed: the engine takes no more work
+  axrt_engine_stats_t counters_ = AXRT_ENGINE_STATS_INIT;
+  Staging staging_;  // the engine thread's alone
+  std::thread thread_;
+};
+
+}  // namespace axrt::serving
+
+#endif  // AXRT_SERVING_ENGINE_H_

@@ -1,0 +1,315 @@
+// The serving engine's C API and threading (include/axrt/serving.h), over a
+// stand-in model: `step` and `sample` with the serving contract's
+// signatures whose commands are fills (every logit 0, every token 3), so
+// that the engine's lifecycle runs fast here and under the sanitizers.
+// The real model end to end is tests/python/test_serving_*.py.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "axrt/axrt.h"
+#include "tests/support/axe_test_builder.h"
+#include "tests/unit/status_check.h"
+
+namespace {
+
+using namespace axrt_test;
+
+constexpr uint64_t kVocab = 16;
+constexpr uint64_t kBlockSize = 4;
+constexpr uint64_t kMaxBlocks = 4;  // the longest sequence: 16 tokens
+constexpr int32_t kToken = 3;       // what the stand-in samples
+
+std::vector<uint8_t> StandInModel() {
+  AxeBuilder b;
+  enum { T, S, NB };
+  const std::vector<SymbolDecl> symbols = {{"T", 64}, {"S", 8}, {"NB", 1 << 20}};
+  const uint32_t step = b.AddFunction(
+      "step", symbols,
+      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
+       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
+       {"block_tables", AXRT_AXE_DTYPE_INT32, {Symbolic(T), Fixed(kMaxBlocks)}},
+       {"logit_rows", AXRT_AXE_DTYPE_INT32, {Symbolic(S)}},
+       {"kv_cache",
+        AXRT_AXE_DTYPE_FLOAT32,
+        {Fixed(2), Fixed(2), Symbolic(NB), Fixed(1), Fixed(kBlockSize), Fixed(8)}}},
+      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S), Fixed(kVocab)}}});
+  b.Fill(step, BindOutput(0), Lit(0), Sym(S) * Lit(kVocab * 4), 0, 4);
+  const uint32_t sample = b.AddFunction(
+      "sample", {{"S", 8}},
+      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(kVocab)}},
+       {"temperature", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+       {"top_k", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}},
+       {"top_p", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+       {"seeds", AXRT_AXE_DTYPE_UINT64, {Symbolic(0)}},
+       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}},
+      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}});
+  b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
+  return b.Bytes();
+}
+
+// What the callback saw, per request.
+struct Seen {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> indices;
+  int finishes = 0;
+  axrt_finish_reason_t finish = AXRT_FINISH_NONE;
+};
+
+struct Recorder {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<uint64_t, Seen> seen;
+  size_t finished = 0;
+  // Set by a test: requests to add from inside the callback.
+  axrt_engine_t engine = nullptr;
+  bool chain = false;
+  std::atomic<int> chained{0};
+
+  static void on_event(void* user_data, const axrt_engine_event_t* e) {
+    auto* r = static_cast<Recorder*>(user_data);
+    bool add_follow_up = false;
+    {
+      std::lock_guard lock(r->mutex);
+      Seen& s = r->seen[e->request_id];
+      if (e->token >= 0) {
+        s.tokens.push_back(e->token);
+        s.indices.push_back(e->index);
+      }
+      if (e->finish != AXRT_FINISH_NONE) {
+        ++s.finishes;
+        s.finish = e->finish;
+        ++r->finished;
+        add_follow_up = r->chain && e->request_id < 1000;
+      }
+    }
+    if (add_follow_up) {
+      // The callback may add requests (not under an engine lock).
+      const int32_t prompt[] = {1, 2};
+      axrt_request_t request = AXRT_REQUEST_INIT;
+      request.id = e->request_id + 1000;
+      request.prompt = prompt;
+      request.prompt_length = 2;
+      request.max_tokens = 2;
+      if (axrt_status_t s = axrt_engine_add_request(r->engine, &request)) {
+        axrt_status_free(s);
+      } else {
+        ++r->chained;
+      }
+    }
+    r->changed.notify_all();
+  }
+
+  bool wait_for(size_t count) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(60), [&] { return finished >= count; });
+  }
+};
+
+class StandIn {
+ public:
+  StandIn() {
+    axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+    options.drivers = "cpu";
+    REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
+    REQUIRE_CALL_OK(axrt_instance_find_device(instance, "cpu:0", &device));
+    const std::vector<uint8_t> file = StandInModel();
+    REQUIRE_CALL_OK(
+        axrt_executable_load_memory(device, file.data(), file.size(), nullptr, &executable));
+  }
+  ~StandIn() {
+    axrt_engine_destroy(engine);
+    axrt_executable_release(executable);
+    axrt_device_release(device);
+    axrt_instance_release(instance);
+  }
+  StandIn(const StandIn&) = delete;
+  StandIn& operator=(const StandIn&) = delete;
+
+  void Start(uint32_t num_blocks, uint32_t max_waiting = 0) {
+    axrt_engine_options_t options = AXRT_ENGINE_OPTIONS_INIT;
+    options.num_blocks = num_blocks;
+    options.max_waiting = max_waiting;
+    options.callback = &Recorder::on_event;
+    options.user_data = &recorder;
+    REQUIRE_CALL_OK(axrt_engine_create(executable, &options, &engine));
+    recorder.engine = engine;
+  }
+
+  axrt_status_t Add(uint64_t id, uint32_t prompt_length, uint32_t max_tokens) {
+    std::vector<int32_t> prompt(prompt_length);
+    for (uint32_t i = 0; i < prompt_length; ++i) prompt[i] = static_cast<int32_t>(i % kVocab);
+    axrt_request_t request = AXRT_REQUEST_INIT;
+    request.id = id;
+    request.prompt = prompt.data();
+    request.prompt_length = prompt.size();
+    request.max_tokens = max_tokens;
+    return axrt_engine_add_request(engine, &request);
+  }
+
+  axrt_engine_stats_t Stats() {
+    axrt_engine_stats_t stats = AXRT_ENGINE_STATS_INIT;
+    REQUIRE_CALL_OK(axrt_engine_query_stats(engine, &stats));
+    return stats;
+  }
+
+  axrt_instance_t instance = nullptr;
+  axrt_device_t device = nullptr;
+  axrt_executable_t executable = nullptr;
+  axrt_engine_t engine = nullptr;
+  Recorder recorder;
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(StandIn, "requests from many threads all end once, in order, blocks returned",
+                 "[serving]") {
+  Start(/*num_blocks=*/12);
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 40;
+  std::atomic<int> cancelled{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const uint64_t id = static_cast<uint64_t>(t * kPerThread + i);
+        const uint32_t prompt = 1 + static_cast<uint32_t>(id % 8);
+        const uint32_t max_tokens = 1 + static_cast<uint32_t>((id * 7) % 8);
+        axrt_status_t s = Add(id, prompt, max_tokens);
+        if (s != nullptr) {
+          FAIL(axrt_status_message(s));
+        }
+        if (id % 5 == 0) {
+          if (axrt_status_t c = axrt_engine_cancel(engine, id)) {
+            axrt_status_free(c);  // it may have finished already
+          } else {
+            ++cancelled;
+          }
+        }
+        axrt_engine_stats_t stats = AXRT_ENGINE_STATS_INIT;
+        if (axrt_status_t q = axrt_engine_query_stats(engine, &stats)) axrt_status_free(q);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(recorder.wait_for(kThreads * kPerThread));
+  std::lock_guard lock(recorder.mutex);
+  int cancels_seen = 0;
+  for (uint64_t id = 0; id < kThreads * kPerThread; ++id) {
+    const Seen& s = recorder.seen[id];
+    INFO("request " << id);
+    CHECK(s.finishes == 1);
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      CHECK(s.tokens[i] == kToken);
+      CHECK(s.indices[i] == i);
+    }
+    const uint32_t max_tokens = 1 + static_cast<uint32_t>((id * 7) % 8);
+    if (s.finish == AXRT_FINISH_CANCELLED) {
+      ++cancels_seen;
+      CHECK(s.tokens.size() < max_tokens);
+    } else {
+      CHECK(s.finish == AXRT_FINISH_LENGTH);
+      CHECK(s.tokens.size() == max_tokens);
+    }
+  }
+  CHECK(cancels_seen == cancelled.load());
+  const axrt_engine_stats_t stats = Stats();
+  CHECK(stats.kv_blocks_used == 0);
+  CHECK(stats.running == 0);
+  CHECK(stats.waiting == 0);
+  CHECK(stats.requests_cancelled == static_cast<uint64_t>(cancelled.load()));
+  CHECK(stats.requests_finished + stats.requests_cancelled == kThreads * kPerThread);
+}
+
+TEST_CASE_METHOD(StandIn, "the callback may add requests", "[serving]") {
+  Start(8);
+  recorder.chain = true;
+  for (uint64_t id = 0; id < 10; ++id) REQUIRE_CALL_OK(Add(id, 3, 2));
+  REQUIRE(recorder.wait_for(20));
+  CHECK(recorder.chained.load() == 10);
+  std::lock_guard lock(recorder.mutex);
+  for (uint64_t id = 1000; id < 1010; ++id) CHECK(recorder.seen[id].tokens.size() == 2);
+}
+
+TEST_CASE_METHOD(StandIn, "destroying the engine ends every live request as cancelled",
+                 "[serving]") {
+  Start(4);  // room for one or two sequences at a time: the rest wait
+  for (uint64_t id = 0; id < 20; ++id) REQUIRE_CALL_OK(Add(id, 4, 8));
+  axrt_engine_destroy(engine);
+  engine = nullptr;
+  // Every event was delivered before destroy returned.
+  std::lock_guard lock(recorder.mutex);
+  REQUIRE(recorder.finished == 20);
+  int cancelled = 0;
+  for (uint64_t id = 0; id < 20; ++id) {
+    const Seen& s = recorder.seen[id];
+    CHECK(s.finishes == 1);
+    if (s.finish == AXRT_FINISH_CANCELLED) ++cancelled;
+  }
+  CHECK(cancelled > 0);
+}
+
+TEST_CASE_METHOD(StandIn, "a full waiting queue refuses at once, and bad calls are refused",
+                 "[serving]") {
+  Start(4, /*max_waiting=*/2);
+  // The engine's thread may take requests off the queue at any time: add
+  // until one is refused.
+  bool refused = false;
+  for (uint64_t id = 0; id < 200 && !refused; ++id) {
+    axrt_status_t s = Add(id, 4, 8);
+    if (s != nullptr) {
+      CHECK(axrt_status_code(s) == AXRT_STATUS_CODE_UNAVAILABLE);
+      CHECK(std::string(axrt_status_message(s)).find("waiting") != std::string::npos);
+      axrt_status_free(s);
+      refused = true;
+    }
+  }
+  CHECK(refused);
+  CHECK(Stats().requests_rejected >= 1);
+
+  REQUIRE_CALL_FAILS(Add(1000, 12, 8), AXRT_STATUS_CODE_INVALID_ARGUMENT, "context of 16");
+  REQUIRE_CALL_FAILS(axrt_engine_add_request(engine, nullptr), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "NULL");
+  REQUIRE_CALL_FAILS(axrt_engine_cancel(engine, 123456), AXRT_STATUS_CODE_NOT_FOUND, "123456");
+  REQUIRE_CALL_FAILS(axrt_engine_cancel(nullptr, 1), AXRT_STATUS_CODE_INVALID_ARGUMENT, "NULL");
+  axrt_engine_stats_t small = AXRT_ENGINE_STATS_INIT;
+  small.struct_size = 4;
+  REQUIRE_CALL_FAILS(axrt_engine_query_stats(engine, &small), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "struct_size");
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.struct_size = 8;
+  REQUIRE_CALL_FAILS(axrt_engine_add_request(engine, &request),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "struct_size");
+  axrt_engine_destroy(nullptr);
+}
+
+TEST_CASE_METHOD(StandIn, "creation refuses missing callbacks, options and functions",
+                 "[serving]") {
+  axrt_engine_t e = nullptr;
+  axrt_engine_options_t options = AXRT_ENGINE_OPTIONS_INIT;
+  REQUIRE_CALL_FAILS(axrt_engine_create(executable, &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "callback");
+  options.callback = &Recorder::on_event;
+  options.user_data = &recorder;
+  REQUIRE_CALL_FAILS(axrt_engine_create(nullptr, &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "NULL");
+  options.max_running = 9;
+  REQUIRE_CALL_FAILS(axrt_engine_create(executable, &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "max_running");
+  options.max_running = 0;
+  options.num_blocks = 1u << 31;
+  REQUIRE_CALL_FAILS(axrt_engine_create(executable, &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "too many");
+  options.num_blocks = 0;
+  options.kv_cache_bytes = 1ull << 39;  // 2^30 blocks of 512 bytes: more than the device
+  REQUIRE_CALL_FAILS(axrt_engine_create(executable, &options, &e),
+                     AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "KV cache");
+  CHECK(e == nullptr);
+}
