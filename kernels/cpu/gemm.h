@@ -1,5 +1,6 @@
-// The tile engine every matmul kernel shares for tiles of many rows (the
-// small-row paths are in skinny_matmul.h). A workgroup computes one 64 x 64
+// The tile engine of axrt_matmul_f32's tiles of many rows and of every fp8
+// tile (the other kernels take the paths of skinny_matmul.h for every tile,
+// which keep them batch-invariant). A workgroup computes one 64 x 64
 // tile of y = x . W + bias: for each K panel of `kc` rows it copies the x
 // rows into a contiguous panel, has its kernel's packer write the W panel as
 // f32 strips of kNr columns (a copy for f32, a dequantisation otherwise),

@@ -1,10 +1,11 @@
 // The quantized matmuls. int8 takes the dot products of skinny_matmul.h for
 // every tile, widening the weights in registers (batch-invariant, as
-// matmul.cc's [N, K] kinds). int4 and fp8 tiles of many rows dequantise a K
-// panel of their weight tile into the f32 strips of the shared tile engine
-// (gemm.h) and reuse its micro-kernel; int4 tiles of at most 16 rows decode
-// rows in registers (up to 4 rows, Int4Rows::fused) or into a small panel
-// for the k-major engine of skinny_matmul.h.
+// matmul.cc's [N, K] kinds). int4 tiles decode rows in registers (up to 4
+// rows, Int4Rows::fused) or, whatever their row count, into a small panel
+// for the k-major engine of skinny_matmul.h: one running sum per output
+// over K either way, so they are batch-invariant too. fp8 tiles dequantise
+// a K panel of their weight tile into the f32 strips of the shared tile
+// engine (gemm.h) and reuse its micro-kernel.
 // Layouts: docs/kernels.md and docs/format.md sections 5, 9.
 #include <cinttypes>
 #include <utility>
@@ -47,104 +48,6 @@ enum class Int4Format { kAwq, kGptqV2, kGptqV1 };
 // AWQ order: elements 0, 2, 4, 6, 1, 3, 5, 7 sit in nibbles 0..7, so element
 // e is at bit 4 (e / 2) when even and 16 + 4 (e / 2) when odd.
 alignas(32) constexpr uint32_t kAwqShift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
-
-template <Int4Format kFormat>
-AXRT_CPU_INLINE uint32_t zero_point_of(const uint32_t* qzeros_row, uint64_t n) {
-  const uint32_t word = qzeros_row[n / 8];
-  if constexpr (kFormat == Int4Format::kAwq) {
-    return (word >> kAwqShift[n % 8]) & 0xfu;
-  } else if constexpr (kFormat == Int4Format::kGptqV2) {
-    return (word >> (4 * (n % 8))) & 0xfu;
-  } else {
-    return ((word >> (4 * (n % 8))) & 0xfu) + 1;  // v1 stores z - 1
-  }
-}
-
-template <Int4Format kFormat>
-struct PackInt4 {
-  static constexpr uint64_t kPrefetchRows = 16;  // rows of K ahead
-  const MatmulInt4Args& args;
-  const Tile& tile;
-  TileScratch& scratch;
-
-  // column_scale[n] = s, column_offset[n] = -z s for group g.
-  AXRT_CPU_INLINE void load_group(uint64_t g) const {
-    const uint32_t* qzeros_row = args.qzeros + g * (args.N / 8);
-    const uint16_t* scales_row = args.scales + g * args.N + tile.n0;
-    for (int n = 0; n < tile.cols; ++n) {
-      const float s = half_to_float(scales_row[n]);
-      const float z = static_cast<float>(zero_point_of<kFormat>(qzeros_row, tile.n0 + n));
-      scratch.column_scale[n] = s;
-      scratch.column_offset[n] = -z * s;
-    }
-  }
-
-  // The eight codes of tile columns [c, c + 8) in one row, dequantised.
-  template <int kBuildLanes>
-  AXRT_CPU_INLINE void dequantize8(const uint32_t* __restrict codes, uint32_t shift, int c,
-                                   float* __restrict dst) const {
-    // Eight columns at a time: at most 8 lanes.
-    constexpr int kLanes = kBuildLanes > 8 ? 8 : kBuildLanes;
-    using F = typename Simd<kLanes>::F;
-    using I = typename Simd<kLanes>::I;
-    using U = typename Simd<kLanes>::U;
-#pragma GCC unroll 2
-    for (int part = 0; part < 8; part += kLanes) {
-      U words;
-      if constexpr (kFormat == Int4Format::kAwq) {
-        words = (U{} + codes[0]) >> load_vector<U>(kAwqShift + part);  // one word holds all eight
-      } else {
-        words = load_vector<U>(codes + part) >> shift;  // a word per column
-      }
-      const F q = __builtin_convertvector(reinterpret_cast<I>(words & 0xfu), F);
-      const F s = load_vector<F>(scratch.column_scale + c + part);
-      const F offset = load_vector<F>(scratch.column_offset + c + part);
-      store_vector(dst + part, q * s + offset);
-    }
-  }
-
-  template <int kLanes>
-  AXRT_CPU_INLINE void pack(uint64_t k0, int kc, float* __restrict b) const {
-    const uint64_t group_size = args.group_size;
-    int k = 0;
-    while (k < kc) {
-      const uint64_t g = (k0 + k) / group_size;
-      const int k_end = static_cast<int>(std::min<uint64_t>(kc, (g + 1) * group_size - k0));
-      load_group(g);
-      for (; k < k_end; ++k) {
-        const uint64_t row = k0 + k;
-        const uint32_t* codes;
-        uint32_t shift = 0;
-        int words_per_8_columns;
-        if constexpr (kFormat == Int4Format::kAwq) {
-          codes = args.qweight + row * (args.N / 8) + tile.n0 / 8;
-          words_per_8_columns = 1;
-          // Each row contributes 32 bytes, N / 2 bytes apart: too far for
-          // the hardware prefetcher.
-          __builtin_prefetch(codes + kPrefetchRows * (args.N / 8));
-        } else {
-          codes = args.qweight + (row / 8) * args.N + tile.n0;
-          shift = static_cast<uint32_t>(4 * (row % 8));
-          words_per_8_columns = 8;
-          if (row % 8 == 0) {
-            for (int c = 0; c < tile.cols; c += 16) {
-              __builtin_prefetch(codes + kPrefetchRows / 8 * args.N + c);
-            }
-          }
-        }
-        // N is a multiple of 8, so the tile's columns are whole groups of 8.
-        for (int c = 0; c < tile.cols; c += 8) {
-          float* dst = b + (c / kNr) * kKc * kNr + k * kNr + c % kNr;
-          dequantize8<kLanes>(codes + (c / 8) * words_per_8_columns, shift, c, dst);
-        }
-        if (tile.cols % kNr != 0) {
-          float* dst = b + (tile.cols / kNr) * kKc * kNr + k * kNr + 8;
-          for (int n = 0; n < 8; ++n) dst[n] = 0.0f;
-        }
-      }
-    }
-  }
-};
 
 // Sequential order: element e of a word sits in nibble e.
 alignas(32) constexpr uint32_t kSequentialShift[8] = {0, 4, 8, 12, 16, 20, 24, 28};
@@ -359,11 +262,8 @@ struct MatmulInt4Body {
         case 3: source.template fused<kLanes, 3>(x); break;
         default: source.template fused<kLanes, 4>(x); break;
       }
-    } else if (tile->rows <= kSkinnyMaxRows) {
-      skinny_kmajor_tile<kLanes>(args->x, args->K, *tile, source, *scratch, tuning->skinny);
     } else {
-      const PackInt4<kFormat> pack{*args, *tile, *scratch};
-      accumulate_tile<kLanes>(args->x, args->K, *tile, pack, *scratch, tuning->gemm);
+      skinny_kmajor_tile<kLanes>(args->x, args->K, *tile, source, *scratch, tuning->skinny);
     }
     store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/false);
   }

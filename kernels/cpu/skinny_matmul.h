@@ -1,10 +1,10 @@
 // The dot-product and small-row paths of the matmul kernels.
 //
 // Two engines, by weight layout:
-//   - k-major weights (f32 [K, N], AWQ and GPTQ int4), for tiles of at most
-//     kSkinnyMaxRows rows (language-model decode, small batches), where the
-//     weights are read once and the work is bound by memory, not
-//     arithmetic: W arrives a row of 64 columns at a time. f32 rows are read
+//   - k-major weights (f32 [K, N] in tiles of at most kSkinnyMaxRows rows:
+//     language-model decode, small batches, where the weights are read
+//     once and the work is bound by memory, not arithmetic; AWQ and GPTQ
+//     int4 in every tile): W arrives a row of 64 columns at a time. f32 rows are read
 //     in place; int4 rows are decoded in registers (up to 4 x rows,
 //     quantized_matmul.cc) or into a small f32 panel in L1 first. A
 //     register tile of up to 6 (or 12) rows x 64 (or 32) columns
@@ -17,11 +17,13 @@
 // Both accumulate in f32 in registers and write the 64-column f32 tile
 // TileScratch::c, which store_tile turns into y.
 //
-// The n-major engine is batch-invariant: each row of y depends only on that
+// Both engines are batch-invariant: each row of y depends only on that
 // row of x, the weights and the bias: the same bits whatever M and whatever
 // the other rows (within one build: AVX-512, AVX2 or baseline). Every
 // output takes the same operations in the same order whatever the tile's
-// row count, the register block (MR x NC) and the K blocks (DotSpan).
+// row count, the register block (MR x NC, or rows x columns) and the K
+// blocks (DotSpan, or kb): one running sum over K for the k-major engine.
+// (axrt_matmul_f32 is not: its tiles of more rows take the tile engine.)
 #ifndef AXRT_KERNELS_CPU_SKINNY_MATMUL_H_
 #define AXRT_KERNELS_CPU_SKINNY_MATMUL_H_
 
@@ -39,7 +41,8 @@
 
 namespace axrt::kernels::cpu {
 
-// Tiles with at most this many rows take the paths of this file.
+// Tiles with at most this many rows take the paths of this file in every
+// kernel; the int4 and [N, K] kernels take them for tiles of every size.
 inline constexpr int kSkinnyMaxRows = 16;
 
 // The run-time blocking of the k-major engine (matmul_tuning.h picks it).

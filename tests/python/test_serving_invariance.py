@@ -15,7 +15,8 @@ DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
 MAX_TOKENS = 12
 # The weight (and activation) kinds whose CPU kernels are batch-invariant
 # (docs/serving.md).
-INVARIANT_KINDS = (("f32", "f32"), ("bf16", "f32"), ("int8", "f32"), ("int4", "int8"))
+INVARIANT_KINDS = (("f32", "f32"), ("bf16", "f32"), ("int8", "f32"), ("int4", "f32"),
+                   ("int4", "int8"))
 
 
 @pytest.fixture(scope="module")

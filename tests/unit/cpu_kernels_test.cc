@@ -4,7 +4,6 @@
 // sequential, shuffled and multi-threaded order.
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,8 +22,10 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
+#include <catch2/catch.hpp>
 
 #include "axrt/base.h"
 #include "axrt/kernel_abi.h"
@@ -1140,8 +1141,7 @@ struct Int4Case {
   uint64_t group;
 };
 
-// M = 1 .. 4 decode each weight row in registers, 5 .. 16 through a panel,
-// more through the tile engine; N a multiple of 8 but not of 64, groups of
+// M = 1 .. 4 decode each weight row in registers, more through a panel; N a multiple of 8 but not of 64, groups of
 // 8 to 128, K spanning one or several groups and kb blocks.
 const Int4Case kInt4Cases[] = {
     {{1, 8, 128}, 128},    {{1, 4096 / 8, 256}, 128}, {{1, 200, 640}, 128},
@@ -1337,6 +1337,34 @@ TEST_CASE("axrt_matmul_int8_pc_f32 is batch-invariant") {
         [&](ArgBlock& args) { args.buffer("w", q.w.data()).buffer("scale", q.scale.data()); }, N,
         K, Ms);
   });
+}
+
+// The int4 kernels: every tile takes the small-row engine (one running sum
+// per output over K), N a multiple of 8, K of the group.
+TEST_CASE("the int4 kernels with f32 activations are batch-invariant") {
+  const std::pair<const char*, Int4Kind> kernels[] = {
+      {"axrt_matmul_awq_int4_f32", Int4Kind::kAwq},
+      {"axrt_matmul_gptq_int4_f32", Int4Kind::kGptqV2},
+      {"axrt_matmul_gptq_v1_int4_f32", Int4Kind::kGptqV1}};
+  for (const auto& [name, kind] : kernels) {
+    for (MatmulIsa isa : matmul_isas()) {
+      MatmulIsaScope scope(isa);
+      for (const auto& [N, K, group] : {std::tuple<uint64_t, uint64_t, uint64_t>{72, 256, 128},
+                                        {136, 768, 128},
+                                        {40, 96, 32}}) {
+        const Int4Weights q = quantize_int4(random_weights(K, N, 314), N, K, group, kind);
+        check_batch_invariance(
+            name,
+            [&](ArgBlock& args) {
+              args.buffer("qweight", q.qweight.data())
+                  .buffer("scales", q.scales.data())
+                  .buffer("qzeros", q.qzeros.data())
+                  .u64("group_size", group);
+            },
+            N, K, {2, 5, 16, 17, 63, 64, 65, 200});
+      }
+    }
+  }
 }
 
 TEST_CASE("GPTQ v1 stores z - 1 where v2 stores z") {
