@@ -14,53 +14,64 @@ namespace {
 
 constexpr axrt_status_code_t kInvalid = AXRT_STATUS_CODE_INVALID_ARGUMENT;
 
-// One argument of a function: dtype, rank, and each extent (the symbol's
-// bound where the extent is symbolic).
+// One argument of a function: its name, dtype, and each extent's bound (the
+// extent, or the symbol's upper bound) and symbol name ("" when fixed).
 struct Argument {
   std::string name;
   axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
-  std::vector<int64_t> dims;
-  std::vector<uint64_t> bounds;  // the extent, or the symbol's upper bound
+  std::vector<uint64_t> bounds;
   std::vector<std::string> symbols;
 };
 
-axrt_status_t describe(axrt_function_t function, axrt_argument_kind_t kind, uint32_t index,
-                       Argument* out) {
+// Reads argument `index` of `function` (`what` in messages) into `out` and
+// checks that it is the serving contract's `name`: `dtype`, with symbolic
+// extents where `symbolic` says (a string of 's' and 'f', one per
+// dimension).
+axrt_status_t contract_argument(axrt_function_t function, const char* what,
+                                axrt_argument_kind_t kind, uint32_t index, const char* name,
+                                axrt_dtype_t dtype, const char* symbolic, Argument* out) {
   axrt_argument_info_t info = AXRT_ARGUMENT_INFO_INIT;
   AXRT_RETURN_IF_ERROR(axrt_function_query_argument(function, kind, index, &info));
   out->name = info.name;
   out->dtype = info.dtype;
   for (uint32_t d = 0; d < info.rank; ++d) {
-    out->dims.push_back(info.dims[d]);
     if (info.dim_symbols[d] < 0) {
       out->bounds.push_back(static_cast<uint64_t>(info.dims[d]));
       out->symbols.emplace_back();
     } else {
-      const char* name = nullptr;
+      const char* symbol = nullptr;
       uint64_t bound = 0;
       AXRT_RETURN_IF_ERROR(axrt_function_query_symbol(
-          function, static_cast<uint32_t>(info.dim_symbols[d]), &name, &bound));
+          function, static_cast<uint32_t>(info.dim_symbols[d]), &symbol, &bound));
       out->bounds.push_back(bound);
-      out->symbols.emplace_back(name);
+      out->symbols.emplace_back(symbol);
     }
   }
-  return nullptr;
-}
-
-// Checks that `arg` is `dtype` of rank `rank` with symbolic extents where
-// `symbolic` says (a string of 's' and 'f').
-axrt_status_t expect(const char* function, const Argument& arg, const char* name,
-                     axrt_dtype_t dtype, const char* symbolic) {
   const size_t rank = std::strlen(symbolic);
-  bool ok = arg.name == name && arg.dtype == dtype && arg.dims.size() == rank;
+  bool ok = out->name == name && out->dtype == dtype && out->bounds.size() == rank;
   for (size_t d = 0; ok && d < rank; ++d) {
-    ok = (symbolic[d] == 's') == !arg.symbols[d].empty() && arg.bounds[d] > 0;
+    ok = (symbolic[d] == 's') == !out->symbols[d].empty() && out->bounds[d] > 0;
   }
   if (!ok) {
     return make_status(kInvalid,
                        "axrt_engine_create: {}'s argument `{}` is not `{}` {} of rank {} as the "
                        "serving contract has it (docs/serving.md)",
-                       function, arg.name, name, axrt_dtype_name(dtype), rank);
+                       what, out->name, name, axrt_dtype_name(dtype), rank);
+  }
+  return nullptr;
+}
+
+// Checks that `function` (`what`) takes the contract's numbers of inputs
+// and outputs.
+axrt_status_t contract_arity(axrt_function_t function, const char* what, uint32_t inputs,
+                             uint32_t outputs) {
+  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_function_query_info(function, &info));
+  if (info.input_count != inputs || info.output_count != outputs) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: `{}` takes {} inputs and {} outputs, not the {} and "
+                       "{} of the serving contract (docs/serving.md)",
+                       what, info.input_count, info.output_count, inputs, outputs);
   }
   return nullptr;
 }
@@ -115,27 +126,21 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
   AXRT_RETURN_IF_ERROR(find(executable, "sample", &sample_));
 
   // The step's signature gives the model's sizes.
-  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
-  AXRT_RETURN_IF_ERROR(axrt_function_query_info(step_, &info));
-  if (info.input_count != 5 || info.output_count != 1) {
-    return make_status(kInvalid,
-                       "axrt_engine_create: `step` takes {} inputs and {} outputs, not the 5 and "
-                       "1 of the serving contract (docs/serving.md)",
-                       info.input_count, info.output_count);
-  }
+  constexpr axrt_argument_kind_t kIn = AXRT_ARGUMENT_KIND_INPUT;
+  AXRT_RETURN_IF_ERROR(contract_arity(step_, "step", 5, 1));
   Argument tokens, positions, tables, rows, cache, logits;
-  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 0, &tokens));
-  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 1, &positions));
-  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 2, &tables));
-  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 3, &rows));
-  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_INPUT, 4, &cache));
-  AXRT_RETURN_IF_ERROR(describe(step_, AXRT_ARGUMENT_KIND_OUTPUT, 0, &logits));
-  AXRT_RETURN_IF_ERROR(expect("step", tokens, "tokens", AXRT_DTYPE_INT32, "s"));
-  AXRT_RETURN_IF_ERROR(expect("step", positions, "positions", AXRT_DTYPE_INT32, "s"));
-  AXRT_RETURN_IF_ERROR(expect("step", tables, "block_tables", AXRT_DTYPE_INT32, "sf"));
-  AXRT_RETURN_IF_ERROR(expect("step", rows, "logit_rows", AXRT_DTYPE_INT32, "s"));
-  AXRT_RETURN_IF_ERROR(expect("step", cache, "kv_cache", AXRT_DTYPE_FLOAT32, "ffsfff"));
-  AXRT_RETURN_IF_ERROR(expect("step", logits, "logits", AXRT_DTYPE_FLOAT32, "sf"));
+  AXRT_RETURN_IF_ERROR(
+      contract_argument(step_, "step", kIn, 0, "tokens", AXRT_DTYPE_INT32, "s", &tokens));
+  AXRT_RETURN_IF_ERROR(
+      contract_argument(step_, "step", kIn, 1, "positions", AXRT_DTYPE_INT32, "s", &positions));
+  AXRT_RETURN_IF_ERROR(contract_argument(step_, "step", kIn, 2, "block_tables",
+                                         AXRT_DTYPE_INT32, "sf", &tables));
+  AXRT_RETURN_IF_ERROR(
+      contract_argument(step_, "step", kIn, 3, "logit_rows", AXRT_DTYPE_INT32, "s", &rows));
+  AXRT_RETURN_IF_ERROR(contract_argument(step_, "step", kIn, 4, "kv_cache", AXRT_DTYPE_FLOAT32,
+                                         "ffsfff", &cache));
+  AXRT_RETURN_IF_ERROR(contract_argument(step_, "step", AXRT_ARGUMENT_KIND_OUTPUT, 0, "logits",
+                                         AXRT_DTYPE_FLOAT32, "sf", &logits));
   shape_.layers = cache.bounds[0];
   shape_.kv_heads = cache.bounds[3];
   shape_.block_size = cache.bounds[4];
@@ -147,17 +152,10 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
   if (cache.bounds[1] != 2) {
     return make_status(kInvalid, "axrt_engine_create: `step`'s kv_cache is not [L, 2, ...]");
   }
-  axrt_function_info_t sample_info = AXRT_FUNCTION_INFO_INIT;
-  AXRT_RETURN_IF_ERROR(axrt_function_query_info(sample_, &sample_info));
-  if (sample_info.input_count != 6 || sample_info.output_count != 1) {
-    return make_status(kInvalid,
-                       "axrt_engine_create: `sample` takes {} inputs and {} outputs, not the 6 "
-                       "and 1 of the serving contract (docs/serving.md)",
-                       sample_info.input_count, sample_info.output_count);
-  }
+  AXRT_RETURN_IF_ERROR(contract_arity(sample_, "sample", 6, 1));
   Argument sample_logits;
-  AXRT_RETURN_IF_ERROR(describe(sample_, AXRT_ARGUMENT_KIND_INPUT, 0, &sample_logits));
-  AXRT_RETURN_IF_ERROR(expect("sample", sample_logits, "logits", AXRT_DTYPE_FLOAT32, "sf"));
+  AXRT_RETURN_IF_ERROR(contract_argument(sample_, "sample", kIn, 0, "logits", AXRT_DTYPE_FLOAT32,
+                                         "sf", &sample_logits));
   if (sample_logits.bounds[1] != shape_.vocab) {
     return make_status(kInvalid,
                        "axrt_engine_create: `sample` takes logits of {} tokens, `step` makes {}",

@@ -177,15 +177,18 @@ typedef struct axrt_engine_stats_t {
   { sizeof(axrt_engine_stats_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Creates an engine running `executable`'s `step` and `sample` functions
- * on its device, with a KV cache allocated there. INVALID_ARGUMENT names
- * what the executable or the options lack; RESOURCE_EXHAUSTED when the
- * cache does not fit. The engine retains the executable. */
+ * on its device, with a KV cache allocated there, and starts its thread.
+ * INVALID_ARGUMENT names what the executable or the options lack;
+ * RESOURCE_EXHAUSTED when the cache does not fit. `options` is read during
+ * the call only; the engine retains the executable; the caller owns
+ * `*out_engine` (axrt_engine_destroy), written on success only. */
 AXRT_API axrt_status_t axrt_engine_create(axrt_executable_t executable,
                                           const axrt_engine_options_t* options,
                                           axrt_engine_t* out_engine);
 
-/* Queues a request (first come, first served). Events follow through the
- * callback. Refused, with nothing queued: INVALID_ARGUMENT for a bad
+/* Queues a request (first come, first served). `request` and the arrays it
+ * points to are read during the call only (copied). Events follow through
+ * the callback. Refused, with nothing queued: INVALID_ARGUMENT for a bad
  * request (naming the field), or one that can never fit (a prompt longer
  * than the longest sequence, or needing more blocks than the cache has);
  * ALREADY_EXISTS for an id in use; UNAVAILABLE when max_waiting requests
@@ -198,7 +201,8 @@ AXRT_API axrt_status_t axrt_engine_add_request(axrt_engine_t engine, const axrt_
  * may have just finished). */
 AXRT_API axrt_status_t axrt_engine_cancel(axrt_engine_t engine, uint64_t id);
 
-/* A snapshot of the engine's counters. */
+/* Writes a snapshot of the engine's counters into `*out_stats`, as far as
+ * its struct_size goes (INVALID_ARGUMENT below the fields' start). */
 AXRT_API axrt_status_t axrt_engine_query_stats(axrt_engine_t engine,
                                                axrt_engine_stats_t* out_stats);
 

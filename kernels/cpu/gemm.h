@@ -15,10 +15,12 @@
 #define AXRT_KERNELS_CPU_GEMM_H_
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matmul_isa.h"
 
 namespace axrt::kernels::cpu {
@@ -151,6 +153,40 @@ AXRT_CPU_INLINE typename Simd<kLanes>::F halves_to_floats(typename Simd<kLanes>:
   const U subnormal = sign | reinterpret_cast<U>(tiny);
   const U bits = exponent == 0u ? subnormal : (exponent == 0x1fu ? special : normal);
   return reinterpret_cast<F>(bits);
+}
+
+// Checks the shape rules of the int4 kernels (`name` in the messages): N a
+// multiple of 8 (codes packed 8 to a word), group_size positive and a
+// divisor of K; with `group_multiple_of_8`, group_size a multiple of 8, and
+// with `k_multiple_of_8`, K (GPTQ packs 8 rows of K to a word).
+inline axrt_kernel_result_t check_int4_shape(const char* name, const MatmulInt4Args& a,
+                                             bool group_multiple_of_8, bool k_multiple_of_8,
+                                             const axrt_kernel_workgroup_t* workgroup) {
+  if (a.N % 8 != 0) {
+    return invalid_argument(workgroup,
+                            "%s: N = %" PRIu64
+                            " is not a multiple of 8 (int4 codes are packed 8 per u32 word)",
+                            name, a.N);
+  }
+  if (a.group_size == 0) return invalid_argument(workgroup, "%s: group_size is 0", name);
+  if (group_multiple_of_8 && a.group_size % 8 != 0) {
+    return invalid_argument(workgroup,
+                            "%s: group_size = %" PRIu64
+                            " is not a multiple of 8 (GPTQ packs 8 rows of K per u32 word)",
+                            name, a.group_size);
+  }
+  if (a.K % a.group_size != 0) {
+    return invalid_argument(workgroup,
+                            "%s: K = %" PRIu64 " is not a multiple of group_size = %" PRIu64, name,
+                            a.K, a.group_size);
+  }
+  if (k_multiple_of_8 && a.K % 8 != 0) {
+    return invalid_argument(workgroup,
+                            "%s: K = %" PRIu64
+                            " is not a multiple of 8 (GPTQ packs 8 rows of K per u32 word)",
+                            name, a.K);
+  }
+  return AXRT_KERNEL_OK;
 }
 
 // A group's f16 scales and packed u4 zero points (8 columns a word) for a

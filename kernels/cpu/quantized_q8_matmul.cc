@@ -652,25 +652,9 @@ struct MatmulQ8Body {
 axrt_kernel_result_t matmul_q8(const char* name, const void* raw_args,
                                const axrt_kernel_workgroup_t* workgroup) {
   const auto* args = static_cast<const MatmulInt4Args*>(raw_args);
-  if (args->N % 8 != 0) {
-    return invalid_argument(workgroup,
-                            "%s: N = %" PRIu64
-                            " is not a multiple of 8 (int4 codes are packed 8 per u32 word)",
-                            name, args->N);
-  }
-  if (args->group_size == 0) {
-    return invalid_argument(workgroup, "%s: group_size is 0", name);
-  }
-  if (args->group_size % 8 != 0) {
-    return invalid_argument(workgroup,
-                            "%s: group_size = %" PRIu64
-                            " is not a multiple of 8 (GPTQ packs 8 rows of K per u32 word)",
-                            name, args->group_size);
-  }
-  if (args->K % args->group_size != 0) {
-    return invalid_argument(workgroup,
-                            "%s: K = %" PRIu64 " is not a multiple of group_size = %" PRIu64, name,
-                            args->K, args->group_size);
+  if (const axrt_kernel_result_t r = check_int4_shape(name, *args, /*group_multiple_of_8=*/true,
+                                                     /*k_multiple_of_8=*/false, workgroup)) {
+    return r;
   }
   Tile tile;
   if (!locate_tile(workgroup, args->M, args->N, &tile)) return AXRT_KERNEL_OK;
