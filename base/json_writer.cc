@@ -6,10 +6,6 @@
 
 namespace axrt {
 
-namespace {
-
-// Length of the valid UTF-8 sequence starting at `s[i]`, or 0 if invalid
-// (overlong forms, surrogates and code points above U+10FFFF included).
 size_t utf8_sequence_length(std::string_view s, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
   const uint8_t b0 = byte(i);
@@ -34,8 +30,6 @@ size_t utf8_sequence_length(std::string_view s, size_t i) {
   if (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
   return length;
 }
-
-}  // namespace
 
 void JsonWriter::escape(std::string_view text, std::string* out) {
   out->push_back('"');

@@ -56,6 +56,11 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+// Length of the valid UTF-8 sequence starting at `s[i]` (1 for ASCII), or
+// 0 when it is not one: overlong forms, surrogates and code points above
+// U+10FFFF are invalid. The JSON writer and the tool's reader share it.
+size_t utf8_sequence_length(std::string_view s, size_t i);
+
 }  // namespace axrt
 
 #endif  // AXRT_BASE_JSON_WRITER_H_

@@ -15,6 +15,7 @@ set(layers
   "runtime/drivers/*/"
   "runtime/"
   "base/"
+  "trace/"
   "format/"
   "kernels/"
   "serving/"
@@ -25,19 +26,21 @@ set(layers
   "fuzz/")
 set(allowed_include/axrt/ "axrt/")
 set(allowed_base/ "axrt/" "base/")
+set(allowed_trace/ "axrt/" "base/" "trace/")
 set(allowed_format/ "axrt/" "base/" "format/")
 set(allowed_kernels/ "axrt/" "base/" "kernels/")
 # Drivers see the driver interface and nothing else of the core.
 set(allowed_runtime/drivers/*/ "axrt/" "base/" "runtime/driver.h" "runtime/object.h"
-  "runtime/caching_pool.h" "<driver>")
+  "runtime/caching_pool.h" "trace/trace.h" "<driver>")
 # The core sees everything below it, but no driver's insides.
-set(allowed_runtime/ "axrt/" "base/" "format/" "kernels/cpu/library.h" "runtime/api.h"
-  "runtime/buffer.h" "runtime/caching_pool.h" "runtime/call.h"
+set(allowed_runtime/ "axrt/" "base/" "trace/trace.h" "format/" "kernels/cpu/library.h" "runtime/api.h"
+  "runtime/buffer.h" "runtime/caching_pool.h" "runtime/call.h" "runtime/debug_calls.h"
   "runtime/driver.h" "runtime/executable.h" "runtime/handle_table.h" "runtime/host_code.h"
   "runtime/instance.h" "runtime/kernel_library.h" "runtime/loader.h" "runtime/object.h"
   "runtime/tensor.h")
 # The serving engine is a client of the public API inside the library.
-set(allowed_serving/ "axrt/" "base/" "serving/")
+# It records its steps into a running trace.
+set(allowed_serving/ "axrt/" "base/" "trace/trace.h" "serving/")
 # The tool is a client of the public API that also reads files itself.
 set(allowed_tools/axrt/ "axrt/" "base/" "format/" "tools/axrt/")
 # Clients of the public API only.
@@ -49,7 +52,7 @@ set(allowed_fuzz/ "axrt/" "base/" "format/")
 
 # The project's top-level folders and the public header root: an include
 # that starts with one of these is the project's own.
-set(own_roots axrt base format kernels runtime serving tools bindings abi tests fuzz examples)
+set(own_roots axrt base trace format kernels runtime serving tools bindings abi tests fuzz examples)
 
 set(failures 0)
 foreach(layer IN LISTS layers)

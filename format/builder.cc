@@ -348,11 +348,6 @@ axrt_status_t Builder::add_kernel(KernelT kernel, uint32_t* out_index) {
     }
     switch (param->kind) {
       case ParamKind::BUFFER:
-        if (param->scalar_type != DType::INVALID) {
-          return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                             "{}: a BUFFER parameter takes no scalar type (got {})", where,
-                             EnumNameDType(param->scalar_type));
-        }
         if (param->layout) AXRT_RETURN_IF_ERROR(check_layout(*param->layout, where, nullptr));
         break;
       case ParamKind::SCALAR:

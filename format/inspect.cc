@@ -123,8 +123,10 @@ class TextPrinter {
         if (param->kind() == axe::ParamKind::SCALAR) {
           line("      param {} {}: scalar {}", p, str(param->name()), dtype_name(param->scalar_type()));
         } else {
-          line("      param {} {}: {} {}", p, str(param->name()), param_kind_name(param->kind()),
-               access_name(param->access()));
+          const bool typed = param->scalar_type() != axe::DType::INVALID;
+          line("      param {} {}: {} {}{}{}", p, str(param->name()),
+               param_kind_name(param->kind()), access_name(param->access()),
+               typed ? ", elements " : "", typed ? dtype_name(param->scalar_type()) : "");
         }
         if (param->layout()) {
           line("        expects layout '{}': {}", str(param->layout()->layout_id()),
@@ -469,6 +471,9 @@ class JsonPrinter {
           w_.member("scalar_type", dtype_name(param->scalar_type()));
         } else {
           w_.member("access", access_name(param->access()));
+          if (param->scalar_type() != axe::DType::INVALID) {
+            w_.member("scalar_type", dtype_name(param->scalar_type()));
+          }
         }
         layout("layout", param->layout(), nullptr);
         w_.end_object();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "trace/trace.h"
+
 namespace axrt {
 
 namespace {
@@ -14,7 +16,10 @@ CachingPool::CachingPool(Backend backend, uint64_t max_cached_bytes)
   stats_.struct_size = sizeof(stats_);
 }
 
-CachingPool::~CachingPool() { trim(0); }
+CachingPool::~CachingPool() {
+  trim(0);
+  trace::retire_track(trace_track_);
+}
 
 uint64_t CachingPool::size_class(uint64_t size) noexcept {
   if (size <= kMinBlock) return kMinBlock;
@@ -56,6 +61,7 @@ void* CachingPool::allocate(uint64_t size, uint64_t alignment, uint64_t* out_blo
   ++stats_.allocation_count;
   stats_.bytes_in_use += block_size;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  if (trace::active()) trace_counters();
   *out_block_size = block_size;
   return pointer;
 }
@@ -68,6 +74,7 @@ void CachingPool::deallocate(void* pointer, uint64_t block_size, uint64_t alignm
     try {
       free_blocks_[key(block_size, alignment)].push_back(pointer);
       cached_bytes_ += block_size;
+      if (trace::active()) trace_counters();
       return;
     } catch (...) {
       // No room to remember the block: give it back instead.
@@ -75,13 +82,41 @@ void CachingPool::deallocate(void* pointer, uint64_t block_size, uint64_t alignm
   }
   stats_.bytes_reserved -= block_size;
   ++stats_.trim_count;
+  if (trace::active()) trace_counters();
   lock.unlock();
   backend_.free(backend_.context, pointer, block_size, alignment);
 }
 
 uint64_t CachingPool::trim(uint64_t keep_bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return trim_locked(keep_bytes);
+  const uint64_t freed = trim_locked(keep_bytes);
+  if (freed && trace::active()) trace_counters();
+  return freed;
+}
+
+void CachingPool::set_trace_name(std::string_view process, std::string_view counter) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  trace::retire_track(trace_track_);
+  trace_track_ = 0;
+  try {
+    trace_counter_ = trace::intern(counter);
+    trace_track_ = trace::register_track(process, counter);
+  } catch (...) {
+    // Without a name the pool records no counters; nothing else depends on it.
+  }
+}
+
+void CachingPool::trace_counters() const noexcept {
+  if (!trace_track_) return;
+  trace::Record r;
+  r.kind = trace::Kind::kCounter;
+  r.begin = r.end = trace::now();
+  r.track = trace_track_;
+  r.name = trace_counter_;
+  r.a[0] = static_cast<int64_t>(stats_.bytes_in_use);
+  r.a[1] = static_cast<int64_t>(stats_.bytes_reserved);
+  r.a[2] = static_cast<int64_t>(stats_.allocation_count);
+  trace::emit(r);
 }
 
 uint64_t CachingPool::trim_locked(uint64_t keep_bytes) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -42,12 +43,19 @@ class CachingPool {
 
   axrt_pool_statistics_t statistics() const;
 
+  // Names the pool's counter track in traces ("device memory" under
+  // "cpu:0"): while a trace runs, every allocation and deallocation samples
+  // bytes in use, bytes reserved and allocations served.
+  void set_trace_name(std::string_view process, std::string_view counter) noexcept;
+
   // The block size a request of `size` bytes is rounded up to.
   static uint64_t size_class(uint64_t size) noexcept;
 
  private:
   static uint64_t key(uint64_t block_size, uint64_t alignment) noexcept;
   uint64_t trim_locked(uint64_t keep_bytes);
+  // Samples the counters into a running trace; mutex_ held.
+  void trace_counters() const noexcept;
 
   Backend backend_;
   uint64_t max_cached_bytes_;
@@ -55,6 +63,8 @@ class CachingPool {
   std::unordered_map<uint64_t, std::vector<void*>> free_blocks_;
   uint64_t cached_bytes_ = 0;
   axrt_pool_statistics_t stats_{};
+  uint32_t trace_track_ = 0;
+  const char* trace_counter_ = nullptr;
 };
 
 }  // namespace axrt

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/api.h"
+#include "runtime/debug_calls.h"
 #include "runtime/executable.h"
 #include "runtime/tensor.h"
 
@@ -51,10 +52,12 @@ axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatc
 
 // Runs `function` on `stream` (both resolved, on the same device, the
 // argument counts checked): binds, allocates missing outputs and the arena,
-// builds the batch and submits it. Writes the allocated outputs' handles
-// into `outputs` only on success.
+// builds the batch and submits it, or, when `debug` is not null, hands it
+// to submit_debug_call (runtime/debug_calls.h). Writes the allocated
+// outputs' handles into `outputs` only on success.
 axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* stream,
-                              const axrt_tensor_t* inputs, axrt_tensor_t* outputs);
+                              const axrt_tensor_t* inputs, axrt_tensor_t* outputs,
+                              const CallDebug* debug);
 
 }  // namespace axrt
 

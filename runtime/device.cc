@@ -44,6 +44,32 @@ AXRT_API axrt_status_t axrt_device_query_pool_statistics(axrt_device_t device,
   return nullptr;
 }
 
+AXRT_API axrt_status_t axrt_device_query_stream_statistics(
+    axrt_device_t device, axrt_stream_statistics_t* out_statistics) {
+  static constexpr ApiCall api("axrt_device_query_stream_statistics");
+  Device* self = nullptr;
+  AXRT_RETURN_IF_ERROR(api.resolve(device, "device", &self));
+  AXRT_RETURN_IF_ERROR(
+      check_query_struct(api, out_statistics, "out_statistics", "axrt_stream_statistics_t"));
+  const Device::StreamCounters& c = self->counters;
+  auto get = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  axrt_stream_statistics_t statistics = AXRT_STREAM_STATISTICS_INIT;
+  statistics.streams_created = get(c.streams_created);
+  statistics.copies = get(c.copies);
+  statistics.copy_bytes = get(c.copy_bytes);
+  statistics.fills = get(c.fills);
+  statistics.fill_bytes = get(c.fill_bytes);
+  statistics.host_functions = get(c.host_functions);
+  statistics.event_records = get(c.event_records);
+  statistics.event_waits = get(c.event_waits);
+  statistics.deallocations = get(c.deallocations);
+  statistics.function_calls = get(c.function_calls);
+  statistics.dispatches = get(c.dispatches);
+  statistics.stream_failures = get(c.stream_failures);
+  write_query_struct(statistics, out_statistics);
+  return nullptr;
+}
+
 AXRT_API axrt_status_t axrt_device_trim_pool(axrt_device_t device, uint64_t keep_bytes) {
   static constexpr ApiCall api("axrt_device_trim_pool");
   return guard(api.function(), [&]() -> axrt_status_t {

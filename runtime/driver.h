@@ -52,6 +52,7 @@
 #include "axrt/stream.h"
 #include "base/status.h"
 #include "runtime/object.h"
+#include "trace/trace.h"
 
 namespace axrt {
 
@@ -132,6 +133,10 @@ struct DeviceKernel {
   axrt_kernel_dim3_t cluster_dims{0, 0, 0};
   uint32_t dynamic_shared_memory = 0;
   std::string name;  // "kernel 'fc1' (sm_90 cubin:axrt_matmul_f32)"
+  // For traces, interned (trace/trace.h): the kernel's name ("fc1") and
+  // the code it runs (the entry symbol or library function).
+  const char* trace_name = nullptr;
+  const char* trace_symbol = nullptr;
 };
 
 // Device code a driver loaded (a CUDA module or library). Unloads when the
@@ -190,6 +195,15 @@ struct Device : Object {
   };
   std::mutex kernel_libraries_mutex;
   std::vector<KernelLibraryUse> kernel_libraries;
+
+  // Counters of queued work (axrt_device_query_stream_statistics): the core
+  // counts what it queues; a driver counts `stream_failures` when one of its
+  // streams first fails.
+  struct StreamCounters {
+    std::atomic<uint64_t> streams_created{0}, copies{0}, copy_bytes{0}, fills{0},
+        fill_bytes{0}, host_functions{0}, event_records{0}, event_waits{0}, deallocations{0},
+        function_calls{0}, dispatches{0}, stream_failures{0};
+  } counters;
 
   const char* id() const noexcept { return properties.id; }
 };
@@ -306,10 +320,15 @@ struct Stream : Object {
   static constexpr ObjectType kType = ObjectType::kStream;
 
   explicit Stream(const StreamVtable* vt) : Object(kType), vtable(vt) {}
+  ~Stream();  // forgets the trace track
 
   const StreamVtable* vtable;
   Ref<Device> device;  // set by the core
   std::string label;
+  // The stream's timeline in traces (trace/trace.h), set by the core; 0 for
+  // streams the core made for itself. Drivers stamp the operations they
+  // queue with it (trace::stamp) and record them when they run.
+  uint32_t trace_track = 0;
 
   // "stream 'prefill' on cpu:0"
   std::string describe() const;
@@ -360,6 +379,10 @@ struct HostKernel {
   axrt_kernel_dim3_t workgroup_size{1, 1, 1};
   uint32_t dynamic_shared_memory = 0;
   std::string name;  // "kernel 'fc1' (axrt.cpu:axrt_matmul_f32)"
+  // For traces, interned (trace/trace.h): the kernel's name ("fc1") and
+  // the code it runs (the entry symbol or library function).
+  const char* trace_name = nullptr;
+  const char* trace_symbol = nullptr;
 };
 
 struct BatchCommand {
@@ -388,7 +411,15 @@ struct CommandBatch {
   // What the batch is, for failure messages: "function 'main' of
   // executable 'mlp.axe'".
   const std::string* label = nullptr;
+  // For traces (interned): the function's name and its executable's.
+  const char* trace_name = nullptr;
+  const char* trace_detail = nullptr;
   std::vector<BatchCommand> commands;
+  // The index of `commands[0]` among the function's commands, which
+  // failure messages and traces give as `command_base + i`: 0 for a whole
+  // call; a call split into one batch per command (the checks and dumps of
+  // runtime/debug_calls.h) numbers each batch's command as the function does.
+  uint32_t command_base = 0;
   // The argument blocks, each at an 8-byte aligned offset.
   std::vector<uint64_t> args;
   // Every buffer the commands touch, and the object that owns the kernels.
@@ -410,6 +441,35 @@ struct CommandBatch {
 };
 
 using CommandBatchPtr = std::unique_ptr<CommandBatch>;
+
+// What a driver records in a trace for `command`, command `index` of its
+// function (trace/trace.h); the driver sets the times and the track.
+inline trace::Record command_trace_record(const BatchCommand& command, size_t index) noexcept {
+  trace::Record r;
+  r.a[0] = static_cast<int64_t>(index);
+  switch (command.kind) {
+    case BatchCommand::Kind::kDispatch:
+      if (const HostKernel* k = command.host_kernel) {
+        trace::set_dispatch(&r, index, k->trace_name, k->trace_symbol, command.workgroup_count,
+                            k->workgroup_size);
+      } else if (const DeviceKernel* k = command.device_kernel) {
+        trace::set_dispatch(&r, index, k->trace_name, k->trace_symbol, command.workgroup_count,
+                            k->workgroup_size);
+      } else {
+        r.kind = trace::Kind::kDispatch;
+      }
+      break;
+    case BatchCommand::Kind::kCopy:
+      r.kind = trace::Kind::kBatchCopy;
+      r.a[1] = static_cast<int64_t>(command.copy.width * command.copy.height);
+      break;
+    case BatchCommand::Kind::kFill:
+      r.kind = trace::Kind::kBatchFill;
+      r.a[1] = static_cast<int64_t>(command.fill_length);
+      break;
+  }
+  return r;
+}
 
 }  // namespace axrt
 

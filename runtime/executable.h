@@ -62,6 +62,17 @@ struct ArgumentPatch {
   ValueSource value;
 };
 
+// A binding a command writes, for the checks and dumps of a call
+// (runtime/debug_calls.h): a dispatch's WRITE and READ_WRITE buffer
+// parameters other than constants, a copy's or fill's destination.
+struct CommandWrite {
+  BufferSource binding;
+  std::string name;  // the parameter's; "dst" for copies and fills
+  // The signature's for outputs and mutable inputs, else the parameter's
+  // declared element type; INVALID when neither says.
+  axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
+};
+
 struct CompiledCommand {
   BatchCommand::Kind kind = BatchCommand::Kind::kDispatch;
   // kDispatch
@@ -74,6 +85,7 @@ struct CompiledCommand {
   ValueSource src_offset, dst_offset, length;
   uint64_t pattern = 0;
   uint32_t pattern_size = 0;
+  std::vector<CommandWrite> writes;  // read only by the debugging modes
 };
 
 struct ArgumentSignature {
@@ -94,12 +106,16 @@ struct Function : Object {
   std::string name;
   // "function 'main' of executable 'mlp.axe'"
   std::string label;
+  // The function's and the executable's names, for traces (interned).
+  const char* trace_name = nullptr;
+  const char* trace_executable = nullptr;
   std::vector<std::string> symbol_names;
   std::vector<uint64_t> symbol_bounds;
   std::vector<ArgumentSignature> inputs;
   std::vector<ArgumentSignature> outputs;
   uint64_t arena_size = 0;
   std::vector<CompiledCommand> commands;
+  uint64_t dispatch_count = 0;  // of `commands`
   size_t args_words = 0;  // of all argument blocks together, in u64 words
   // How long the last call ran on the device, for the inline path.
   std::atomic<uint64_t> last_duration_ns{UINT64_MAX};

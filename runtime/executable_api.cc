@@ -9,6 +9,7 @@
 #include "runtime/api.h"
 #include "runtime/call.h"
 #include "runtime/executable.h"
+#include "trace/trace.h"
 
 using namespace axrt;
 
@@ -316,19 +317,38 @@ AXRT_API axrt_status_t axrt_function_invoke(axrt_function_t function, axrt_strea
                                             axrt_tensor_t* outputs, size_t output_count,
                                             const axrt_invoke_options_t* options) {
   static constexpr ApiCall api("axrt_function_invoke");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Function* self = nullptr;
     Stream* target = nullptr;
     AXRT_RETURN_IF_ERROR(api.resolve(function, "function", &self));
+    trace_scope.set_detail(self->trace_name);
     AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &target));
+    axrt_invoke_options_t opts = AXRT_INVOKE_OPTIONS_INIT;
     if (options) {
       AXRT_RETURN_IF_ERROR(api.check_struct_size(options, "options", "axrt_invoke_options_t",
                                                  sizeof(axrt_invoke_options_t)));
-      axrt_invoke_options_t opts = AXRT_INVOKE_OPTIONS_INIT;
       AXRT_READ_FIELD(options, &opts, flags);
-      if (opts.flags != 0) {
+      AXRT_READ_FIELD(options, &opts, dump_directory);
+      constexpr uint32_t kKnownFlags = AXRT_INVOKE_FLAG_CHECK_FINITE | AXRT_INVOKE_FLAG_DUMP;
+      if (opts.flags & ~kKnownFlags) {
         return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED, "`options->flags` sets unknown bits {:#x}",
-                         opts.flags);
+                         opts.flags & ~kKnownFlags);
+      }
+      const bool dump = (opts.flags & AXRT_INVOKE_FLAG_DUMP) != 0;
+      if (dump && !opts.dump_directory) {
+        return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "`options->flags` sets AXRT_INVOKE_FLAG_DUMP but "
+                         "`options->dump_directory` is NULL{}",
+                         options->struct_size < sizeof(axrt_invoke_options_t)
+                             ? fmt::format(" (`options->struct_size` {} ends before it)",
+                                           options->struct_size)
+                             : std::string());
+      }
+      if (!dump && opts.dump_directory) {
+        return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "`options->dump_directory` is set, but `options->flags` lacks "
+                         "AXRT_INVOKE_FLAG_DUMP");
       }
       Extensions ignored;
       AXRT_RETURN_IF_ERROR(api.read_extensions(options->next, "options", 0, &ignored));
@@ -347,7 +367,12 @@ AXRT_API axrt_status_t axrt_function_invoke(axrt_function_t function, axrt_strea
     if (input_count > 0) AXRT_RETURN_IF_ERROR(api.require_pointer(inputs, "inputs"));
     if (output_count > 0) AXRT_RETURN_IF_ERROR(api.require_pointer(outputs, "outputs"));
 
-    return invoke_function(api, self, target, inputs, outputs);
+    if (debug_calls_requested(opts.flags)) [[unlikely]] {
+      CallDebug debug;
+      AXRT_RETURN_IF_ERROR(prepare_call_debug(api, opts.flags, opts.dump_directory, &debug));
+      if (debug.active()) return invoke_function(api, self, target, inputs, outputs, &debug);
+    }
+    return invoke_function(api, self, target, inputs, outputs, nullptr);
   });
 }
 

@@ -16,6 +16,7 @@ namespace {
 
 void destroy_instance(Object* object) {
   auto* instance = static_cast<Instance*>(object);
+  stop_instance_trace(instance);
   // Devices go in reverse order of creation; nothing refers to them any more,
   // since every object that did held a reference to this instance.
   for (auto it = instance->devices.rbegin(); it != instance->devices.rend(); ++it) {
@@ -137,6 +138,7 @@ AXRT_API axrt_status_t axrt_instance_create(const axrt_instance_options_t* optio
     AXRT_RETURN_IF_ERROR(register_kernel_library(instance.get(), std::move(builtin)));
     for (Device* device : instance->devices) object_register(device);
     object_register(instance.get());
+    start_environment_trace(instance.get());
     *out_instance = to_handle<axrt_instance_t>(instance.release());
     return nullptr;
   });

@@ -34,6 +34,12 @@ struct Instance : Object {
   std::vector<std::shared_ptr<KernelLibrary>> kernel_libraries;
 };
 
+// Tracing (runtime/trace_api.cc): starts the AXRT_TRACE trace with the
+// first instance created while the variable is set; stops and writes the
+// trace `instance` runs, if any (when it is destroyed).
+void start_environment_trace(const Instance* instance) noexcept;
+void stop_instance_trace(const Instance* instance) noexcept;
+
 }  // namespace axrt
 
 #endif  // AXRT_RUNTIME_INSTANCE_H_

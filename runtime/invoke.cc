@@ -9,7 +9,8 @@
 namespace axrt {
 
 axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* stream,
-                              const axrt_tensor_t* inputs, axrt_tensor_t* outputs) {
+                              const axrt_tensor_t* inputs, axrt_tensor_t* outputs,
+                              const CallDebug* debug) {
   Function* self = function;
   Stream* target = stream;
   Executable* exe = self->executable;
@@ -24,6 +25,8 @@ axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* st
   std::vector<Ref<Tensor>> allocated;
   auto batch = std::make_unique<CommandBatch>();
   batch->label = &self->label;
+  batch->trace_name = self->trace_name;
+  batch->trace_detail = self->trace_executable;
   batch->owner = Ref<Object>(exe);
   batch->last_duration_ns = &self->last_duration_ns;
   Device* device = exe->device.get();
@@ -63,7 +66,13 @@ axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* st
     batch->arena = arena.get();
     batch->buffers.push_back(std::move(arena));
   }
-  AXRT_RETURN_IF_ERROR(target->vtable->submit_batch(target, std::move(batch)));
+  if (debug) [[unlikely]] {
+    AXRT_RETURN_IF_ERROR(submit_debug_call(api, call, *debug, outputs, std::move(batch), target));
+  } else {
+    AXRT_RETURN_IF_ERROR(target->vtable->submit_batch(target, std::move(batch)));
+  }
+  device->counters.function_calls.fetch_add(1, std::memory_order_relaxed);
+  device->counters.dispatches.fetch_add(self->dispatch_count, std::memory_order_relaxed);
   for (size_t o = 0, a = 0; o < output_count; ++o) {
     if (outputs[o] == nullptr) outputs[o] = to_handle<axrt_tensor_t>(allocated[a++].release());
   }

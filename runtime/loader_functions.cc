@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "runtime/loader.h"
+#include "trace/trace.h"
 
 namespace axrt {
 namespace {
@@ -87,6 +88,10 @@ void compile_dispatch(const LoadContext& ctx, Executable* exe,
       }
       patch.is_buffer = true;
       patch.buffer = buffer_of(binding);
+      if (param.access() == axe::Access::WRITE || param.access() == axe::Access::READ_WRITE) {
+        out->writes.push_back(CommandWrite{patch.buffer, str(param.name()),
+                                           static_cast<axrt_dtype_t>(param.scalar_type())});
+      }
     } else {
       patch.scalar_type = static_cast<axrt_dtype_t>(param.scalar_type());
       patch.value = value_of(binding.value(), 0);
@@ -95,6 +100,44 @@ void compile_dispatch(const LoadContext& ctx, Executable* exe,
       patch.value.expr = binding.value();
     }
     out->patches.push_back(patch);
+  }
+}
+
+// The element types of what `command` (the function's last) writes: the
+// signature's for inputs and outputs; for a copy into the arena, that of its
+// source (a signature, a constant, or the latest earlier write of an arena
+// range holding the source's).
+void type_writes(const LoadContext& ctx, const Function& f, CompiledCommand* command) {
+  auto signature_type = [&](const BufferSource& b) -> axrt_dtype_t {
+    if (b.kind == BindingKind::INPUT) return f.inputs[b.index].dtype;
+    if (b.kind == BindingKind::OUTPUT) return f.outputs[b.index].dtype;
+    return AXRT_DTYPE_INVALID;
+  };
+  for (CommandWrite& write : command->writes) {
+    if (axrt_dtype_t dtype = signature_type(write.binding); dtype != AXRT_DTYPE_INVALID) {
+      write.dtype = dtype;
+    }
+  }
+  if (command->kind != BatchCommand::Kind::kCopy) return;
+  CommandWrite& write = command->writes.front();
+  if (write.dtype != AXRT_DTYPE_INVALID) return;
+  const BufferSource& src = command->src;
+  if (src.kind == BindingKind::CONSTANT) {
+    const axe::Constant& constant = *ctx.meta.constants()->Get(src.index);
+    write.dtype = static_cast<axrt_dtype_t>(constant.dtype());
+    return;
+  }
+  write.dtype = signature_type(src);
+  if (src.kind != BindingKind::ARENA) return;
+  for (auto earlier = f.commands.rbegin(); earlier != f.commands.rend(); ++earlier) {
+    for (const CommandWrite& w : earlier->writes) {
+      if (w.binding.kind == BindingKind::ARENA && w.binding.offset <= src.offset &&
+          w.binding.offset + w.binding.size >= src.offset + src.size &&
+          w.dtype != AXRT_DTYPE_INVALID) {
+        write.dtype = w.dtype;
+        return;
+      }
+    }
   }
 }
 
@@ -143,6 +186,8 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
     f.destroy = nullptr;
     f.name = str(fb->name());
     f.label = fmt::format("function '{}' of executable '{}'", f.name, ctx.name);
+    f.trace_name = trace::intern(f.name);
+    f.trace_executable = trace::intern(ctx.name);
     if (fb->symbols() && fb->symbols()->size() > kMaxSymbols) {
       return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
                          "{}: function '{}' has {} symbolic dimensions; this runtime binds at "
@@ -178,6 +223,7 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
           command.src_offset = value_of(copy.src_offset(), 0);
           command.dst_offset = value_of(copy.dst_offset(), 0);
           command.length = value_of(copy.length(), 0);
+          command.writes.push_back(CommandWrite{command.dst, "dst", AXRT_DTYPE_INVALID});
           break;
         }
         case axe::Command::FillCommand: {
@@ -188,11 +234,14 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
           command.length = value_of(fill.length(), 0);
           command.pattern = fill.pattern();
           command.pattern_size = fill.pattern_size();
+          command.writes.push_back(CommandWrite{command.dst, "dst", AXRT_DTYPE_INVALID});
           break;
         }
         default:  // the reader refuses unknown commands
           return make_status(AXRT_STATUS_CODE_INTERNAL, "{}: unknown command type", f.label);
       }
+      f.dispatch_count += command.kind == BatchCommand::Kind::kDispatch;
+      type_writes(ctx, f, &command);
       f.commands.push_back(std::move(command));
     }
     exe->functions.push_back(std::move(function));

@@ -13,6 +13,7 @@
 #include "runtime/instance.h"
 #include "runtime/loader.h"
 #include "runtime/tensor.h"
+#include "trace/trace.h"
 
 namespace axrt {
 namespace {
@@ -381,6 +382,8 @@ axrt_status_t load_kernels(const LoadContext& ctx, std::vector<ResolvedKernel>& 
       const axe::CodeObject& co = *ctx.meta.code_objects()->Get(r.impl.code_object);
       k.device.name = fmt::format("kernel '{}' ({}:{})", str(ctx.meta.kernels()->Get(i)->name()),
                                   code_object_kind_name(co.kind()), str(r.impl.entry_symbol));
+      k.device.trace_name = trace::intern(str(ctx.meta.kernels()->Get(i)->name()));
+      k.device.trace_symbol = trace::intern(str(r.impl.entry_symbol));
       continue;
     }
     // One acquisition per library and executable; its state serves every
@@ -399,6 +402,8 @@ axrt_status_t load_kernels(const LoadContext& ctx, std::vector<ResolvedKernel>& 
     k.host.dynamic_shared_memory = r.impl.dynamic_shared_memory;
     k.host.name = fmt::format("kernel '{}' ({}:{})", str(ctx.meta.kernels()->Get(i)->name()),
                               r.library->name, r.info->name);
+    k.host.trace_name = trace::intern(str(ctx.meta.kernels()->Get(i)->name()));
+    k.host.trace_symbol = trace::intern(r.info->name);
   }
   return nullptr;
 }

@@ -3,8 +3,11 @@
 #include "runtime/api.h"
 #include "runtime/buffer.h"
 #include "runtime/instance.h"
+#include "trace/trace.h"
 
 namespace axrt {
+
+Stream::~Stream() { trace::retire_track(trace_track); }
 
 std::string Stream::describe() const {
   return label.empty() ? fmt::format("stream on {}", device->id())
@@ -102,6 +105,26 @@ axrt_status_t resolve_endpoint(const ApiCall& api, const Stream* stream,
   return nullptr;
 }
 
+// The stream's timeline in traces: "stream 3 'prefill'" under "cpu:0".
+uint32_t register_stream_track(const Stream& stream) {
+  static std::atomic<uint64_t> streams{0};
+  const uint64_t number = ++streams;
+  return trace::register_track(
+      stream.device->id(), stream.label.empty() ? fmt::format("stream {}", number)
+                                                : fmt::format("stream {} '{}'", number, stream.label));
+}
+
+// Counts work the driver queued (status NULL) in the device's counters
+// (axrt_device_query_stream_statistics); passes `status` on.
+axrt_status_t counted(axrt_status_t status, std::atomic<uint64_t>& operations,
+                      std::atomic<uint64_t>* bytes = nullptr, uint64_t length = 0) {
+  if (!status) {
+    operations.fetch_add(1, std::memory_order_relaxed);
+    if (bytes) bytes->fetch_add(length, std::memory_order_relaxed);
+  }
+  return status;
+}
+
 bool ranges_overlap(uint64_t a, uint64_t a_length, uint64_t b, uint64_t b_length) {
   return a < b + b_length && b < a + a_length;
 }
@@ -129,6 +152,8 @@ AXRT_API axrt_status_t axrt_stream_create(axrt_device_t device, const axrt_strea
     auto ref = Ref<Stream>::adopt(stream);
     stream->device = Ref<Device>(self);
     stream->label = std::move(extensions.label);
+    stream->trace_track = register_stream_track(*stream);
+    self->counters.streams_created.fetch_add(1, std::memory_order_relaxed);
     object_register(stream);
     *out_stream = to_handle<axrt_stream_t>(ref.release());
     return nullptr;
@@ -143,6 +168,7 @@ AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream, axrt_buffer
                                                uint64_t src_offset, axrt_buffer_t dst,
                                                uint64_t dst_offset, uint64_t length) {
   static constexpr ApiCall api("axrt_stream_copy_buffer");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     Buffer* from = nullptr;
@@ -165,7 +191,7 @@ AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream, axrt_buffer
     if (length == 0) return nullptr;
     copy.width = length;
     copy.height = 1;
-    return self->vtable->copy(self, copy);
+    return counted(self->vtable->copy(self, copy), self->device->counters.copies, &self->device->counters.copy_bytes, length);
   });
 }
 
@@ -173,6 +199,7 @@ AXRT_API axrt_status_t axrt_stream_copy_from_host(axrt_stream_t stream, const vo
                                                   axrt_buffer_t dst, uint64_t dst_offset,
                                                   uint64_t length) {
   static constexpr ApiCall api("axrt_stream_copy_from_host");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     Buffer* to = nullptr;
@@ -187,13 +214,14 @@ AXRT_API axrt_status_t axrt_stream_copy_from_host(axrt_stream_t stream, const vo
     copy.dst.offset = to->offset + dst_offset;
     copy.width = length;
     copy.height = 1;
-    return self->vtable->copy(self, copy);
+    return counted(self->vtable->copy(self, copy), self->device->counters.copies, &self->device->counters.copy_bytes, length);
   });
 }
 
 AXRT_API axrt_status_t axrt_stream_copy_to_host(axrt_stream_t stream, axrt_buffer_t src,
                                                 uint64_t src_offset, void* dst, uint64_t length) {
   static constexpr ApiCall api("axrt_stream_copy_to_host");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     Buffer* from = nullptr;
@@ -208,12 +236,13 @@ AXRT_API axrt_status_t axrt_stream_copy_to_host(axrt_stream_t stream, axrt_buffe
     copy.dst.host = static_cast<std::byte*>(dst);
     copy.width = length;
     copy.height = 1;
-    return self->vtable->copy(self, copy);
+    return counted(self->vtable->copy(self, copy), self->device->counters.copies, &self->device->counters.copy_bytes, length);
   });
 }
 
 AXRT_API axrt_status_t axrt_stream_copy_2d(axrt_stream_t stream, const axrt_copy_2d_t* copy) {
   static constexpr ApiCall api("axrt_stream_copy_2d");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
@@ -251,7 +280,8 @@ AXRT_API axrt_status_t axrt_stream_copy_2d(axrt_stream_t stream, const axrt_copy
       }
     }
     if (desc.width == 0 || desc.height == 0) return nullptr;
-    return self->vtable->copy(self, command);
+    return counted(self->vtable->copy(self, command), self->device->counters.copies, &self->device->counters.copy_bytes,
+                   desc.width * desc.height);
   });
 }
 
@@ -259,6 +289,7 @@ AXRT_API axrt_status_t axrt_stream_fill_buffer(axrt_stream_t stream, axrt_buffer
                                                uint64_t offset, uint64_t length,
                                                const void* pattern, size_t pattern_size) {
   static constexpr ApiCall api("axrt_stream_fill_buffer");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     Buffer* target = nullptr;
@@ -278,24 +309,27 @@ AXRT_API axrt_status_t axrt_stream_fill_buffer(axrt_stream_t stream, axrt_buffer
     if (length == 0) return nullptr;
     uint64_t value = 0;
     std::memcpy(&value, pattern, pattern_size);
-    return self->vtable->fill(self, target, target->offset + offset, length, value,
-                              static_cast<uint32_t>(pattern_size));
+    return counted(self->vtable->fill(self, target, target->offset + offset, length, value,
+                                      static_cast<uint32_t>(pattern_size)),
+                   self->device->counters.fills, &self->device->counters.fill_bytes, length);
   });
 }
 
 AXRT_API axrt_status_t axrt_stream_launch_host_func(axrt_stream_t stream, axrt_host_func_t func,
                                                     void* user_data) {
   static constexpr ApiCall api("axrt_stream_launch_host_func");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
     if (!func) return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT, "`func` is NULL");
-    return self->vtable->launch_host_func(self, func, user_data);
+    return counted(self->vtable->launch_host_func(self, func, user_data), self->device->counters.host_functions);
   });
 }
 
 AXRT_API axrt_status_t axrt_stream_record_event(axrt_stream_t stream, axrt_event_t event) {
   static constexpr ApiCall api("axrt_stream_record_event");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     Event* target = nullptr;
@@ -306,7 +340,8 @@ AXRT_API axrt_status_t axrt_stream_record_event(axrt_stream_t stream, axrt_event
                        "`event` ({}) belongs to another device than {}", target->describe(),
                        self->describe());
     }
-    AXRT_RETURN_IF_ERROR(self->vtable->record_event(self, target));
+    AXRT_RETURN_IF_ERROR(
+        counted(self->vtable->record_event(self, target), self->device->counters.event_records));
     target->ever_recorded.store(true, std::memory_order_release);
     return nullptr;
   });
@@ -314,6 +349,7 @@ AXRT_API axrt_status_t axrt_stream_record_event(axrt_stream_t stream, axrt_event
 
 AXRT_API axrt_status_t axrt_stream_wait_event(axrt_stream_t stream, axrt_event_t event) {
   static constexpr ApiCall api("axrt_stream_wait_event");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     Event* target = nullptr;
@@ -329,7 +365,7 @@ AXRT_API axrt_status_t axrt_stream_wait_event(axrt_stream_t stream, axrt_event_t
                        "`event` ({}) was never recorded, so {} would wait forever",
                        target->describe(), self->describe());
     }
-    return self->vtable->wait_event(self, target);
+    return counted(self->vtable->wait_event(self, target), self->device->counters.event_waits);
   });
 }
 
@@ -337,6 +373,7 @@ AXRT_API axrt_status_t axrt_stream_allocate_buffer(axrt_stream_t stream, uint64_
                                                    const axrt_buffer_options_t* options,
                                                    axrt_buffer_t* out_buffer) {
   static constexpr ApiCall api("axrt_stream_allocate_buffer");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
@@ -355,6 +392,7 @@ AXRT_API axrt_status_t axrt_stream_allocate_buffer(axrt_stream_t stream, uint64_
 
 AXRT_API axrt_status_t axrt_stream_deallocate_buffer(axrt_stream_t stream, axrt_buffer_t buffer) {
   static constexpr ApiCall api("axrt_stream_deallocate_buffer");
+  trace::ApiScope trace_scope(api.function());
   return guard(api.function(), [&]() -> axrt_status_t {
     Stream* self = nullptr;
     Buffer* target = nullptr;
@@ -373,7 +411,8 @@ AXRT_API axrt_status_t axrt_stream_deallocate_buffer(axrt_stream_t stream, axrt_
       return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION, "`buffer` ({}) was already deallocated",
                        target->describe());
     }
-    axrt_status_t status = self->vtable->deallocate_buffer(self, target);
+    axrt_status_t status =
+        counted(self->vtable->deallocate_buffer(self, target), self->device->counters.deallocations);
     if (status) target->deallocated.store(false, std::memory_order_release);
     return status;
   });

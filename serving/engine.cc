@@ -1,5 +1,7 @@
 #include "serving/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,6 +10,7 @@
 #include <utility>
 
 #include "axrt/axrt.h"
+#include "trace/trace.h"
 
 namespace axrt::serving {
 namespace {
@@ -108,7 +111,11 @@ axrt_status_t Engine::create(axrt_executable_t executable, const axrt_engine_opt
                              std::unique_ptr<Engine>* out) {
   std::unique_ptr<Engine> engine(new Engine());
   AXRT_RETURN_IF_ERROR(engine->init(executable, options));
-  engine->thread_ = std::thread([e = engine.get()] { e->run(); });
+  engine->thread_ = std::thread([e = engine.get()] {
+    // How debuggers, top and traces name the thread (at most 15 characters).
+    pthread_setname_np(pthread_self(), "axrt engine");
+    e->run();
+  });
   *out = std::move(engine);
   return nullptr;
 }
@@ -589,6 +596,22 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
   return axrt_stream_synchronize(stream_);
 }
 
+void Engine::trace_step(const StepPlan& plan, int64_t begin) const {
+  trace::Record r;
+  r.kind = trace::Kind::kEngineStep;
+  r.begin = begin;
+  r.end = trace::now();
+  int64_t decode = 0;
+  for (const ScheduledSequence& e : plan.entries) {
+    if (e.start >= e.sequence->prompt_length) decode += e.count;
+  }
+  r.a[0] = static_cast<int64_t>(plan.entries.size());
+  r.a[1] = static_cast<int64_t>(plan.tokens) - decode;
+  r.a[2] = decode;
+  r.a[3] = static_cast<int64_t>(blocks_->used_blocks());
+  trace::emit(r);
+}
+
 void Engine::run() {
   std::vector<PendingEvent> events;
   std::unique_lock lock(mutex_);
@@ -642,8 +665,10 @@ void Engine::run() {
     lock.unlock();
     // The device work runs unlocked: add, cancel and stats go on meanwhile
     // (cancels wait for the step to end; the plan's sequences stay).
+    const int64_t step_begin = trace::active() ? trace::now() : 0;
     StatusPtr status(execute(plan, want_logits));
     lock.lock();
+    if (step_begin) trace_step(plan, step_begin);
     ++counters_.steps;
     counters_.computed_tokens += plan.tokens;
     if (status) {

@@ -66,6 +66,8 @@ class Engine {
   Engine() = default;
   axrt_status_t init(axrt_executable_t executable, const axrt_engine_options_t& options);
   void run();
+  // Records the step that ran `plan` from `begin` into a running trace.
+  void trace_step(const StepPlan& plan, int64_t begin) const;
   // Runs `plan` on the device; the sampled tokens (and logits, when
   // `want_logits`) land in staging_.
   axrt_status_t execute(const StepPlan& plan, bool want_logits);

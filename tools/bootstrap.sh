@@ -11,7 +11,8 @@ debian_packages=(
 # "module|pip requirement": the Python package (bindings/python) and its
 # tests. JAX on the CPU is what the DLPack interop tests exchange with;
 # tokenizers runs the text prompts of axrt.llm; starlette, uvicorn and
-# prometheus_client its server, which the tests call with the openai client.
+# prometheus_client its server, which the tests call with the openai client;
+# matplotlib draws trace timelines (python -m axrt.traceplot).
 # torch and transformers, the model path's references, are not installed:
 # their outputs are committed (tests/llm/README.md).
 python_packages=(
@@ -26,6 +27,7 @@ python_packages=(
   "uvicorn|uvicorn>=0.29"
   "prometheus_client|prometheus-client>=0.19"
   "openai|openai>=1.0"
+  "matplotlib|matplotlib>=3.5"
 )
 
 missing=()

@@ -56,6 +56,7 @@
 #include "axrt/memory.h"
 #include "axrt/serving.h"
 #include "axrt/stream.h"
+#include "axrt/trace.h"
 
 /* DLPack exchange needs the system's <dlpack/dlpack.h>: included when the
  * compiler finds it (define AXRT_NO_DLPACK to leave it out); elsewhere

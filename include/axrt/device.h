@@ -172,6 +172,34 @@ typedef struct axrt_pool_statistics_t {
 AXRT_API axrt_status_t axrt_device_query_pool_statistics(
     axrt_device_t device, axrt_pool_statistics_t* out_statistics);
 
+/* Counters of the work queued on a device's streams since the device was
+ * enumerated: what axrt.stats() reports. Counted when the work is queued
+ * (an API call returned OK), except `stream_failures`, counted when a stream
+ * first fails. */
+typedef struct axrt_stream_statistics_t {
+  size_t struct_size;
+  const void* next;
+  uint64_t streams_created;
+  uint64_t copies;           /* axrt_stream_copy_* */
+  uint64_t copy_bytes;
+  uint64_t fills;
+  uint64_t fill_bytes;
+  uint64_t host_functions;
+  uint64_t event_records;
+  uint64_t event_waits;
+  uint64_t deallocations;    /* axrt_stream_deallocate_buffer */
+  uint64_t function_calls;   /* axrt_function_invoke */
+  uint64_t dispatches;       /* kernel dispatches of those calls */
+  uint64_t stream_failures;
+} axrt_stream_statistics_t;
+
+#define AXRT_STREAM_STATISTICS_INIT \
+  { sizeof(axrt_stream_statistics_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Fills `*out_statistics` for the streams of `device`. */
+AXRT_API axrt_status_t axrt_device_query_stream_statistics(
+    axrt_device_t device, axrt_stream_statistics_t* out_statistics);
+
 /* Hands cached, unused blocks of the pool back to the system until at most
  * `keep_bytes` stay cached. Memory in use is never touched. */
 AXRT_API axrt_status_t axrt_device_trim_pool(axrt_device_t device,

@@ -321,13 +321,46 @@ AXRT_API axrt_status_t axrt_function_query_symbol(axrt_function_t function, uint
                                                   const char** out_name,
                                                   uint64_t* out_upper_bound);
 
+/* Debugging modes of one call (axrt_invoke_options_t.flags; docs/debugging.md).
+ * Either runs the call's commands one at a time, each followed by a host
+ * function on `stream` that reads what the command wrote: slow, for finding
+ * where a result goes wrong. Calls without them run as usual. */
+typedef uint32_t axrt_invoke_flags_t;
+enum {
+  /* After each command, the floating-point elements it wrote (f64, f32,
+   * f16, bf16 and the fp8 types with NaN or Inf) are scanned; the first NaN
+   * or Inf fails `stream` with DATA_LOSS naming the function, the command's
+   * index, its kernel, the parameter and binding, and the element, and the
+   * commands after it are skipped. Element types come from the signature
+   * or from the kernel parameter's declaration (docs/format.md,
+   * KernelParam); undeclared ones are not scanned. Inputs are not scanned,
+   * and elements of a mutable input or a caller's output that were NaN or
+   * Inf before the call are not reported. The call's arena and the outputs
+   * it allocates start zeroed. */
+  AXRT_INVOKE_FLAG_CHECK_FINITE = 1u << 0,
+  /* Writes every input at the call's start and everything each command
+   * wrote after it into .npy files under `dump_directory`, with an
+   * index.json per call (docs/debugging.md names the files). A file that
+   * cannot be written fails `stream`. */
+  AXRT_INVOKE_FLAG_DUMP = 1u << 1,
+};
+
+/* The environment turns the modes on for every call of the process, read
+ * once at the first call: AXRT_CHECK_FINITE=1 (any value but "", 0, false,
+ * no, off) as AXRT_INVOKE_FLAG_CHECK_FINITE, AXRT_DUMP_DIR=<directory> as
+ * AXRT_INVOKE_FLAG_DUMP with that directory (unless the options name one). */
 typedef struct axrt_invoke_options_t {
   size_t struct_size;
   const void* next;
-  uint32_t flags; /* none defined yet: must be 0 */
+  axrt_invoke_flags_t flags; /* AXRT_INVOKE_FLAG_* bits */
+  /* With AXRT_INVOKE_FLAG_DUMP, required (INVALID_ARGUMENT otherwise): an
+   * existing directory (NOT_FOUND otherwise) that each call writes a
+   * folder into; borrowed for the duration of the call. NULL without the
+   * flag. */
+  const char* dump_directory;
 } axrt_invoke_options_t;
 
-#define AXRT_INVOKE_OPTIONS_INIT { sizeof(axrt_invoke_options_t), NULL, 0 }
+#define AXRT_INVOKE_OPTIONS_INIT { sizeof(axrt_invoke_options_t), NULL, 0, NULL }
 
 /* Queues one call of `function` on `stream`, which must belong to the
  * executable's device. `inputs` are `input_count` tensors on that device,

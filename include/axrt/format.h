@@ -328,8 +328,11 @@ typedef struct axrt_axe_kernel_param_t {
   const void* next;
   const char* name; /* copied; NULL reads as "" */
   axrt_axe_param_kind_t kind;
-  axrt_axe_dtype_t scalar_type; /* SCALAR only */
-  axrt_axe_access_t access;     /* BUFFER only */
+  /* SCALAR: the value's type. BUFFER, optional: the element type the kernel
+   * reads or writes there (AXRT_AXE_DTYPE_INVALID: not declared), which
+   * only debugging tools use (the dumps and checks of axrt_function_invoke). */
+  axrt_axe_dtype_t scalar_type;
+  axrt_axe_access_t access; /* BUFFER only */
   /* BUFFER only, optional: the layout the kernel expects; a constant bound
    * to this parameter must carry an identical one. Copied. */
   const axrt_axe_quant_layout_t* layout;

@@ -8,9 +8,13 @@
 // 10-dispatch function reads against the 1-dispatch one directly.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -440,5 +444,93 @@ BENCHMARK(BM_InvokeWorkerPathAfterIdle)
     ->Arg(1)
     ->Iterations(kIdleIterations)
     ->UseManualTime();
+
+// --- Tracing (docs/profiling.md, "Cost") --------------------------------------
+
+// A trace running for the benchmark's duration, written to a temporary file
+// and removed after.
+class ScopedTrace {
+ public:
+  ScopedTrace(benchmark::State& state, axrt_instance_t instance) : instance_(instance) {
+    path_ = "/tmp/axrt-bench-trace-" + std::to_string(::getpid()) + ".json";
+    axrt_trace_options_t options = AXRT_TRACE_OPTIONS_INIT;
+    options.path = path_.c_str();
+    options.max_events = kTraceEvents;
+    running_ = !Failed(state, axrt_instance_trace_start(instance_, &options),
+                       "axrt_instance_trace_start");
+  }
+  ~ScopedTrace() {
+    if (!running_) return;
+    axrt_trace_result_t result = AXRT_TRACE_RESULT_INIT;
+    axrt_status_free(axrt_instance_trace_stop(instance_, &result));
+    dropped_ = result.dropped_events;
+    std::remove(path_.c_str());
+  }
+  bool running() const { return running_; }
+
+  // Every benchmark below stays within this many events.
+  static constexpr uint64_t kTraceEvents = 1u << 21;
+
+ private:
+  axrt_instance_t instance_;
+  std::string path_;
+  bool running_ = false;
+  uint64_t dropped_ = 0;
+};
+
+// invoke + synchronize with a trace running: per call one API call, one
+// function slice and one slice per dispatch are recorded (12 events for
+// add10), beside BM_InvokeSynchronize's untraced figure.
+void BM_InvokeSynchronizeTraced(benchmark::State& state) {
+  const int64_t dispatches = state.range(0);
+  try {
+    Fixture f;
+    if (!CheckAdd10(state, f)) return;
+    axrt_function_t function = dispatches == 1 ? f.empty1.get() : f.add10.get();
+    if (!InvokeSynchronize(state, f, function, false)) return;
+    ScopedTrace trace(state, g_instance);
+    if (!trace.running()) return;
+    for (auto _ : state) {
+      if (!InvokeSynchronize(state, f, function, false)) break;
+    }
+    state.counters["events_per_call"] = static_cast<double>(2 + dispatches);
+  } catch (const SetupError& error) {
+    state.SkipWithError(error.what());
+    return;
+  }
+  SetPerDispatch(state, dispatches);
+}
+BENCHMARK(BM_InvokeSynchronizeTraced)
+    ->ArgName("dispatches")
+    ->Arg(1)
+    ->Arg(10)
+    ->Iterations(100000)
+    ->UseRealTime();
+
+// The recording path alone: a range's begin and end (two events) per
+// iteration, with no trace (the cost of a recording point switched off) and
+// with one.
+void BM_TraceRange(benchmark::State& state) {
+  const bool traced = state.range(0) != 0;
+  try {
+    Fixture f;
+    std::unique_ptr<ScopedTrace> trace;
+    if (traced) {
+      trace = std::make_unique<ScopedTrace>(state, g_instance);
+      if (!trace->running()) return;
+    }
+    for (auto _ : state) {
+      axrt_status_free(axrt_trace_range_begin("bench"));
+      axrt_trace_range_end();
+    }
+  } catch (const SetupError& error) {
+    state.SkipWithError(error.what());
+    return;
+  }
+  state.counters["per_event"] = benchmark::Counter(
+      2.0, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.SetLabel(traced ? "trace running" : "no trace");
+}
+BENCHMARK(BM_TraceRange)->ArgName("traced")->Arg(0)->Arg(1)->Iterations(500000)->UseRealTime();
 
 }  // namespace

@@ -279,6 +279,35 @@ def test_arena_copy_and_named_arguments():
 
 
 @loads
+def test_buffer_element_types_reach_the_dumps(tmp_path):
+    """Buffer(dtype=) travels through the file to the runtime: a call's dump
+    writes the arena slice a typed parameter wrote as that type, and the one
+    an untyped parameter wrote as bytes."""
+    b = Builder()
+    cpu = b.kernel_library("axrt.cpu", min_version=1)
+    typed = b.kernel("axrt_add_f32", cpu, [Buffer("a"), Buffer("b"),
+                                            Buffer("out", "write", dtype="f32"),
+                                            Scalar("n", "uint64")])
+    untyped = b.kernel("add_untyped", cpu, ELEMENTWISE, entry_symbol="axrt_add_f32")
+    f = b.function("main", inputs=[("x", "f32", (4,))], outputs=[("y", "f32", (4,))],
+                   arena_size=32)
+    x, first, second = f.input(0), f.arena(0, 16), f.arena(16, 16)
+    f.dispatch(typed, grid=1, args=[x, x, first, 4])
+    f.dispatch(untyped, grid=1, args=[first, x, second, 4])
+    f.copy(second, f.output(0), 16)
+    exe = axrt.load(b.to_bytes())
+    x = np.array([1, 2, 3, 4], np.float32)
+    np.testing.assert_array_equal(exe.main(x, dump_dir=tmp_path).numpy(), 3 * x)
+    (call,) = tmp_path.iterdir()
+    np.testing.assert_array_equal(np.load(call / "c000-axrt_add_f32-out.npy"), 2 * x)
+    raw = np.load(call / "c001-add_untyped-out.npy")
+    assert raw.dtype == np.uint8 and raw.shape == (16,)
+    np.testing.assert_array_equal(raw.view(np.float32), 3 * x)
+    # The copy into the output has the output's type.
+    assert np.load(call / "c002-copy-dst.npy").dtype == np.float32
+
+
+@loads
 def test_copy_offsets_and_fill_patterns():
     b = Builder()
     table = b.constant("table", np.arange(16, dtype=np.uint32))
@@ -517,6 +546,8 @@ def test_kernel_bad_python_arguments():
         b.kernel("k", cpu, [Buffer("x", access="rw")])
     with pytest.raises(TypeError, match="not a dtype"):
         b.kernel("k", cpu, [Scalar("n", "u65")])
+    with pytest.raises(TypeError, match=r"params\[0\]\.dtype.*not a dtype"):
+        b.kernel("k", cpu, [Buffer("x", dtype="u65")])
     with pytest.raises(ValueError, match="1 to 3 integers"):
         b.kernel("k", cpu, workgroup_size=(1, 1, 1, 1))
 

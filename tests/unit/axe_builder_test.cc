@@ -21,6 +21,7 @@
 
 #include "axrt/axrt.h"
 #include "format/builder.h"
+#include "format/inspect.h"
 #include "format/reader.h"
 #include "format/writer.h"
 #include "tests/support/axe_test_builder.h"
@@ -746,6 +747,34 @@ TEST_CASE("indices must name objects added before", "[axe_builder]") {
   REQUIRE_CALL_FAILS(axrt_axe_builder_add_fill(b, fn, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
                      "not INPUT");
   Open(builder.Bytes());
+}
+
+TEST_CASE("a buffer parameter's element type round-trips and shows in inspect",
+          "[axe_builder]") {
+  AxeBuilder builder;
+  axrt_test::Param typed = BufferParam("out", AXRT_AXE_ACCESS_WRITE);
+  typed.scalar_type = AXRT_AXE_DTYPE_BFLOAT16;
+  axrt_test::Param packed = BufferParam("codes", AXRT_AXE_ACCESS_READ_WRITE);
+  packed.scalar_type = AXRT_AXE_DTYPE_INT4;
+  builder.AddKernel("k", builder.AddLibrary("axrt.cpu"), "axrt_k",
+                    {BufferParam("in"), typed, packed, ScalarParam("n", AXRT_AXE_DTYPE_UINT64)});
+  axrt_test::Param unknown = BufferParam("x");
+  unknown.scalar_type = static_cast<axrt_axe_dtype_t>(999);
+  REQUIRE_THROWS_WITH(builder.AddKernel("bad", 0, "axrt_bad", {unknown}),
+                      Catch::Contains("desc->params[0].scalar_type"));
+  auto file = Open(builder.Bytes());
+  const auto* params = file->metadata().kernels()->Get(0)->params();
+  REQUIRE(params->size() == 4);
+  CHECK(params->Get(0)->scalar_type() == axe::DType::INVALID);
+  CHECK(params->Get(1)->scalar_type() == axe::DType::BFLOAT16);
+  CHECK(params->Get(2)->scalar_type() == axe::DType::INT4);
+  CHECK(params->Get(3)->scalar_type() == axe::DType::UINT64);
+  const std::string text = axe::inspect_text(*file);
+  CHECK(text.find("param 0 in: buffer read\n") != std::string::npos);
+  CHECK(text.find("param 1 out: buffer write, elements bf16\n") != std::string::npos);
+  CHECK(text.find("param 2 codes: buffer read_write, elements int4\n") != std::string::npos);
+  const std::string json = axe::inspect_json(*file);
+  CHECK(json.find("\"scalar_type\": \"bf16\"") != std::string::npos);
 }
 
 TEST_CASE("kernel variants round-trip in the order added", "[axe_builder]") {

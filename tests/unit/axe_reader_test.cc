@@ -1031,6 +1031,14 @@ TEST_CASE("kernels: scalar parameters have whole-byte types and no layout") {
       kInvalid, {"parameter 1 'count'", "cannot declare a quantization layout"});
 }
 
+TEST_CASE("kernels: a buffer parameter may declare its element type") {
+  expect_accepted([](Model& m) { m.kernel(kZero).params[0]->scalar_type = DType::FLOAT32; });
+  expect_accepted([](Model& m) { m.kernel(kZero).params[0]->scalar_type = DType::INT4; });
+  expect_refused(
+      [](Model& m) { m.kernel(kZero).params[0]->scalar_type = static_cast<DType>(999); },
+      AXRT_STATUS_CODE_UNIMPLEMENTED, {"parameter 0 'out'", "scalar_type 999"});
+}
+
 TEST_CASE("kernels: a declared parameter layout must itself be valid") {
   expect_refused(
       [](Model& m) { m.kernel(kGemmInt8).params[1]->layout->dequantized_type = DType::INT8; },

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -2364,9 +2367,29 @@ BAD_ARGUMENTS(axrt_function_invoke) {
                  "output 0 ('y') is read-only");
   axrt_tensor_release(read_only);
   axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
-  options.flags = 1;
+  options.flags = 1u << 31;
   EXPECT_ERROR(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &options),
                AXRT_STATUS_CODE_UNIMPLEMENTED, "flags");
+  // The dump flag and its directory go together; the directory must exist.
+  options.flags = AXRT_INVOKE_FLAG_DUMP;
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &options),
+                 "dump_directory");
+  axrt_invoke_options_t old_size = options;  // a header from before the field
+  old_size.struct_size = offsetof(axrt_invoke_options_t, dump_directory);
+  old_size.dump_directory = AXRT_PUBLIC_HEADER_DIR;
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &old_size),
+                 "dump_directory");
+  options.flags = 0;
+  options.dump_directory = AXRT_PUBLIC_HEADER_DIR;
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &options),
+                 "AXRT_INVOKE_FLAG_DUMP");
+  options.flags = AXRT_INVOKE_FLAG_DUMP | AXRT_INVOKE_FLAG_CHECK_FINITE;
+  options.dump_directory = AXRT_PUBLIC_HEADER_DIR "/no-such-folder";
+  EXPECT_ERROR(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &options),
+               AXRT_STATUS_CODE_NOT_FOUND, "does not exist");
+  options.dump_directory = AXRT_PUBLIC_HEADER_DIR "/executable.h";
+  EXPECT_ERROR(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &options),
+               AXRT_STATUS_CODE_NOT_FOUND, "not a directory");
   const axrt_invoke_options_t init = AXRT_INVOKE_OPTIONS_INIT;
   WalkOptions(init, /*takes_label=*/false, [&](const axrt_invoke_options_t* o) {
     return axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, o);
@@ -2653,4 +2676,95 @@ BAD_ARGUMENTS(axrt_engine_query_stats) {
 
 BAD_ARGUMENTS(axrt_engine_destroy) {
   axrt_engine_destroy(nullptr);  // a no-op
+}
+
+// ---------------------------------------------------------------------------
+// trace.h (what a trace records is trace_test.cc and tests/python/test_profile.py)
+// ---------------------------------------------------------------------------
+
+BAD_ARGUMENTS(axrt_instance_trace_start) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                           ("walk-trace-" + std::to_string(::getpid()) + ".json")).string();
+  axrt_trace_options_t options = AXRT_TRACE_OPTIONS_INIT;
+  options.path = path.c_str();
+  EXPECT_INVALID(axrt_instance_trace_start(nullptr, &options), "instance");
+  EXPECT_INVALID(axrt_instance_trace_start(As<axrt_instance_t>(device), &options), "device");
+  EXPECT_RELEASED(axrt_instance_trace_start(StaleInstance(), &options), "instance");
+  EXPECT_INVALID(axrt_instance_trace_start(instance, nullptr), "options");
+  axrt_trace_options_t no_path = AXRT_TRACE_OPTIONS_INIT;
+  EXPECT_INVALID(axrt_instance_trace_start(instance, &no_path), "path");
+  axrt_trace_options_t empty_path = AXRT_TRACE_OPTIONS_INIT;
+  empty_path.path = "";
+  EXPECT_INVALID(axrt_instance_trace_start(instance, &empty_path), "path");
+  axrt_trace_options_t bad_path = AXRT_TRACE_OPTIONS_INIT;
+  bad_path.path = "no-such-directory-of-the-walk/trace.json";
+  EXPECT_ERROR(axrt_instance_trace_start(instance, &bad_path), AXRT_STATUS_CODE_NOT_FOUND,
+               "no-such-directory-of-the-walk");
+  WalkOptions(options, /*takes_label=*/false,
+              [&](const axrt_trace_options_t* o) { return axrt_instance_trace_start(instance, o); });
+  CHECK_FALSE(axrt_trace_is_active());
+  // One trace at a time.
+  EXPECT_OK(axrt_instance_trace_start(instance, &options));
+  EXPECT_ERROR(axrt_instance_trace_start(instance, &options),
+               AXRT_STATUS_CODE_FAILED_PRECONDITION, "already running");
+  EXPECT_OK(axrt_instance_trace_stop(instance, nullptr));
+  std::remove(path.c_str());
+}
+
+BAD_ARGUMENTS(axrt_instance_trace_stop) {
+  axrt_trace_result_t result = AXRT_TRACE_RESULT_INIT;
+  EXPECT_INVALID(axrt_instance_trace_stop(nullptr, &result), "instance");
+  EXPECT_INVALID(axrt_instance_trace_stop(As<axrt_instance_t>(stream), &result), "stream");
+  EXPECT_RELEASED(axrt_instance_trace_stop(StaleInstance(), &result), "instance");
+  EXPECT_ERROR(axrt_instance_trace_stop(instance, &result), AXRT_STATUS_CODE_FAILED_PRECONDITION,
+               "no trace is running");
+  // Only the instance that started a trace stops it.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                           ("walk-trace-stop-" + std::to_string(::getpid()) + ".json")).string();
+  axrt_trace_options_t options = AXRT_TRACE_OPTIONS_INIT;
+  options.path = path.c_str();
+  axrt_instance_t other = nullptr;
+  EXPECT_OK(axrt_instance_create(nullptr, &other));
+  EXPECT_OK(axrt_instance_trace_start(other, &options));
+  EXPECT_ERROR(axrt_instance_trace_stop(instance, &result), AXRT_STATUS_CODE_FAILED_PRECONDITION,
+               "another instance");
+  // `out_result` may be NULL, but not too small; a refused stop keeps the trace running.
+  for (size_t size : {size_t{0}, sizeof(size_t)}) {
+    Guarded<axrt_trace_result_t> small(size);
+    EXPECT_INVALID(axrt_instance_trace_stop(other, small.get()), "struct_size");
+    CHECK(small.untouched());
+  }
+  CHECK(axrt_trace_is_active());
+  // Destroying the instance stops its trace and writes the file.
+  axrt_instance_release(other);
+  CHECK_FALSE(axrt_trace_is_active());
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  CHECK(file != nullptr);
+  if (file) std::fclose(file);
+  std::remove(path.c_str());
+}
+
+BAD_ARGUMENTS(axrt_trace_is_active) { CHECK_FALSE(axrt_trace_is_active()); }
+
+BAD_ARGUMENTS(axrt_trace_range_begin) {
+  EXPECT_INVALID(axrt_trace_range_begin(nullptr), "name");
+  EXPECT_OK(axrt_trace_range_begin("walk"));  // no trace runs: nothing recorded
+  axrt_trace_range_end();
+}
+
+BAD_ARGUMENTS(axrt_trace_range_end) {
+  axrt_trace_range_end();  // without a begin, and without a trace: a no-op
+  SUCCEED("an unmatched end is dropped");
+}
+
+BAD_ARGUMENTS(axrt_device_query_stream_statistics) {
+  Guarded<axrt_stream_statistics_t> out;
+  EXPECT_INVALID(axrt_device_query_stream_statistics(nullptr, out.get()), "device");
+  EXPECT_INVALID(axrt_device_query_stream_statistics(As<axrt_device_t>(recorded), out.get()),
+                 "event");
+  EXPECT_RELEASED(axrt_device_query_stream_statistics(StaleDevice(), out.get()), "device");
+  CHECK(out.untouched());
+  WalkQueryStruct<axrt_stream_statistics_t>("out_statistics", [&](axrt_stream_statistics_t* o) {
+    return axrt_device_query_stream_statistics(device, o);
+  });
 }

@@ -27,10 +27,14 @@
 #include "tests/mock_cuda/mock_cuda.h"
 #include "tests/mock_cuda/mock_cuda_table.h"
 #include "tests/support/axe_test_builder.h"
+#include "tests/unit/mock_cuda_support.h"
 #include "tests/unit/status_check.h"
 #include "tests/unit/subprocess.h"
 
 namespace {
+
+using axrt_test::MockImage;
+using axrt_test::RequireNoLiveObjects;
 
 using axrt_test::AxeBuilder;
 using axrt_test::Binding;
@@ -75,34 +79,6 @@ axrt_stream_t NewStream(axrt_device_t device) {
   axrt_stream_t stream = nullptr;
   REQUIRE_CALL_OK(axrt_stream_create(device, nullptr, &stream));
   return stream;
-}
-
-// Every CUDA object the mock handed out has been given back. Streams
-// released with work queued are finished by the device in the background,
-// so this waits a little for the count to settle.
-void RequireNoLiveObjects() {
-  axrt_mock_cuda_objects_t live{};
-  for (int i = 0; i < 2500; ++i) {
-    axrt_mock_cuda_live_objects(&live);
-    if (live.streams == 0 && live.context_retains == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  CHECK(live.device_allocations == 0);
-  CHECK(live.pinned_allocations == 0);
-  CHECK(live.pools == 0);
-  CHECK(live.streams == 0);
-  CHECK(live.events == 0);
-  CHECK(live.modules == 0);
-  CHECK(live.context_retains == 0);
-}
-
-// A mock code image providing `names`: the mock's magic line, the names,
-// and the directives that make the text pass the reader as PTX.
-std::vector<uint8_t> MockImage(const std::vector<std::string>& names) {
-  std::string text = "AXRTMOCKCUDA\n";
-  for (const std::string& name : names) text += name + "\n";
-  text += ".version 8.0\n.target sm_80\n";
-  return std::vector<uint8_t>(text.begin(), text.end());
 }
 
 // "add": out = x + y over n <= 2^24 floats, by axrt_add_f32 from `image`.

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   if (command == "verify") return run_verify(rest);
   if (command == "devices") return run_devices(rest);
   if (command == "run") return run_run(rest);
+  if (command == "trace") return run_trace(rest);
   if (!command.empty() && command[0] == '-') {
     return usage_error(fmt::format("unknown option '{}'", command));
   }

@@ -21,6 +21,7 @@ int run_inspect(std::span<const std::string_view> args);
 int run_verify(std::span<const std::string_view> args);
 int run_devices(std::span<const std::string_view> args);
 int run_run(std::span<const std::string_view> args);
+int run_trace(std::span<const std::string_view> args);
 
 // Opens `path` with `options`; on refusal prints "PATH: refused: REASON"
 // to stderr and returns false.

@@ -1,14 +1,15 @@
 // `axrt run FILE [--function NAME] [--input A.npy ...] [--device ID]
-// [--output-dir DIR] [--allow-host-code] [--repeat N]`: loads an .axe
-// executable, calls one of its functions on .npy inputs and writes or
-// summarizes its outputs. Uses only the public C API, as an application
-// would.
+// [--output-dir DIR] [--allow-host-code] [--repeat N] [--trace TRACE.json]`:
+// loads an .axe executable, calls one of its functions on .npy inputs and
+// writes or summarizes its outputs, tracing the run with --trace. Uses only
+// the public C API, as an application would.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <set>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "axrt/axrt.h"
@@ -66,6 +68,7 @@ struct Options {
   std::vector<std::string> inputs;
   std::optional<std::string> device;
   std::optional<std::string> output_dir;
+  std::optional<std::string> trace;
   bool allow_host_code = false;
   uint64_t repeat = 1;
 };
@@ -97,7 +100,7 @@ int parse_options(std::span<const std::string_view> args, Options* options) {
     const size_t equals = arg.find('=');
     const std::string_view name = arg.substr(0, equals);
     if (name != "--function" && name != "--input" && name != "--device" && name != "--output-dir" &&
-        name != "--repeat") {
+        name != "--repeat" && name != "--trace") {
       return usage_error(fmt::format("run: unknown option '{}'", arg));
     }
     std::string_view value;
@@ -121,6 +124,8 @@ int parse_options(std::span<const std::string_view> args, Options* options) {
       status = set_once(&options->device);
     } else if (name == "--output-dir") {
       status = set_once(&options->output_dir);
+    } else if (name == "--trace") {
+      status = set_once(&options->trace);
     } else if (name == "--input") {
       options->inputs.emplace_back(value);
     } else {  // --repeat
@@ -143,6 +148,53 @@ int parse_options(std::span<const std::string_view> args, Options* options) {
   if (!have_path) return usage_error("run: missing FILE");
   return kExitOk;
 }
+
+// The trace --trace asks for: started on the instance before anything else
+// runs, stopped (its file written) after the run's last synchronize, or
+// when the command fails before that, so that a failed run leaves its trace
+// too. run_run() declares it right after the instance, so that it stops
+// before the instance is released.
+class RunTrace {
+ public:
+  RunTrace() = default;
+  RunTrace(const RunTrace&) = delete;
+  RunTrace& operator=(const RunTrace&) = delete;
+  ~RunTrace() { stop(); }
+
+  // Starts the trace; false (reported) when it cannot run.
+  bool start(axrt_instance_t instance, const std::string& path) {
+    axrt_trace_options_t options = AXRT_TRACE_OPTIONS_INIT;
+    options.path = path.c_str();
+    if (axrt_status_t status = axrt_instance_trace_start(instance, &options)) {
+      const bool running = axrt_status_code(status) == AXRT_STATUS_CODE_FAILED_PRECONDITION;
+      report("--trace: {}", axrt_status_message(status));
+      axrt_status_free(status);
+      const char* environment = std::getenv("AXRT_TRACE");
+      if (running && environment && *environment) {
+        report("AXRT_TRACE={} traces this process already; unset it to use --trace", environment);
+      }
+      return false;
+    }
+    instance_ = instance;
+    path_ = path;
+    return true;
+  }
+
+  // Stops the trace and reports its file; false (reported) when writing it
+  // failed. Does nothing when no trace runs.
+  bool stop() {
+    if (!instance_) return true;
+    axrt_trace_result_t result = AXRT_TRACE_RESULT_INIT;
+    if (failed(axrt_instance_trace_stop(std::exchange(instance_, nullptr), &result))) return false;
+    fmt::print(stderr, "trace: {} events written to {} ({} dropped)\n", result.events, path_,
+               result.dropped_events);
+    return true;
+  }
+
+ private:
+  axrt_instance_t instance_ = nullptr;
+  std::string path_;
+};
 
 // A function's signature, read through axrt_function_query_*.
 struct Argument {
@@ -370,6 +422,8 @@ int run_run(std::span<const std::string_view> args) {
   axrt_instance_t raw_instance = nullptr;
   if (failed(axrt_instance_create(nullptr, &raw_instance))) return kExitFailure;
   InstancePtr instance(raw_instance);
+  RunTrace trace;
+  if (options.trace && !trace.start(instance.get(), *options.trace)) return kExitFailure;
   axrt_device_t raw_device = nullptr;
   if (failed(axrt_instance_find_device(instance.get(), options.device ? options.device->c_str() : nullptr,
                                        &raw_device))) {
@@ -517,6 +571,7 @@ int run_run(std::span<const std::string_view> args) {
     }
   }
   if (failed(axrt_stream_synchronize(stream.get()))) return kExitFailure;
+  if (!trace.stop()) return kExitFailure;
 
   std::string out;
   if (options.output_dir) {

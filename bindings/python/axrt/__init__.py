@@ -45,6 +45,7 @@ from ._axrt import (
     load,
 )
 from . import builder
+from ._profile import profile, stats
 from .builder import Builder
 
 __all__ = [
@@ -82,4 +83,6 @@ __all__ = [
     "empty",
     "from_dlpack",
     "load",
+    "profile",
+    "stats",
 ]

@@ -535,12 +535,16 @@ class Buffer:
     """A buffer parameter of a kernel: a 64-bit device address.
 
     ``layout``: the quantization layout the kernel requires of a constant
-    bound to it (docs/format.md section 5.6).
+    bound to it (docs/format.md section 5.6). ``dtype``: optionally, the
+    element type the kernel reads or writes there, which only debugging
+    tools use (the intermediates ``Function.__call__(dump_dir=...)`` writes
+    and checks; docs/debugging.md).
     """
 
     name: str
     access: Access = "read"
     layout: Optional[QuantLayout] = None
+    dtype: Optional[DTypeLike] = None
 
 
 @dataclass(frozen=True)
@@ -965,6 +969,8 @@ class Builder:
                     "name": param.name, "kind": _PARAM_BUFFER,
                     "access": _choice(_ACCESS, param.access, f"{what}.access"),
                     "layout": param.layout._to_c(self, f"{what}.layout") if param.layout else None,
+                    "scalar_type": (_dtype_code(param.dtype, f"{what}.dtype")
+                                    if param.dtype is not None else 0),
                 })
             elif isinstance(param, Scalar):
                 c_params.append({"name": param.name, "kind": _PARAM_SCALAR, "access": 0,

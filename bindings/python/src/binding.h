@@ -236,6 +236,7 @@ void init_dlpack(py::module_& m);
 void init_executable(py::module_& m);
 void init_builder(py::module_& m);
 void init_serving(py::module_& m);
+void init_trace(py::module_& m);
 
 // The handle of an _axrt.Executable (borrowed; TypeError for anything else).
 axrt_executable_t executable_handle(const py::object& executable);

@@ -62,7 +62,8 @@ class Function {
     return s;
   }
 
-  py::object call(py::args args, py::object out, py::object stream_arg) {
+  py::object call(py::args args, py::object out, py::object stream_arg, bool check_finite,
+                  py::object dump_dir) {
     if (args.size() != inputs_.size()) {
       throw py::type_error(name_ + "() takes " + std::to_string(inputs_.size()) + " input" +
                            (inputs_.size() == 1 ? "" : "s") + ", " + std::to_string(args.size()) +
@@ -129,11 +130,20 @@ class Function {
       outs[i] = out_tensors[i]->handle();
     }
 
+    // check_finite= and dump_dir=: the debugging modes (docs/debugging.md).
+    axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
+    std::string dump_directory;
+    if (check_finite) options.flags |= AXRT_INVOKE_FLAG_CHECK_FINITE;
+    if (!dump_dir.is_none()) {
+      dump_directory = py::module_::import("os").attr("fsdecode")(dump_dir).cast<std::string>();
+      options.flags |= AXRT_INVOKE_FLAG_DUMP;
+      options.dump_directory = dump_directory.c_str();
+    }
     axrt_status_t status;
     {
       GilRelease release;
       status = axrt_function_invoke(handle_.get(), stream->handle(), in.data(), n_in, outs.data(), n_out,
-                                    nullptr);
+                                    options.flags ? &options : nullptr);
     }
     if (status) {
       // Outputs are written only on success; nothing to release.
@@ -325,7 +335,8 @@ A function of a loaded executable. Call it with one array per input (any
 DLPack producer, numpy array or axrt.Tensor); it returns axrt.Tensor results
 on the executable's device (a tuple when there are several), queued on the
 stream and ready when read.)doc")
-      .def("__call__", &Function::call, py::arg("out") = py::none(), py::arg("stream") = py::none(), R"doc(
+      .def("__call__", &Function::call, py::arg("out") = py::none(), py::arg("stream") = py::none(),
+           py::arg("check_finite") = false, py::arg("dump_dir") = py::none(), R"doc(
 Queues one call. out=: a tensor (or, for several outputs, a sequence with
 None where axrt should allocate) to write instead of allocating; writable
 numpy arrays on the CPU work too, and the call then waits for the results.
@@ -334,7 +345,12 @@ an axrt.Tensor on the function's device, or a writable numpy array (CPU) or
 DLPack producer of that device's memory, which the call updates without a
 copy, waiting for the writes before it returns; a read-only one raises
 axrt.InvalidArgumentError.
-stream=: the axrt.Stream to queue on (None: the device's default stream).)doc")
+stream=: the axrt.Stream to queue on (None: the device's default stream).
+check_finite=True: run the commands one at a time and fail the stream
+(axrt.DataLossError when the results are read or the stream synchronised)
+at the first command that writes a NaN or Inf, naming it. dump_dir=: an
+existing directory; each command's writes go to .npy files in a folder of
+it (docs/debugging.md). Both are slow, for debugging.)doc")
       .def_property_readonly("name", &Function::name, "The function's name.")
       .def_property_readonly("signature", &Function::signature,
                              "'main(x: f32[batch, 256]) -> y: f32[batch, 10] where batch <= 64'.")

@@ -102,6 +102,7 @@ PYBIND11_MODULE(_axrt, m) {
   axrt_py::init_tensor(m);
   axrt_py::init_dlpack(m);
   axrt_py::init_executable(m);
+  axrt_py::init_trace(m);
   axrt_py::init_builder(m);
   axrt_py::init_serving(m);
 }

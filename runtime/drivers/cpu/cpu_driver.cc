@@ -152,6 +152,8 @@ CpuDevice::CpuDevice(uint32_t threads) : Device(&kCpuDeviceVtable) {
   const CachingPool::Backend backend{host_allocate, host_free, nullptr};
   device_pool = std::make_unique<CachingPool>(backend, memory / 4);
   pinned_pool = std::make_unique<CachingPool>(backend, memory / 8);
+  device_pool->set_trace_name(p.id, "device memory");
+  pinned_pool->set_trace_name(p.id, "pinned memory");
   workgroups = std::make_unique<WorkgroupPool>(threads);
   destroy = [](Object* object) { device_destroy(static_cast<Device*>(object)); };
 }

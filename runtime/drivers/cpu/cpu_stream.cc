@@ -9,6 +9,7 @@
 
 #include "runtime/driver.h"
 #include "runtime/drivers/cpu/cpu_driver.h"
+#include "trace/trace.h"
 
 namespace axrt::cpu {
 namespace {
@@ -80,7 +81,50 @@ struct CpuOp {
   Ref<Event> event;
   uint64_t sequence = 0;
   CommandBatchPtr batch;
+  trace::OpStamp stamp;  // queued while a trace ran
 };
+
+trace::Place place_of(const CopyEndpoint& endpoint) {
+  return endpoint.buffer && endpoint.buffer->allocation()->memory_type != AXRT_MEMORY_TYPE_HOST_PINNED
+             ? trace::Place::kDevice
+             : trace::Place::kHost;
+}
+
+// Records `op` (ran from `begin` to now) on its stream's track.
+void record_operation(const CpuOp& op, int64_t begin) {
+  trace::Record r;
+  r.begin = begin;
+  r.end = trace::now();
+  r.flow = op.stamp.flow;
+  r.session = op.stamp.session;
+  r.track = op.stamp.track;
+  r.a[0] = op.stamp.queued;
+  switch (op.kind) {
+    case CpuOp::Kind::kCopy:
+      r.kind = trace::Kind::kOperation;
+      r.op = trace::OpKind::kCopy;
+      r.a[1] = static_cast<int64_t>(op.copy.width * op.copy.height);
+      r.a[2] = static_cast<int64_t>(place_of(op.copy.src));
+      r.a[3] = static_cast<int64_t>(place_of(op.copy.dst));
+      break;
+    case CpuOp::Kind::kFill:
+      r.op = trace::OpKind::kFill;
+      r.a[1] = static_cast<int64_t>(op.length);
+      break;
+    case CpuOp::Kind::kHostFunc: r.op = trace::OpKind::kHostFunction; break;
+    case CpuOp::Kind::kRecord: r.op = trace::OpKind::kEventRecord; break;
+    case CpuOp::Kind::kWait: r.op = trace::OpKind::kEventWait; break;
+    case CpuOp::Kind::kDeallocate: r.op = trace::OpKind::kDeallocate; break;
+    case CpuOp::Kind::kBatch:
+      r.kind = trace::Kind::kFunction;
+      r.name = op.batch->trace_name;
+      r.detail = op.batch->trace_detail;
+      r.a[1] = static_cast<int64_t>(op.batch->commands.size());
+      break;
+  }
+  if (op.kind != CpuOp::Kind::kBatch) r.kind = trace::Kind::kOperation;
+  trace::emit(r);
+}
 
 }  // namespace
 
@@ -189,9 +233,17 @@ class CpuQueue {
   // mutex_.
   void set_idle(bool idle) { idle_.store(idle, std::memory_order_release); }
 
-  void fail(FailurePtr failure) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failure_) failure_ = std::move(failure);
+  void fail(FailurePtr failure, uint32_t track) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failure_) return;
+      failure_ = failure;
+    }
+    device_->counters.stream_failures.fetch_add(1, std::memory_order_relaxed);
+    if (trace::active()) {
+      StatusPtr status(status_from_failure(failure));
+      trace::instant(track, axrt_status_message(status.get()), name_);
+    }
   }
 
   FailurePtr current_failure() {
@@ -200,6 +252,17 @@ class CpuQueue {
   }
 
   void execute(CpuOp& op) {
+    if (trace::recording(op.stamp)) {
+      const int64_t begin = trace::now();
+      run(op, op.stamp.track);
+      record_operation(op, begin);
+    } else {
+      run(op, 0);
+    }
+  }
+
+  // `track`: the stream's trace track when the operation is traced, else 0.
+  void run(CpuOp& op, uint32_t track) {
     const FailurePtr failed = current_failure();
     switch (op.kind) {
       case CpuOp::Kind::kCopy:
@@ -217,7 +280,7 @@ class CpuQueue {
           if (failed) {
             axrt_status_free(result);
           } else {
-            fail(make_failure(result));
+            fail(make_failure(result), track);
           }
         }
         break;
@@ -226,13 +289,13 @@ class CpuQueue {
         static_cast<CpuEvent*>(op.event.get())->complete(op.sequence, failed);
         break;
       case CpuOp::Kind::kWait:
-        if (!failed) run_wait(op);
+        if (!failed) run_wait(op, track);
         break;
       case CpuOp::Kind::kDeallocate:
         buffer_return_memory(op.buffers[0].get());
         break;
       case CpuOp::Kind::kBatch:
-        if (!failed) run_batch(*op.batch);
+        if (!failed) run_batch(*op.batch, track);
         if (Buffer* arena = op.batch->arena; arena && arena->claim_memory_return()) {
           device_->vtable->deallocate(device_, arena->memory_type, arena->block);
         }
@@ -240,14 +303,17 @@ class CpuQueue {
     }
   }
 
-  void run_batch(const CommandBatch& batch) {
+  void run_batch(const CommandBatch& batch, uint32_t track) {
     const uint64_t start = batch.last_duration_ns ? now_ns() : 0;
+    // Traced batches record each command, nested in the function's slice.
+    const bool traced = track != 0;
     for (size_t i = 0; i < batch.commands.size(); ++i) {
       const BatchCommand& command = batch.commands[i];
+      const int64_t command_begin = traced ? trace::now() : 0;
       switch (command.kind) {
         case BatchCommand::Kind::kDispatch:
-          if (FailurePtr failure = run_dispatch(batch, command, i)) {
-            fail(std::move(failure));
+          if (FailurePtr failure = run_dispatch(batch, command, batch.command_base + i)) {
+            fail(std::move(failure), track);
             return;
           }
           break;
@@ -265,10 +331,20 @@ class CpuQueue {
           break;
         }
       }
+      if (traced) record_command(command, batch.command_base + i, command_begin, track);
     }
     if (batch.last_duration_ns) {
       batch.last_duration_ns->store(now_ns() - start, std::memory_order_relaxed);
     }
+  }
+
+  static void record_command(const BatchCommand& command, size_t index, int64_t begin,
+                             uint32_t track) {
+    trace::Record r = command_trace_record(command, index);
+    r.begin = begin;
+    r.end = trace::now();
+    r.track = track;
+    trace::emit(r);
   }
 
   // Runs every workgroup of one dispatch across the workgroup pool.
@@ -342,7 +418,7 @@ class CpuQueue {
         job.message.empty() ? "the kernel gave no reason" : job.message));
   }
 
-  void run_wait(CpuOp& op) {
+  void run_wait(CpuOp& op, uint32_t track) {
     FailurePtr failure;
     if (is_cpu_event(op.event.get())) {
       static_cast<CpuEvent*>(op.event.get())->wait(op.sequence, UINT64_MAX, &failure);
@@ -350,7 +426,7 @@ class CpuQueue {
       axrt_status_t status = op.event->vtable->wait(op.event.get(), AXRT_TIMEOUT_INFINITE);
       if (status) failure = make_failure(status);
     }
-    if (failure) fail(std::move(failure));
+    if (failure) fail(std::move(failure), track);
   }
 
   static std::byte* endpoint_address(const CopyEndpoint& endpoint) {
@@ -460,6 +536,7 @@ axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
   CpuOp op;
   op.kind = CpuOp::Kind::kCopy;
   op.copy = copy;
+  op.stamp = trace::stamp(stream->trace_track);
   op.buffers[0] = Ref<Buffer>(copy.src.buffer);
   op.buffers[1] = Ref<Buffer>(copy.dst.buffer);
   queue_of(stream).submit(std::move(op), copy.width * copy.height <= kInlineBytes);
@@ -474,6 +551,7 @@ axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint6
   }
   CpuOp op;
   op.kind = CpuOp::Kind::kFill;
+  op.stamp = trace::stamp(stream->trace_track);
   op.buffers[0] = Ref<Buffer>(buffer);
   op.offset = offset;
   op.length = length;
@@ -486,6 +564,7 @@ axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint6
 axrt_status_t stream_launch_host_func(Stream* stream, axrt_host_func_t func, void* user_data) {
   CpuOp op;
   op.kind = CpuOp::Kind::kHostFunc;
+  op.stamp = trace::stamp(stream->trace_track);
   op.func = func;
   op.user_data = user_data;
   // Never inline: the function may block, and it must run on a runtime thread.
@@ -497,6 +576,7 @@ axrt_status_t stream_record_event(Stream* stream, Event* event) {
   auto* cpu_event = static_cast<CpuEvent*>(event);
   CpuOp op;
   op.kind = CpuOp::Kind::kRecord;
+  op.stamp = trace::stamp(stream->trace_track);
   op.event = Ref<Event>(event);
   op.sequence = cpu_event->begin_record();
   queue_of(stream).submit(std::move(op), true);
@@ -506,6 +586,7 @@ axrt_status_t stream_record_event(Stream* stream, Event* event) {
 axrt_status_t stream_wait_event(Stream* stream, Event* event) {
   CpuOp op;
   op.kind = CpuOp::Kind::kWait;
+  op.stamp = trace::stamp(stream->trace_track);
   op.event = Ref<Event>(event);
   bool ready = false;
   if (is_cpu_event(event)) {
@@ -520,6 +601,7 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
 axrt_status_t stream_deallocate_buffer(Stream* stream, Buffer* buffer) {
   CpuOp op;
   op.kind = CpuOp::Kind::kDeallocate;
+  op.stamp = trace::stamp(stream->trace_track);
   op.buffers[0] = Ref<Buffer>(buffer);
   queue_of(stream).submit(std::move(op), true);
   return nullptr;
@@ -531,6 +613,7 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
       batch->last_duration_ns->load(std::memory_order_relaxed) <= kInlineBatchNs;
   CpuOp op;
   op.kind = CpuOp::Kind::kBatch;
+  op.stamp = trace::stamp(stream->trace_track);
   op.batch = std::move(batch);
   queue_of(stream).submit(std::move(op), short_last_time);
   return nullptr;

@@ -8,6 +8,7 @@
 
 #include "runtime/driver.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
+#include "runtime/drivers/cuda/cuda_nvtx.h"
 
 namespace axrt::cuda {
 namespace {
@@ -666,6 +667,7 @@ axrt_status_t CudaDevice::initialize() {
   ContextScope scope(this);
   AXRT_RETURN_IF_ERROR(
       check(cu.cuStreamCreate(&allocation_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  nvtx::name_stream(allocation_stream, fmt::format("allocations on {}", p.id).c_str());
   if (pools) {
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -707,10 +709,12 @@ CudaDevice::~CudaDevice() {
   run_deferred();
   pinned_pool.reset();
   fallback_pool.reset();
+  trace_clock_.reset();  // gives its event back
   if (context) {
     {
       ContextScope scope(this);
       for (CUevent fence : fences_) cu.cuEventDestroy(fence);
+      for (CUevent event : timing_events_) cu.cuEventDestroy(event);
       if (allocation_stream) {
         cu.cuStreamSynchronize(allocation_stream);
         cu.cuStreamDestroy(allocation_stream);
@@ -764,11 +768,18 @@ axrt_status_t CudaDevice::check(CUresult result, const char* call) {
 }
 
 void CudaDevice::mark_lost(CUresult result, const char* call) {
-  std::lock_guard<std::mutex> lock(lost_mutex_);
-  if (lost_.load(std::memory_order_relaxed)) return;
-  lost_result_ = result;
-  lost_reason_ = fmt::format("{} failed with {}", call, cu.describe(result));
-  lost_.store(true, std::memory_order_release);
+  std::string what;
+  {
+    std::lock_guard<std::mutex> lock(lost_mutex_);
+    if (lost_.load(std::memory_order_relaxed)) return;
+    lost_result_ = result;
+    lost_reason_ = fmt::format("{} failed with {}", call, cu.describe(result));
+    what = fmt::format("device lost: {}", lost_reason_);
+    lost_.store(true, std::memory_order_release);
+  }
+  // Every stream of the device fails with it.
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  for (CudaStream* stream : streams_) stream->count_failure(what);
 }
 
 axrt_status_t CudaDevice::lost_status() const {
@@ -783,6 +794,16 @@ axrt_status_t CudaDevice::enter() {
   if (has_deferred_.load(std::memory_order_acquire)) run_deferred();
   if (is_lost()) return lost_status();
   return nullptr;
+}
+
+void CudaDevice::add_stream(CudaStream* stream) {
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  streams_.push_back(stream);
+}
+
+void CudaDevice::remove_stream(CudaStream* stream) {
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  std::erase(streams_, stream);
 }
 
 void CudaDevice::retire(CudaStream* stream) {

@@ -11,6 +11,10 @@
 // Failure: an error that corrupts the CUDA context (an illegal address, a
 // launch failure) marks the device lost; every later call on it fails at
 // once with DEVICE_LOST naming that first error.
+//
+// Tracing (cuda_trace.cc): work queued while a trace runs is bracketed by
+// timing events on its stream, and recorded once they completed, in trace
+// time (docs/cuda-driver.md, "Tracing and NVTX").
 #ifndef AXRT_RUNTIME_DRIVERS_CUDA_CUDA_DRIVER_H_
 #define AXRT_RUNTIME_DRIVERS_CUDA_CUDA_DRIVER_H_
 
@@ -30,6 +34,7 @@
 #include "runtime/caching_pool.h"
 #include "runtime/driver.h"
 #include "runtime/drivers/cuda/cuda_api.h"
+#include "runtime/drivers/cuda/cuda_trace.h"
 
 namespace axrt::cuda {
 
@@ -101,6 +106,21 @@ struct CudaDevice : Device {
   axrt_status_t acquire_fence(CUevent* out);
   void recycle_fence(CUevent event);
 
+  // Timing events for traces (cuda_trace.cc), reused up to a bound; false
+  // when none can be created.
+  bool acquire_timing_event(CUevent* out) noexcept;
+  void recycle_timing_event(CUevent event) noexcept;
+  // Where the device's timing events meet the trace clock: made at the first
+  // traced operation, made again once a second while tracing goes on (so that
+  // the conversion stays precise); nullptr when none can be made.
+  std::shared_ptr<const TraceClock> trace_clock() noexcept;
+
+  // The device's streams, until they are finished (finish_stream).
+  void add_stream(CudaStream* stream);
+  void remove_stream(CudaStream* stream);
+  // Records the traced work of every stream that completed (synchronize).
+  void poll_traced_streams() noexcept;
+
   // Hands a released stream whose work is still running to the device's
   // reaper thread, which finishes it once the work is done. The stream keeps
   // the device alive until then. When no thread can be started, waits for
@@ -147,6 +167,16 @@ struct CudaDevice : Device {
   std::mutex fences_mutex_;
   std::vector<CUevent> fences_;
 
+  std::mutex timing_mutex_;
+  std::vector<CUevent> timing_events_;
+  std::mutex trace_clock_mutex_;
+  std::shared_ptr<const TraceClock> trace_clock_;
+
+  // Never held while calling anything that may mark the device lost, which
+  // takes it.
+  std::mutex streams_mutex_;
+  std::vector<CudaStream*> streams_;
+
   // Shared with the reaper thread, which may outlive the device: finishing
   // the last retired stream can release the device on that thread.
   struct Reaper {
@@ -178,6 +208,9 @@ struct CudaStream : Stream {
   FailurePtr failure_before(uint64_t sequence) const;
   FailurePtr failure() const;
   void fail(uint64_t sequence, FailurePtr failure);
+  // Counts the stream's first failure (its own or its device's loss) in the
+  // device's counters and records it in a running trace as `what`.
+  void count_failure(std::string_view what) noexcept;
 
   // Keeps `keep` (buffers, batches) alive until the work enqueued so far
   // completed; returns what already completed.
@@ -204,9 +237,15 @@ struct CudaStream : Stream {
   std::mutex host_calls_mutex;
   std::vector<std::unique_ptr<HostCall>> host_calls;
 
+  // Operations queued while a trace ran, recorded once they completed.
+  StreamTrace trace;
+  // Whether tools were given the stream's name (NVTX), at its first use.
+  std::atomic<bool> named_for_tools{false};
+
  private:
   mutable std::mutex failure_mutex_;
   StreamFailure failure_;
+  std::atomic<bool> failure_counted_{false};
 
   struct Pending {
     CUevent fence = nullptr;

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "runtime/drivers/cuda/cuda_driver.h"
+#include "runtime/drivers/cuda/cuda_nvtx.h"
+#include "trace/trace.h"
 
 namespace axrt::cuda {
 
@@ -91,8 +94,24 @@ FailurePtr CudaStream::failure() const {
 }
 
 void CudaStream::fail(uint64_t op_sequence, FailurePtr f) {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  if (!failure_.failure) failure_ = StreamFailure{op_sequence, std::move(f)};
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (failure_.failure) return;
+    failure_ = StreamFailure{op_sequence, f};
+  }
+  count_failure(f->message);
+}
+
+void CudaStream::count_failure(std::string_view what) noexcept {
+  if (failure_counted_.exchange(true, std::memory_order_acq_rel)) return;
+  device->counters.stream_failures.fetch_add(1, std::memory_order_relaxed);
+  if (trace::active()) {
+    try {
+      trace::instant(trace_track, what, describe());
+    } catch (...) {
+      // The trace lacks the instant; the counter has it.
+    }
+  }
 }
 
 axrt_status_t CudaStream::retain_until_done(std::vector<Ref<Object>> keep, CommandBatchPtr batch,
@@ -142,10 +161,19 @@ void CudaStream::reap(bool all) {
     }
   }
   done.clear();  // releases outside the lock
-  std::lock_guard<std::mutex> lock(host_calls_mutex);
-  std::erase_if(host_calls, [](const std::unique_ptr<HostCall>& call) {
-    return call->finished.load(std::memory_order_acquire);
-  });
+  {
+    std::lock_guard<std::mutex> lock(host_calls_mutex);
+    std::erase_if(host_calls, [](const std::unique_ptr<HostCall>& call) {
+      return call->finished.load(std::memory_order_acquire);
+    });
+  }
+  if (trace.pending()) {
+    if (all && d->is_lost()) {
+      trace.discard(d);
+    } else {
+      trace.poll(d);
+    }
+  }
 }
 
 namespace {
@@ -241,6 +269,7 @@ axrt_status_t ensure_staging(CudaStream* s) {
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(
       d->check(d->cu.cuStreamCreate(&s->staging_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  nvtx::name_stream(s->staging_stream, fmt::format("{}: staging", s->describe()).c_str());
   for (size_t i = 0; i < kStagingChunks; ++i) {
     CudaStream::StagingChunk chunk;
     uint64_t block = 0;
@@ -495,13 +524,67 @@ axrt_status_t fail_with(CudaStream* s, axrt_status_t status) {
   return status;
 }
 
+// --- Trace records ------------------------------------------------------------
+//
+// What a traced operation records (cuda_trace.h adds the times, the queue
+// time, the flow and the track), as the CPU driver records it.
+
+trace::Place place_of(const CopyEndpoint& endpoint) {
+  return endpoint.buffer &&
+                 endpoint.buffer->allocation()->memory_type != AXRT_MEMORY_TYPE_HOST_PINNED
+             ? trace::Place::kDevice
+             : trace::Place::kHost;
+}
+
+trace::Record operation_record(trace::OpKind op, uint64_t bytes = 0) {
+  trace::Record r;
+  r.kind = trace::Kind::kOperation;
+  r.op = op;
+  r.a[1] = static_cast<int64_t>(bytes);
+  return r;
+}
+
+trace::Record copy_record(const CopyCommand& copy) {
+  trace::Record r = operation_record(trace::OpKind::kCopy, copy.width * copy.height);
+  r.a[2] = static_cast<int64_t>(place_of(copy.src));
+  r.a[3] = static_cast<int64_t>(place_of(copy.dst));
+  return r;
+}
+
+trace::Record function_record(const CommandBatch& batch) {
+  trace::Record r;
+  r.kind = trace::Kind::kFunction;
+  r.name = batch.trace_name;
+  r.detail = batch.trace_detail;
+  r.a[1] = static_cast<int64_t>(batch.commands.size());
+  return r;
+}
+
 // --- Stream vtable ------------------------------------------------------------
+
+// Gives tools the stream's name at its first use: the core labels a stream
+// only after the driver created it.
+void name_for_tools(CudaStream* s) noexcept {
+#if AXRT_HAVE_NVTX
+  if (s->named_for_tools.load(std::memory_order_relaxed) || s->named_for_tools.exchange(true)) {
+    return;
+  }
+  try {
+    nvtx::name_stream(s->stream, s->describe().c_str());
+  } catch (...) {
+    // Tools show the stream unnamed.
+  }
+#else
+  (void)s;
+#endif
+}
 
 // What every copy, fill and batch checks first: the device is not lost, and
 // work enqueued once the stream is known to have failed never runs.
 axrt_status_t begin_work(CudaStream* s) {
   AXRT_RETURN_IF_ERROR(s->cuda_device()->enter());
   if (FailurePtr failure = s->failure()) return status_from_failure(failure);
+  name_for_tools(s);
   return nullptr;
 }
 
@@ -520,8 +603,11 @@ axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(begin_work(s));
   ContextScope scope(d);
+  TraceScope traced;
+  if (trace::active()) traced.start(s, copy_record(copy));
   s->sequence.fetch_add(1, std::memory_order_relaxed);
   AXRT_RETURN_IF_ERROR(run_copy(s, copy));
+  traced.finish();
   std::vector<Ref<Object>> keep;
   if (copy.src.buffer) keep.emplace_back(copy.src.buffer);
   if (copy.dst.buffer) keep.emplace_back(copy.dst.buffer);
@@ -534,8 +620,11 @@ axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint6
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(begin_work(s));
   ContextScope scope(d);
+  TraceScope traced;
+  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kFill, length));
   s->sequence.fetch_add(1, std::memory_order_relaxed);
   AXRT_RETURN_IF_ERROR(run_fill(s, buffer, offset, length, pattern, pattern_size));
+  traced.finish();
   std::vector<Ref<Object>> keep;
   keep.emplace_back(buffer);
   return s->retain_until_done(std::move(keep), nullptr, {});
@@ -552,10 +641,15 @@ axrt_status_t stream_launch_host_func(Stream* stream, axrt_host_func_t func, voi
     return nullptr;
   }
   AXRT_RETURN_IF_ERROR(d->enter());
+  name_for_tools(s);
   ContextScope scope(d);
-  return enqueue_host_call(s, s->stream, [func, user_data](axrt_status_t told) {
+  TraceScope traced;
+  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kHostFunction));
+  AXRT_RETURN_IF_ERROR(enqueue_host_call(s, s->stream, [func, user_data](axrt_status_t told) {
     return func(user_data, told);
-  });
+  }));
+  traced.finish();
+  return nullptr;
 }
 
 axrt_status_t ensure_event(CudaEvent* e) {
@@ -570,12 +664,16 @@ axrt_status_t stream_record_event(Stream* stream, Event* event) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(d->enter());
+  name_for_tools(s);
   auto* e = static_cast<CudaEvent*>(event);
   ContextScope scope(d);
   std::lock_guard<std::mutex> lock(e->record_mutex);
   AXRT_RETURN_IF_ERROR(ensure_event(e));
+  TraceScope traced;
+  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kEventRecord));
   const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
   AXRT_RETURN_IF_ERROR(d->check(d->cu.cuEventRecord(e->event, s->stream), "cuEventRecord"));
+  traced.finish();
   e->recorded_on = Ref<Stream>(stream);
   e->recorded_sequence = sequence;
   return nullptr;
@@ -585,9 +683,12 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(d->enter());
+  name_for_tools(s);
   ContextScope scope(d);
   std::vector<Ref<Object>> keep;
   keep.emplace_back(event);
+  TraceScope traced;
+  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kEventWait));
   if (is_cuda_event(event)) {
     auto* e = static_cast<CudaEvent*>(event);
     bool watch_failure = false;
@@ -608,6 +709,7 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
         return failure ? status_from_failure(failure) : nullptr;
       }));
     }
+    traced.finish();
     return s->retain_until_done(std::move(keep), nullptr, {});
   }
   // An event of another driver: the stream waits on the callback thread.
@@ -616,6 +718,7 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
         if (told) return nullptr;
         return event->vtable->wait(event, AXRT_TIMEOUT_INFINITE);
       }));
+  traced.finish();
   return s->retain_until_done(std::move(keep), nullptr, {});
 }
 
@@ -648,9 +751,13 @@ axrt_status_t stream_deallocate_buffer(Stream* stream, Buffer* buffer) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(d->enter());
+  name_for_tools(s);
   ContextScope scope(d);
+  TraceScope traced;
+  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kDeallocate));
   bool freed = false;
   AXRT_RETURN_IF_ERROR(free_on_stream(s, buffer, &freed));
+  traced.finish();
   if (freed) return nullptr;
   std::vector<Ref<Buffer>> returns;
   returns.emplace_back(buffer);
@@ -662,6 +769,10 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(begin_work(s));
   ContextScope scope(d);
+  // Tools see the launches inside a range named by the function.
+  nvtx::Range range(batch->trace_name ? batch->trace_name : "function");
+  TraceScope traced;
+  if (trace::active()) traced.start(s, function_record(*batch), batch->commands.size());
   s->sequence.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < batch->commands.size(); ++i) {
     const BatchCommand& command = batch->commands[i];
@@ -670,7 +781,8 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
       case BatchCommand::Kind::kDispatch:
         if (!command.device_kernel) {
           status = make_status(AXRT_STATUS_CODE_INTERNAL,
-                               "command {} of {} has no CUDA kernel to launch", i,
+                               "command {} of {} has no CUDA kernel to launch",
+                               batch->command_base + i,
                                batch->label ? *batch->label : std::string("a batch"));
           break;
         }
@@ -698,7 +810,9 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
       StatusPtr(s->retain_until_done({}, std::move(batch), {}));
       return fail_with(s, status);
     }
+    if (traced.active()) traced.command(command_trace_record(command, batch->command_base + i));
   }
+  traced.finish();
   // The arena goes back on the stream, right behind the launches, when the
   // pool takes it; otherwise when the stream got there (reap).
   if (batch->arena) {
@@ -771,6 +885,18 @@ axrt_status_t stream_get_native_handle(Stream* stream, void** out_handle) {
 
 // --- Events -----------------------------------------------------------------
 
+// Records the traced work of the stream that recorded `e`, which completed.
+void poll_recording_stream(CudaEvent* e) noexcept {
+  if (in_cuda_callback()) return;
+  Ref<Stream> source;
+  {
+    std::lock_guard<std::mutex> lock(e->record_mutex);
+    source = e->recorded_on;
+  }
+  auto* s = static_cast<CudaStream*>(source.get());
+  if (s && s->trace.pending()) s->trace.poll(s->cuda_device());
+}
+
 void event_destroy(Event* event) {
   auto* e = static_cast<CudaEvent*>(event);
   CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
@@ -794,6 +920,7 @@ axrt_status_t event_query(Event* event, bool* out_complete) {
   }
   AXRT_RETURN_IF_ERROR(d->check(result, "cuEventQuery"));
   if (FailurePtr failure = e->record_failure()) return status_from_failure(failure);
+  if (trace::active()) poll_recording_stream(e);
   *out_complete = true;
   return nullptr;
 }
@@ -822,6 +949,7 @@ axrt_status_t event_wait(Event* event, uint64_t timeout_ns) {
   }
   AXRT_RETURN_IF_ERROR(d->check(result, "cuEventSynchronize"));
   if (FailurePtr failure = e->record_failure()) return status_from_failure(failure);
+  if (trace::active()) poll_recording_stream(e);
   return nullptr;
 }
 
@@ -892,8 +1020,10 @@ bool finish_stream(CudaStream* s, bool wait) {
         if (state != CUDA_SUCCESS) StatusPtr(d->check(state, "cuStreamQuery"));
       }
     }
+    d->remove_stream(s);
     if (d->is_lost()) run_abandoned_calls(s);
     s->reap(true);
+    s->trace.discard(d);  // what completed was recorded by reap()
     for (auto& chunk : s->staging) {
       d->cu.cuEventDestroy(chunk.free);
       d->pinned_pool->deallocate(chunk.host, chunk.size, 4096);
@@ -946,10 +1076,17 @@ axrt_status_t create_stream(Device* device, Stream** out_stream) {
   CUstream handle = nullptr;
   AXRT_RETURN_IF_ERROR(
       d->check(d->cu.cuStreamCreate(&handle, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  auto* s = new CudaStream(d);
+  auto s = std::make_unique<CudaStream>(d);
   s->stream = handle;
   s->destroy = [](Object* object) { stream_destroy(static_cast<Stream*>(object)); };
-  *out_stream = s;
+  try {
+    d->add_stream(s.get());
+  } catch (const std::bad_alloc&) {
+    d->cu.cuStreamDestroy(handle);
+    return make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of memory creating a stream on {}",
+                       d->id());
+  }
+  *out_stream = s.release();
   return nullptr;
 }
 
@@ -971,8 +1108,11 @@ axrt_status_t synchronize_device(CudaDevice* device) {
   }
   AXRT_RETURN_IF_ERROR(device->enter());
   ContextScope scope(device);
-  // What the streams hold is released at their next call.
-  return device->check(device->cu.cuCtxSynchronize(), "cuCtxSynchronize");
+  // What the streams hold is released at their next call; their traced work
+  // is recorded now, while the trace that wants it may still run.
+  AXRT_RETURN_IF_ERROR(device->check(device->cu.cuCtxSynchronize(), "cuCtxSynchronize"));
+  if (trace::active()) device->poll_traced_streams();
+  return nullptr;
 }
 
 }  // namespace axrt::cuda

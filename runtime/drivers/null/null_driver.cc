@@ -378,7 +378,7 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
     const BatchCommand& command = batch->commands[i];
     switch (command.kind) {
       case BatchCommand::Kind::kDispatch:
-        if (FailurePtr failure = run_dispatch(stream, *batch, command, i)) {
+        if (FailurePtr failure = run_dispatch(stream, *batch, command, batch->command_base + i)) {
           self->fail(std::move(failure));
           return nullptr;
         }

@@ -47,12 +47,14 @@ def _r(name: str, layout: Optional[QuantLayout] = None) -> Buffer:
     return Buffer(name, "read", layout)
 
 
-def _w(name: str) -> Buffer:
-    return Buffer(name, "write")
+# Written buffers declare their element type (docs/kernels.md), which the
+# dumps and checks of a call read (docs/debugging.md).
+def _w(name: str, dtype: str = "float32") -> Buffer:
+    return Buffer(name, "write", dtype=dtype)
 
 
-def _rw(name: str) -> Buffer:
-    return Buffer(name, "read_write")
+def _rw(name: str, dtype: str = "float32") -> Buffer:
+    return Buffer(name, "read_write", dtype=dtype)
 
 
 INT8_LAYOUT = QuantLayout("int8.per_channel", "int8", "f32", (1, 0), scale=ScaleRef(dtype="f32"))
@@ -99,7 +101,7 @@ KERNELS: Dict[str, Tuple[List, int]] = {
                                    _u64("block_size"), _u64("max_blocks"), _u64("row_stride"),
                                    _f32("scale")], 256),
     "axrt_sample_f32": ([_r("logits"), _r("temperature"), _r("top_k"), _r("top_p"), _r("seeds"),
-                         _r("positions"), _w("tokens"), _u64("B"), _u64("V")], 256),
+                         _r("positions"), _w("tokens", "int32"), _u64("B"), _u64("V")], 256),
     "axrt_matmul_f32_nk": (_MATMUL_PARAMS, 256),
     "axrt_matmul_bf16_f32": (_MATMUL_PARAMS, 256),
     "axrt_matmul_int8_pc_f32": ([_r("x"), _r("w", INT8_LAYOUT), _r("scale"), _r("bias"), _w("y"),
