@@ -73,6 +73,9 @@ struct Record {
   uint16_t dims[3] = {0, 0, 0};  // kDispatch: the workgroup size
   int64_t a[4] = {0, 0, 0, 0};
 };
+// docs/profiling.md and include/axrt/trace.h state the size of a trace's
+// buffers from it.
+static_assert(sizeof(Record) == 96);
 
 // Fills `r` as a kernel dispatch (Kind::kDispatch) of command `index`.
 inline void set_dispatch(Record* r, size_t index, const char* name, const char* symbol,

@@ -41,7 +41,7 @@ typedef struct axrt_trace_options_t {
   /* The file axrt_instance_trace_stop writes (required). Created or
    * truncated when the trace stops; the start checks that it can be. */
   const char* path;
-  /* The most events the trace keeps; 0 means 1,048,576 (about 80 MiB of
+  /* The most events the trace keeps; 0 means 1,048,576 (about 96 MiB of
    * buffers at most). Buffers grow as events arrive. */
   uint64_t max_events;
 } axrt_trace_options_t;
