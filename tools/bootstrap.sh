@@ -13,8 +13,9 @@ debian_packages=(
 # tokenizers runs the text prompts of axrt.llm; starlette, uvicorn and
 # prometheus_client its server, which the tests call with the openai client;
 # matplotlib draws trace timelines (python -m axrt.traceplot).
-# torch and transformers, the model path's references, are not installed:
-# their outputs are committed (tests/llm/README.md).
+# torch (the CPU build, from PyTorch's own index, below) is what the PyTorch
+# operator and DLPack tests exchange with. transformers, the model path's
+# reference, is not installed: its outputs are committed (tests/llm/README.md).
 python_packages=(
   "pybind11|pybind11>=2.10"
   "scikit_build_core|scikit-build-core>=0.8"
@@ -54,4 +55,8 @@ done
 if ((${#missing[@]})); then
   echo "bootstrap: installing Python packages: ${missing[*]}"
   "$python" -m pip install --quiet "${missing[@]}"
+fi
+if ! "$python" -c "import torch" 2>/dev/null; then
+  echo "bootstrap: installing torch (CPU build)"
+  "$python" -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
 fi

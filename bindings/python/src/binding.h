@@ -219,6 +219,10 @@ Handle<axrt_tensor_t> allocate_like(const axrt_tensor_info_t& info, const Device
 // handle (what calls need; import_numpy wraps it).
 Handle<axrt_tensor_t> lend_numpy(const py::array& array);
 
+// A compact row-major copy, in new host memory, of a strided tensor of
+// cpu:0, made once the work writing it completed.
+std::shared_ptr<Tensor> compact_host_copy(const std::shared_ptr<Tensor>& t);
+
 // Tensor.to(device, stream=).
 std::shared_ptr<Tensor> tensor_to(const std::shared_ptr<Tensor>& self, const std::shared_ptr<Device>& device,
                                   const py::object& stream_arg);

@@ -67,10 +67,15 @@ std::pair<int, int> tensor_dlpack_device(Tensor& t) {
   return t.device()->dlpack_device();
 }
 
-// A contiguous copy of `t` on its own device, queued on `stream`.
+// A contiguous copy of `t` on its own device, queued on `stream` (made at
+// once, after the work writing `t`, for strided views of host memory).
 std::shared_ptr<Tensor> clone(const std::shared_ptr<Tensor>& t, const std::shared_ptr<Stream>& stream) {
   const axrt_tensor_info_t& info = t->info();
-  if (!info.contiguous) throw py::buffer_error("only contiguous tensors can be copied");
+  if (!info.contiguous) {
+    if (t->device() == host_device()) return compact_host_copy(t);
+    throw py::buffer_error("axrt copies memory of " + t->device()->id() +
+                           " only as whole byte ranges: a strided view of it cannot be copied");
+  }
   if (t->producer()) order_after(t->producer()->handle(), stream->handle(), t->producer()->device()->handle());
   Handle<axrt_tensor_t> out = allocate_like(info, *t->device());
   if (info.byte_size) {
@@ -82,12 +87,22 @@ std::shared_ptr<Tensor> clone(const std::shared_ptr<Tensor>& t, const std::share
   return std::make_shared<Tensor>(std::move(out), t->device(), stream);
 }
 
+// The protocol's `stream`: None or an int.
+std::optional<int64_t> stream_number(const py::object& stream) {
+  if (stream.is_none()) return std::nullopt;
+  if (!py::isinstance<py::int_>(stream)) {
+    throw py::type_error("the DLPack stream must be an int or None, not " +
+                         py::str(py::type::handle_of(stream).attr("__name__")).cast<std::string>());
+  }
+  return stream.cast<int64_t>();
+}
+
 // Makes the consumer's CUDA stream (the protocol's integer) wait for the
 // work that writes `t`, on the device.
 void order_consumer_stream(const Tensor& t, const py::object& stream) {
   int64_t native = 1;  // None: the legacy default stream
-  if (!stream.is_none()) {
-    native = stream.cast<int64_t>();
+  if (auto number = stream_number(stream)) {
+    native = *number;
     if (native == -1) return;  // the consumer orders the work itself
     if (native == 0) {
       throw py::value_error("stream=0 is ambiguous in the DLPack protocol: pass 1 (legacy default "
@@ -112,6 +127,12 @@ py::object dlpack(const std::shared_ptr<Tensor>& self, py::object stream, py::ob
   const bool copy_given = !copy.is_none();
   const bool must_copy = copy_given && copy.cast<bool>();
   const bool may_copy = !copy_given || must_copy;
+  const bool host_memory = target.first == kDLCPU || target.first == kDLCUDAHost;
+  if (host_memory) {
+    if (auto number = stream_number(stream); number && *number != -1) {
+      throw py::value_error("stream must be None for host memory in the DLPack protocol");
+    }
+  }
 
   std::shared_ptr<Tensor> source = self;
   bool copied = false;
@@ -132,11 +153,7 @@ py::object dlpack(const std::shared_ptr<Tensor>& self, py::object stream, py::ob
     copied = true;
   }
 
-  const bool host_memory = target.first == kDLCPU || target.first == kDLCUDAHost;
   if (host_memory) {
-    if (!stream.is_none() && stream.cast<int64_t>() != -1) {
-      throw py::value_error("stream must be None for host memory in the DLPack protocol");
-    }
     source->synchronize();
   } else {
     order_consumer_stream(*source, stream);
@@ -186,10 +203,65 @@ py::object consumer_stream(const py::object& dev) {
     if (d->properties().type == AXRT_DEVICE_TYPE_CUDA && static_cast<int>(d->properties().ordinal) == id) {
       void* native = nullptr;
       check(axrt_stream_get_native_handle(d->default_stream()->handle(), &native));
-      return py::int_(reinterpret_cast<uintptr_t>(native));
+      // The protocol names the legacy default stream 1 (0 is ambiguous).
+      return py::int_(native ? reinterpret_cast<uintptr_t>(native) : uintptr_t{1});
     }
   }
   return py::none();  // the import names the missing device
+}
+
+// A capsule of `obj` when it is a plain torch CPU tensor, exported by torch's
+// C function instead of its Python-level __dlpack__ and __dlpack_device__,
+// which cost several times the import itself (docs/performance.md,
+// "PyTorch"): host memory needs no stream. Tensors that require grad, of
+// other devices, and subclasses (which may override the protocol) give None:
+// the protocol path then answers as torch would. Lazily negated or
+// conjugated views are refused.
+py::object torch_host_capsule(const py::object& obj) {
+  struct Torch {
+    PyTypeObject* tensor_type = nullptr;
+    py::object export_capsule;
+    // Interned once: attribute lookups by C string would make a new string
+    // each time.
+    py::str requires_grad{"requires_grad"}, is_cpu{"is_cpu"}, is_conj{"is_conj"},
+        is_neg{"is_neg"};
+  };
+  static Torch* torch = nullptr;
+  if (!torch) {
+    // Only once torch is imported can `obj` be one of its tensors.
+    PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");
+    if (!module) return py::none();
+    auto found = std::make_unique<Torch>();
+    py::module_ m = py::reinterpret_borrow<py::module_>(module);
+    py::object tensor = m.attr("Tensor");
+    py::object c = m.attr("_C");
+    found->export_capsule = py::hasattr(c, "_to_dlpack_versioned") ? c.attr("_to_dlpack_versioned")
+                                                                    : c.attr("_to_dlpack");
+    found->tensor_type = reinterpret_cast<PyTypeObject*>(tensor.ptr());
+    // Never destroyed: torch's objects outlive any use here.
+    torch = found.release();
+  }
+  if (Py_TYPE(obj.ptr()) != torch->tensor_type) return py::none();
+  auto flag = [&](const py::str& name) {
+    py::object value = py::reinterpret_steal<py::object>(PyObject_GetAttr(obj.ptr(), name.ptr()));
+    if (!value) throw py::error_already_set();
+    return PyObject_IsTrue(value.ptr()) == 1;
+  };
+  auto method = [&](const py::str& name) {
+    py::object value =
+        py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(obj.ptr(), name.ptr()));
+    if (!value) throw py::error_already_set();
+    return PyObject_IsTrue(value.ptr()) == 1;
+  };
+  // torch's own __dlpack__ (2.15) exports such views' memory without the
+  // pending negation or conjugation: the values would be silently wrong.
+  if (method(torch->is_neg) || method(torch->is_conj)) {
+    throw py::buffer_error("the torch tensor is a lazily negated or conjugated view, whose "
+                           "memory does not hold its values: call resolve_neg() or "
+                           "resolve_conj() first");
+  }
+  if (flag(torch->requires_grad) || !flag(torch->is_cpu)) return py::none();
+  return torch->export_capsule(obj);
 }
 
 }  // namespace
@@ -205,6 +277,8 @@ std::shared_ptr<Tensor> from_dlpack(py::object obj, py::object device, py::objec
     t = import_numpy(py::reinterpret_borrow<py::array>(obj));
   } else if (PyCapsule_CheckExact(obj.ptr())) {
     t = import_capsule(py::reinterpret_borrow<py::capsule>(obj));
+  } else if (py::object capsule = torch_host_capsule(obj); !capsule.is_none()) {
+    t = import_capsule(py::reinterpret_borrow<py::capsule>(capsule));
   } else if (py::hasattr(obj, "__dlpack__")) {
     py::object dev = py::hasattr(obj, "__dlpack_device__") ? obj.attr("__dlpack_device__")() : py::object(py::none());
     py::object stream = consumer_stream(dev);
@@ -280,7 +354,8 @@ tensors `stream` is the consumer's stream (1: legacy default, 2: per-thread
 default, -1: no ordering, else a CUstream), made to wait for the producing
 work with an event, without blocking the host; host memory is exported once
 that work completed. dl_device=(kDLCPU, 0) copies a device tensor to the host
-unless copy=False; copy=True always copies.)doc")
+unless copy=False; copy=True always copies (a strided view of host memory into
+a compact tensor).)doc")
       .def("__dlpack_device__", &tensor_dlpack_device, "The DLPack (device_type, device_id) of the tensor's memory.");
 
   m.def("from_dlpack", &from_dlpack, py::arg("obj"), py::kw_only(), py::arg("device") = py::none(),

@@ -195,6 +195,11 @@ std::shared_ptr<Tensor> to_tensor(const py::handle& obj, const std::shared_ptr<D
     t = import_numpy(array);
   } else if (py::hasattr(obj, "__dlpack__")) {
     t = from_dlpack(py::reinterpret_borrow<py::object>(obj), py::none(), py::none());
+    // As for numpy arrays: a strided view in host memory is read through a
+    // compact copy, since functions take contiguous tensors.
+    if (!writable && !t->info().contiguous && t->device() == host_device()) {
+      t = compact_host_copy(t);
+    }
   } else {
     py::object as_dtype = dtype == AXRT_DTYPE_INVALID ? py::object(py::none()) : py::object(numpy_dtype(dtype));
     py::array array = py::module_::import("numpy").attr("asarray")(obj, as_dtype);
@@ -253,13 +258,25 @@ py::array tensor_numpy(const std::shared_ptr<Tensor>& self) {
   return out;
 }
 
+std::shared_ptr<Tensor> compact_host_copy(const std::shared_ptr<Tensor>& t) {
+  // numpy copies any strides (zero strides of broadcast views included) into
+  // a new writable array.
+  py::array copy = py::module_::import("numpy").attr("array")(tensor_numpy(t), py::arg("order") = "C");
+  return import_numpy(copy);
+}
+
 std::shared_ptr<Tensor> tensor_to(const std::shared_ptr<Tensor>& self, const std::shared_ptr<Device>& device,
                                   const py::object& stream_arg) {
   if (self->device() == device) return self;
   if (self->host_visible()) {
     auto stream = resolve_stream(stream_arg, device);
-    self->synchronize();
-    return std::make_shared<Tensor>(upload(self->handle(), self->info(), device, stream), device, stream);
+    // Copies move whole byte ranges: a strided view goes through a compact
+    // one.
+    const bool strided = !self->info().contiguous && self->device() == host_device();
+    auto source = strided ? compact_host_copy(self) : self;
+    source->synchronize();
+    Handle<axrt_tensor_t> copy = upload(source->handle(), source->info(), device, stream);
+    return std::make_shared<Tensor>(std::move(copy), device, stream);
   }
   if (!device->host_accessible()) {
     return tensor_to(tensor_to(self, host_device(), py::none()), device, stream_arg);
@@ -364,7 +381,10 @@ for read-only tensors), a copy otherwise.)doc")
         }
         py::dtype dt = numpy_dtype(info.dtype);
         const char kind = dt.kind();
-        if (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f') {
+        // ml_dtypes' types have no PEP 3118 format, whatever their kind (that
+        // of float8_e5m2 is 'f').
+        const bool numpy_builtin = dt.attr("isbuiltin").cast<int>() == 1;
+        if (!numpy_builtin || (kind != 'b' && kind != 'i' && kind != 'u' && kind != 'f')) {
           throw py::buffer_error(std::string(axrt_dtype_name(info.dtype)) +
                                  " has no buffer format: use numpy() or DLPack");
         }
@@ -403,7 +423,8 @@ for read-only tensors), a copy otherwise.)doc")
       py::arg("obj"), py::kw_only(), py::arg("device") = py::none(), py::arg("stream") = py::none(),
       R"doc(`obj` (an axrt.Tensor, numpy array, DLPack producer or anything numpy.asarray
 takes) as a tensor on `device` (None: the default device): without a copy when
-its memory is already there, else copied in the order of `stream`.)doc");
+its memory is already there, else copied in the order of `stream`. Strided
+views of host arrays and DLPack producers are copied to compact tensors.)doc");
 }
 
 }  // namespace axrt_py
