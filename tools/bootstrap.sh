@@ -6,7 +6,7 @@ set -euo pipefail
 debian_packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config binutils make
   libfmt-dev catch2 libbenchmark-dev libopenblas-dev
-  libflatbuffers-dev flatbuffers-compiler libdlpack-dev python3-dev
+  libflatbuffers-dev flatbuffers-compiler libdlpack-dev python3-dev abigail-tools
 )
 # "module|pip requirement": the Python package (bindings/python) and its
 # tests. JAX on the CPU is what the DLPack interop tests exchange with;
