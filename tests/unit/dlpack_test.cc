@@ -847,6 +847,35 @@ TEST_CASE_METHOD(Cpu, "invocations write imported tensors, and refuse read-only 
   axrt_executable_release(executable);
 }
 
+TEST_CASE_METHOD(Cpu, "a strided import is refused as a call's input before anything is queued",
+                 "[dlpack]") {
+  axrt_executable_t executable = nullptr;
+  axrt_function_t copy = LoadCopy(*this, &executable);
+  Producer strided;
+  strided.bytes = Iota(16);
+  strided.shape = {8};
+  strided.strides = {2};  // every other float: a view the kernels cannot take
+  axrt_tensor_t input = nullptr;
+  REQUIRE_CALL_OK(axrt_tensor_import_dlpack_versioned(instance, strided.Versioned(), &input));
+  CHECK_FALSE(Info(input).contiguous);
+  axrt_tensor_t inputs[] = {input};
+  axrt_tensor_t outputs[] = {nullptr};
+  axrt_stream_statistics_t before = AXRT_STREAM_STATISTICS_INIT;
+  REQUIRE_CALL_OK(axrt_device_query_stream_statistics(device, &before));
+  REQUIRE_CALL_FAILS(axrt_function_invoke(copy, stream, inputs, 1, outputs, 1, nullptr),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "function 'copy'", "input 0 ('x')",
+                     "contiguous row-major");
+  CHECK(outputs[0] == nullptr);
+  axrt_stream_statistics_t after = AXRT_STREAM_STATISTICS_INIT;
+  REQUIRE_CALL_OK(axrt_device_query_stream_statistics(device, &after));
+  CHECK(after.function_calls == before.function_calls);  // nothing was queued
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+  axrt_tensor_release(input);
+  CHECK(strided.deleted == 1);
+  axrt_function_release(copy);
+  axrt_executable_release(executable);
+}
+
 // ---------------------------------------------------------------------------
 // Refused imports keep ownership with the caller
 // ---------------------------------------------------------------------------
