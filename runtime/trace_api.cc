@@ -27,6 +27,14 @@ void stop_environment_trace_at_exit() {
   }
 }
 
+// Stops the trace `instance` runs; it is no longer the AXRT_TRACE trace that
+// the exit hook would stop.
+axrt_status_t stop_trace(const Instance* instance, trace::StopResult* result) {
+  const Instance* expected = instance;
+  g_environment_owner.compare_exchange_strong(expected, nullptr);
+  return trace::stop(instance, result);
+}
+
 }  // namespace
 
 void start_environment_trace(const Instance* instance) noexcept {
@@ -47,10 +55,8 @@ void start_environment_trace(const Instance* instance) noexcept {
 
 void stop_instance_trace(const Instance* instance) noexcept {
   if (!trace::owns(instance)) return;
-  const Instance* expected = instance;
-  g_environment_owner.compare_exchange_strong(expected, nullptr);
   trace::StopResult result;
-  if (axrt_status_t status = trace::stop(instance, &result)) {
+  if (axrt_status_t status = stop_trace(instance, &result)) {
     // The instance is being destroyed: there is no caller to tell.
     std::fprintf(stderr, "axrt: trace: %s\n", axrt_status_message(status));
     axrt_status_free(status);
@@ -99,10 +105,8 @@ AXRT_API axrt_status_t axrt_instance_trace_stop(axrt_instance_t instance,
                        axrt_trace_is_active() ? "the running trace was started by another instance"
                                               : "no trace is running");
     }
-    const Instance* expected = self;
-    g_environment_owner.compare_exchange_strong(expected, nullptr);
     trace::StopResult result;
-    AXRT_RETURN_IF_ERROR(api.prefix(trace::stop(self, &result)));
+    AXRT_RETURN_IF_ERROR(api.prefix(stop_trace(self, &result)));
     if (out_result) {
       axrt_trace_result_t filled = AXRT_TRACE_RESULT_INIT;
       filled.events = result.events;

@@ -58,9 +58,12 @@ typedef struct axrt_trace_result_t {
 
 #define AXRT_TRACE_RESULT_INIT { sizeof(axrt_trace_result_t), NULL, 0, 0, 0 }
 
-/* Starts a trace owned by `instance`. FAILED_PRECONDITION when a trace is
- * already running in the process (the message names its file); NOT_FOUND or
- * PERMISSION_DENIED when `options->path` cannot be created. */
+/* Starts a trace owned by `instance`. `options` (required) and its path are
+ * borrowed for the call: the path is copied, and the instance is not
+ * retained (destroying it stops the trace). FAILED_PRECONDITION when a
+ * trace is already running in the process (the message names its file);
+ * NOT_FOUND or PERMISSION_DENIED when `options->path` cannot be created.
+ * Every function here is thread-safe; start and stop are serialised. */
 AXRT_API axrt_status_t axrt_instance_trace_start(axrt_instance_t instance,
                                                  const axrt_trace_options_t* options);
 
@@ -73,7 +76,8 @@ AXRT_API axrt_status_t axrt_instance_trace_start(axrt_instance_t instance,
 AXRT_API axrt_status_t axrt_instance_trace_stop(axrt_instance_t instance,
                                                 axrt_trace_result_t* out_result);
 
-/* Whether a trace runs in the process. */
+/* Whether a trace runs in the process (a relaxed read: a trace started or
+ * stopped by another thread at the same moment may not be seen yet). */
 AXRT_API bool axrt_trace_is_active(void);
 
 /* Opens a range named `name` (copied; at most 255 bytes kept) on the calling

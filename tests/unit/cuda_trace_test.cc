@@ -27,6 +27,7 @@
 #include "tests/support/axe_test_builder.h"
 #include "tests/unit/mock_cuda_support.h"
 #include "tests/unit/status_check.h"
+#include "tests/unit/trace_files.h"
 
 namespace {
 
@@ -49,19 +50,6 @@ using axrt_test::Take;
 // mock's axrt_add_f32 (4096 elements each).
 constexpr uint64_t kElements = 3 * 4096;
 constexpr uint64_t kBytes = kElements * 4;
-
-std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          (name + "-" + std::to_string(::getpid()) + ".json"))
-      .string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // One event of the file, which writes one event a line.
 struct TraceEvent {
@@ -271,7 +259,7 @@ struct MockScope {
 
 TEST_CASE("cuda traces: operations and a function's commands on the stream's track", "[mock]") {
   MockScope mock;
-  const std::string path = TempPath("axrt-cuda-trace");
+  const std::string path = axrt_test::TempTracePath("axrt-cuda-trace");
   {
     Instance in;
     axrt_stream_t stream = NewStream(in.device, "traced");
@@ -329,7 +317,7 @@ TEST_CASE("cuda traces: operations and a function's commands on the stream's tra
   }
   RequireNoLiveObjects();
 
-  const std::string text = ReadFile(path);
+  const std::string text = axrt_test::ReadWholeFile(path);
   std::remove(path.c_str());
   const std::vector<TraceEvent> events = Events(text);
   const int64_t pid = ProcessOf(events, "cuda:0");
@@ -382,7 +370,7 @@ TEST_CASE("cuda traces: operations and a function's commands on the stream's tra
 
 TEST_CASE("cuda traces: failures and a lost device are instants and counted", "[mock]") {
   MockScope mock;
-  const std::string path = TempPath("axrt-cuda-trace-failures");
+  const std::string path = axrt_test::TempTracePath("axrt-cuda-trace-failures");
   {
     Instance in;
     axrt_stream_t failing = NewStream(in.device, "failing");
@@ -428,7 +416,7 @@ TEST_CASE("cuda traces: failures and a lost device are instants and counted", "[
   }
   RequireNoLiveObjects();
 
-  const std::string text = ReadFile(path);
+  const std::string text = axrt_test::ReadWholeFile(path);
   std::remove(path.c_str());
   const std::vector<TraceEvent> events = Events(text);
   const int64_t pid = ProcessOf(events, "cuda:0");
@@ -449,7 +437,7 @@ TEST_CASE("cuda traces: failures and a lost device are instants and counted", "[
 
 TEST_CASE("cuda traces: traced work waiting to be recorded is bounded and never leaks", "[mock]") {
   MockScope mock;
-  const std::string path = TempPath("axrt-cuda-trace-bound");
+  const std::string path = axrt_test::TempTracePath("axrt-cuda-trace-bound");
   // Outlive the streams whose host functions read them.
   std::atomic<bool> open{false};
   std::atomic<bool> open_released{false};
@@ -470,7 +458,7 @@ TEST_CASE("cuda traces: traced work waiting to be recorded is bounded and never 
     REQUIRE_CALL_OK(axrt_device_synchronize(in.device));
     in.Stop();
     {
-      const std::vector<TraceEvent> events = Events(ReadFile(path));
+      const std::vector<TraceEvent> events = Events(axrt_test::ReadWholeFile(path));
       const int64_t pid = ProcessOf(events, "cuda:0");
       const std::vector<TraceEvent> slices = Slices(events, pid, TrackOf(events, pid, "'busy'"));
       CHECK(Count(slices, "host function") == 1);
@@ -502,7 +490,7 @@ TEST_CASE("cuda traces: traced work waiting to be recorded is bounded and never 
     REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     in.Stop();
     {
-      const std::vector<TraceEvent> events = Events(ReadFile(path));
+      const std::vector<TraceEvent> events = Events(axrt_test::ReadWholeFile(path));
       const int64_t pid = ProcessOf(events, "cuda:0");
       CHECK(Slices(events, pid, TrackOf(events, pid, "'busy'")).empty());
     }

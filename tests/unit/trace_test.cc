@@ -17,21 +17,9 @@
 
 #include "axrt/axrt.h"
 #include "tests/unit/status_check.h"
+#include "tests/unit/trace_files.h"
 
 namespace {
-
-std::string TempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          (name + "-" + std::to_string(::getpid()) + ".json"))
-      .string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 size_t Count(const std::string& text, const std::string& needle) {
   size_t n = 0;
@@ -124,7 +112,7 @@ TEST_CASE("traces start and stop while threads record", "[trace]") {
   }
   // Several traces back to back, each stopped while the streams are busy.
   for (int round = 0; round < 3; ++round) {
-    const std::string path = TempPath("trace-round-" + std::to_string(round));
+    const std::string path = axrt_test::TempTracePath("trace-round-" + std::to_string(round));
     REQUIRE_CALL_OK(rt.Start(path));
     CHECK(axrt_trace_is_active());
     const int before = calls.load();
@@ -133,7 +121,7 @@ TEST_CASE("traces start and stop while threads record", "[trace]") {
     axrt_trace_result_t result = AXRT_TRACE_RESULT_INIT;
     REQUIRE_CALL_OK(axrt_instance_trace_stop(rt.instance, &result));
     CHECK_FALSE(axrt_trace_is_active());
-    const std::string text = ReadFile(path);
+    const std::string text = axrt_test::ReadWholeFile(path);
     CHECK(result.bytes_written == text.size());
     CHECK(result.dropped_events == 0);
     CHECK(result.events > 100);
@@ -158,7 +146,7 @@ TEST_CASE("traces start and stop while threads record", "[trace]") {
 
 TEST_CASE("a trace keeps at most max_events events and counts the rest", "[trace]") {
   Instance rt;
-  const std::string path = TempPath("trace-limit");
+  const std::string path = axrt_test::TempTracePath("trace-limit");
   REQUIRE_CALL_OK(rt.Start(path, 1));  // rounded up to one buffer chunk
   for (int i = 0; i < 5000; ++i) {
     REQUIRE_CALL_OK(axrt_trace_range_begin("r"));
@@ -167,7 +155,7 @@ TEST_CASE("a trace keeps at most max_events events and counts the rest", "[trace
   axrt_trace_result_t result = AXRT_TRACE_RESULT_INIT;
   REQUIRE_CALL_OK(axrt_instance_trace_stop(rt.instance, &result));
   CHECK(result.dropped_events >= 10000 - 1024);
-  const std::string text = ReadFile(path);
+  const std::string text = axrt_test::ReadWholeFile(path);
   CHECK(text.find("\"dropped_events\":" + std::to_string(result.dropped_events)) !=
         std::string::npos);
   std::remove(path.c_str());
@@ -182,7 +170,7 @@ TEST_CASE("a failing stream is an instant event naming the failure", "[trace]") 
   REQUIRE_CALL_OK(axrt_stream_create(rt.device, &options, &stream));
   axrt_stream_statistics_t before = AXRT_STREAM_STATISTICS_INIT;
   REQUIRE_CALL_OK(axrt_device_query_stream_statistics(rt.device, &before));
-  const std::string path = TempPath("trace-failure");
+  const std::string path = axrt_test::TempTracePath("trace-failure");
   REQUIRE_CALL_OK(rt.Start(path));
   REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, &FailCall, nullptr));
   REQUIRE_CALL_FAILS(axrt_stream_synchronize(stream), AXRT_STATUS_CODE_DATA_LOSS, "gave up");
@@ -191,7 +179,7 @@ TEST_CASE("a failing stream is an instant event naming the failure", "[trace]") 
   REQUIRE_CALL_OK(axrt_device_query_stream_statistics(rt.device, &after));
   CHECK(after.stream_failures == before.stream_failures + 1);
   CHECK(after.host_functions == before.host_functions + 1);
-  const std::string text = ReadFile(path);
+  const std::string text = axrt_test::ReadWholeFile(path);
   CHECK(Count(text, "\"cat\":\"failure\",\"ph\":\"i\"") == 1);
   CHECK(text.find("the walk's host function gave up") != std::string::npos);
   CHECK(text.find("'doomed'") != std::string::npos);
@@ -201,7 +189,7 @@ TEST_CASE("a failing stream is an instant event naming the failure", "[trace]") 
 
 TEST_CASE("ranges nest per thread and unmatched ends are dropped", "[trace]") {
   Instance rt;
-  const std::string path = TempPath("trace-ranges");
+  const std::string path = axrt_test::TempTracePath("trace-ranges");
   axrt_trace_range_end();  // before the trace: nothing
   REQUIRE_CALL_OK(rt.Start(path));
   axrt_trace_range_end();  // unmatched: dropped
@@ -213,7 +201,7 @@ TEST_CASE("ranges nest per thread and unmatched ends are dropped", "[trace]") {
   REQUIRE_CALL_OK(axrt_instance_trace_stop(rt.instance, &result));
   axrt_trace_range_end();
   axrt_trace_range_end();
-  const std::string text = ReadFile(path);
+  const std::string text = axrt_test::ReadWholeFile(path);
   CHECK(Count(text, "\"cat\":\"range\"") == 3);
   CHECK(text.find("\"name\":\"inner \\\"quoted\\\"\\n\"") != std::string::npos);
   CHECK(Count(text, "\"unterminated\":true") == 2);  // "outer" and "left open"
