@@ -13,7 +13,7 @@ CMAKE       ?= cmake
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-asan test-tsan fuzz fuzz-smoke fuzz-build bench soak install clean abi-baseline
+.PHONY: all deps build demo test test-release test-asan test-tsan fuzz fuzz-smoke fuzz-build bench soak soak-build install clean abi-baseline
 
 all: build
 
@@ -41,10 +41,19 @@ test-release: build
 abi-baseline: build
 	$(CMAKE) --build $(BUILD_DIR) --target axrt_abi_baseline
 
-# The unit tests and the conformance suite again under ASan + UBSan.
+# The unit tests and the conformance suite again under ASan + UBSan, in a
+# tree with the fault-injection sites compiled in (fault_injection_test).
+# The sanitizer tree, configured (shared by test-asan and the soak).
+ASAN_CONFIGURE = $(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DAXRT_SANITIZE=address,undefined -DAXRT_FAULT_INJECTION=ON -DAXRT_BUILD_EXAMPLES=OFF \
+	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
+
+soak-build: deps
+	$(ASAN_CONFIGURE)
+	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_soak
+
 test-asan: deps
-	$(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DAXRT_SANITIZE=address,undefined -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
+	$(ASAN_CONFIGURE)
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
 
@@ -75,31 +84,84 @@ fuzz: fuzz-build build
 fuzz-smoke: fuzz-build build
 	SEEDS_TOOL=$(FUZZ_SEEDS_TOOL) ./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS)
 
-# The language-model benchmark needs torch and transformers; LLAMA_CPP_SOURCE,
-# a llama.cpp source tree, adds llama.cpp's rows (docs/performance.md).
-bench: deps
+.PHONY: bench-build bench-check bench-baseline
+
+# The benchmarks' Release tree, built and not run.
+bench-build: deps
 	$(CMAKE) -S . -B $(BENCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DAXRT_BUILD_BENCHMARKS=ON -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BENCH_DIR) -j $(JOBS)
-	$(BENCH_DIR)/tests/bench/axrt_bench --benchmark_counters_tabular=true
-	$(BENCH_DIR)/tests/bench/axrt_kernel_bench --benchmark_counters_tabular=true
-	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true
-	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/python_bench.py
+
+# The language-model benchmark needs torch and transformers; LLAMA_CPP_SOURCE,
+# a llama.cpp source tree, adds llama.cpp's rows (docs/performance.md). Every
+# figure also becomes a record, against its anchor from the same run, in
+# $(BENCH_DIR)/results.json (tests/bench/bench_results.py; the raw files are
+# kept in $(BENCH_RAW)).
+BENCH_RAW = $(BENCH_DIR)/raw
+BENCH_OUT = --benchmark_out_format=json --benchmark_out=$(BENCH_RAW)
+bench: bench-build
+	rm -rf $(BENCH_RAW) && mkdir -p $(BENCH_RAW)
+	$(BENCH_DIR)/tests/bench/axrt_bench --benchmark_counters_tabular=true $(BENCH_OUT)/axrt_bench.json
+	$(BENCH_DIR)/tests/bench/axrt_kernel_bench --benchmark_counters_tabular=true \
+	  $(BENCH_OUT)/axrt_kernel_bench.json
+	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true \
+	  $(BENCH_OUT)/axrt_cuda_bench.json
+	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/python_bench.py \
+	  --json $(BENCH_RAW)/python_bench.json
 	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/matmul_vs_onnxruntime.py \
-	  --kernel-bench $(BENCH_DIR)/tests/bench/axrt_matmul_kernel_bench
+	  --kernel-bench $(BENCH_DIR)/tests/bench/axrt_matmul_kernel_bench \
+	  --json $(BENCH_RAW)/matmul_vs_onnxruntime.json
 	@if python3 -c "import torch, transformers" 2>/dev/null; then \
-	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/serving_bench.py || exit 1; \
+	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/serving_bench.py \
+	    --json $(BENCH_RAW)/serving_bench.json || exit 1; \
 	  echo PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py; \
 	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py \
-	    $(if $(LLAMA_CPP_SOURCE),--llama-cpp-source $(LLAMA_CPP_SOURCE)); \
+	    $(if $(LLAMA_CPP_SOURCE),--llama-cpp-source $(LLAMA_CPP_SOURCE)) \
+	    --json $(BENCH_RAW)/llm_bench.json; \
 	else echo "llm_bench: skipped (torch and transformers are not importable)"; fi
+	python3 tests/bench/bench_results.py collect --out $(BENCH_DIR)/results.json $(BENCH_RAW)/*.json
 
-# The exit stress tests of the Python package (tests/python/test_exit.py) at
+# The performance regression gate (docs/performance.md, "Regression gate"):
+# the quick suite (the C++ benchmarks that have an anchor, short and
+# repeated; the Python layer; the matmul kernels against ONNX Runtime on one
+# thread; no torch), its ratios against $(BENCH_BASELINE). A regression must
+# show again in a second run of the suite to fail. About a minute here, two
+# when it reruns, after the build.
+BENCH_BASELINE ?= tests/bench/baseline.json
+bench-check: bench-build
+	python3 tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick
+	@python3 tests/bench/bench_check.py --baseline $(BENCH_BASELINE) $(BENCH_DIR)/quick/results.json || { \
+	  echo "bench-check: running the quick suite again: a regression must show in both runs"; \
+	  python3 tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick-again && \
+	  python3 tests/bench/bench_check.py --baseline $(BENCH_BASELINE) \
+	    $(BENCH_DIR)/quick/results.json $(BENCH_DIR)/quick-again/results.json; }
+
+# Rewrites $(BENCH_BASELINE) from fresh runs of the quick suite (the median
+# ratio of $(BENCH_BASELINE_RUNS) runs, about a minute each): in the commit of
+# the change that moved the ratios, saying why in its message.
+BENCH_BASELINE_RUNS ?= 3
+bench-baseline: bench-build
+	rm -rf $(BENCH_DIR)/baseline-runs
+	for run in $$(seq $(BENCH_BASELINE_RUNS)); do \
+	  python3 tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/baseline-runs/$$run || exit 1; \
+	done
+	python3 tests/bench/bench_check.py --write-baseline --baseline $(BENCH_BASELINE) \
+	  $(BENCH_DIR)/baseline-runs/*/results.json
+
+# The soak, SOAK_SECONDS long (default 300) on SOAK_THREADS threads (4):
+# random loads, calls, copies and releases on cpu:0 and null:0 while host
+# and device allocations fail at random, in the sanitizer tree (its leak
+# checker runs at exit); every result checked, device memory back to its
+# starting level, a watchdog for deadlocks (tests/soak/soak.cc). Then the
+# exit stress tests of the Python package (tests/python/test_exit.py) at
 # length and under load: programs that exit with work in flight, 200 runs
 # per case, 3 at a time, beside 2 busy processes. One failure is a crash a
 # user's program can hit at exit. AXRT_EXIT_RUNS, AXRT_EXIT_PARALLEL and
 # AXRT_EXIT_HOGS from the environment override the defaults.
-soak: build
+SOAK_SECONDS ?= 300
+SOAK_THREADS ?= 4
+soak: build soak-build
+	$(ASAN_DIR)/tests/soak/axrt_soak $(SOAK_SECONDS) $(SOAK_THREADS)
 	AXRT_EXIT_RUNS=$${AXRT_EXIT_RUNS:-200} AXRT_EXIT_PARALLEL=$${AXRT_EXIT_PARALLEL:-3} \
 	  AXRT_EXIT_HOGS=$${AXRT_EXIT_HOGS:-2} PYTHONPATH=$(abspath $(BUILD_DIR))/python \
 	  AXRT_MOCK_CUDA_LIBRARY=$(abspath $(BUILD_DIR))/tests/mock_cuda/libaxrt_mock_cuda.so \

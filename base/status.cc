@@ -14,6 +14,17 @@ axrt_status_s* oom_status() noexcept {
   return status;
 }
 
+// The same as a shared failure record, for streams.
+const FailurePtr& oom_failure() noexcept {
+  static const FailurePtr* failure = new FailurePtr(std::make_shared<const Failure>(
+      Failure{AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of host memory"}));
+  return *failure;
+}
+
+// Both are made when the library loads, while there is memory: handing them
+// out when there is none must not allocate.
+[[maybe_unused]] const bool made_at_load = (oom_status(), oom_failure(), true);
+
 }  // namespace
 
 axrt_status_t out_of_memory_status() noexcept { return oom_status(); }
@@ -35,10 +46,7 @@ FailurePtr make_failure(axrt_status_t status) noexcept {
   try {
     return std::make_shared<const Failure>(Failure{status->code, status->message});
   } catch (...) {
-    // Never destroyed: threads still running at process exit may need it.
-    static const FailurePtr* oom = new FailurePtr(std::make_shared<const Failure>(
-        Failure{AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of host memory"}));
-    return *oom;
+    return oom_failure();
   }
 }
 

@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 
+#include "base/fault.h"
 #include "base/status.h"
 #include "format/quant_layout.h"
 #include "format/reader.h"
@@ -79,13 +80,53 @@ std::string not_writable(const BindingT& binding, const FunctionT& function) {
                      function.inputs[binding.index]->name);
 }
 
-bool has_mutable_input(const ExecutableT& executable) {
-  for (const auto& function : executable.functions) {
-    for (const auto& input : function->inputs) {
-      if (input->mutable_) return true;
-    }
+bool has_negative_literal(const ExprT* expr) {
+  if (!expr) return false;
+  for (const ExprOp& op : expr->ops) {
+    if (op.opcode() == ExprOpcode::CONST && op.operand() < 0) return true;
   }
   return false;
+}
+
+// The features `executable` uses, in known_features() order: a file of
+// format 1.3 lists each in required_features.
+std::vector<std::string_view> used_features(const ExecutableT& executable) {
+  bool quantization = false, symbols = false, prepacked = false, host_code = false;
+  bool library = false, mutable_input = false, negative_literal = false;
+  for (const auto& object : executable.code_objects) {
+    host_code |= object->kind == CodeObjectKind::HOST_SHARED_OBJECT;
+    library |= object->kind == CodeObjectKind::KERNEL_LIBRARY;
+  }
+  for (const auto& constant : executable.constants) {
+    quantization |= constant->quantization != nullptr;
+    prepacked |= !constant->prepacked.empty();
+  }
+  for (const auto& kernel : executable.kernels) {
+    for (const auto& param : kernel->params) quantization |= param->layout != nullptr;
+  }
+  for (const auto& function : executable.functions) {
+    symbols |= !function->symbols.empty();
+    for (const auto& input : function->inputs) mutable_input |= input->mutable_;
+    for (const CommandUnion& command : function->commands) {
+      const DispatchCommandT* dispatch = command.AsDispatchCommand();
+      if (!dispatch) continue;
+      for (const auto& binding : dispatch->bindings) {
+        negative_literal |= binding->kind == BindingKind::SCALAR &&
+                            has_negative_literal(binding->value.get());
+      }
+    }
+  }
+  const std::pair<bool, std::string_view> uses[] = {
+      {quantization, kQuantizationFeature},   {symbols, kSymbolicDimsFeature},
+      {prepacked, kPrepackedFeature},         {host_code, kHostCodeFeature},
+      {library, kKernelLibraryFeature},       {mutable_input, kMutableInputsFeature},
+      {negative_literal, kSignedScalarsFeature},
+  };
+  std::vector<std::string_view> used;
+  for (const auto& [uses_it, feature] : uses) {
+    if (uses_it) used.push_back(feature);
+  }
+  return used;
 }
 
 // The output of finish(): a vector.
@@ -168,7 +209,12 @@ class TemporaryFile final : public ContainerOutput {
   axrt_status_t verify(const ReadOptions& options) const {
     std::shared_ptr<const Storage> storage;
     if (size_ > 0) {
-      void* address = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+      void* address = MAP_FAILED;
+      if (fault::should_fail(fault::Site::kFileMap)) {
+        errno = ENOMEM;
+      } else {
+        address = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
+      }
       if (address == MAP_FAILED) return failed("mmap");
       storage = std::make_shared<MappedFile>(address, size_);
     } else {
@@ -651,7 +697,8 @@ axrt_status_t Builder::add_function(FunctionT function, uint32_t* out_index) {
 }
 
 axrt_status_t Builder::check_expr(const ExprT* expr, const FunctionT& function,
-                                  const std::string& where, bool required) const {
+                                  const std::string& where, bool required,
+                                  DType scalar_type) const {
   if (!expr || expr->ops.empty()) {
     if (!required) return nullptr;
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: the expression is required",
@@ -662,6 +709,14 @@ axrt_status_t Builder::check_expr(const ExprT* expr, const FunctionT& function,
     const ExprOp& op = expr->ops[i];
     switch (op.opcode()) {
       case ExprOpcode::CONST:
+        if (op.operand() < 0 &&
+            (expr->ops.size() != 1 || !dtype_takes_negative_literal(scalar_type))) {
+          return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                             "{}: op {} is the negative literal {}; expressions compute "
+                             "unsigned values, and only a scalar parameter of a signed type "
+                             "(int8 to int64, floating point) takes a negative literal, alone",
+                             where, i, op.operand());
+        }
         ++depth;
         break;
       case ExprOpcode::SYMBOL:
@@ -701,7 +756,7 @@ axrt_status_t Builder::check_expr(const ExprT* expr, const FunctionT& function,
 }
 
 axrt_status_t Builder::check_binding(const BindingT* binding, const FunctionT& function,
-                                     const std::string& where) const {
+                                     const std::string& where, DType scalar_type) const {
   if (!binding) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: the binding is missing", where);
   }
@@ -754,7 +809,8 @@ axrt_status_t Builder::check_binding(const BindingT* binding, const FunctionT& f
       }
       return nullptr;
     case BindingKind::SCALAR:
-      return check_expr(b.value.get(), function, where + " value", /*required=*/true);
+      return check_expr(b.value.get(), function, where + " value", /*required=*/true,
+                        scalar_type);
     default:
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: binding kind {} is not known",
                          where, static_cast<uint32_t>(b.kind));
@@ -792,7 +848,9 @@ axrt_status_t Builder::add_command(uint32_t function_index, CommandUnion command
     for (size_t i = 0; i < dispatch->bindings.size(); ++i) {
       const KernelParamT& param = *kernel.params[i];
       const std::string at = fmt::format("{} binding {} (parameter '{}')", here, i, param.name);
-      AXRT_RETURN_IF_ERROR(check_binding(dispatch->bindings[i].get(), function, at));
+      const DType scalar_type =
+          param.kind == ParamKind::SCALAR ? param.scalar_type : DType::INVALID;
+      AXRT_RETURN_IF_ERROR(check_binding(dispatch->bindings[i].get(), function, at, scalar_type));
       const BindingKind kind = dispatch->bindings[i]->kind;
       if ((param.kind == ParamKind::SCALAR) != (kind == BindingKind::SCALAR)) {
         return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
@@ -847,8 +905,8 @@ axrt_status_t Builder::add_command(uint32_t function_index, CommandUnion command
 
 void Builder::plan(ExecutableT* executable, std::vector<StreamedSegment>* segments) const {
   if (!executable->producer) executable->producer = std::make_unique<ProducerT>();
-  if (has_mutable_input(*executable) && !features_.count(std::string(kMutableInputsFeature))) {
-    executable->required_features.emplace_back(kMutableInputsFeature);
+  for (std::string_view feature : used_features(*executable)) {
+    if (!features_.count(std::string(feature))) executable->required_features.emplace_back(feature);
   }
   for (size_t i = 0; i < executable->code_objects.size(); ++i) {
     if (executable->code_objects[i]->kind == CodeObjectKind::KERNEL_LIBRARY) continue;

@@ -21,9 +21,12 @@
 // checksums over the bytes written, read back; so no file the reader
 // refuses ever leaves the builder. Used from one thread at a time.
 //
-// Format 1.2: a function input marked mutable (TensorSigT::mutable_) may be
-// written by the commands, and the file written then requires
-// kMutableInputsFeature (added when writing unless declared).
+// Format 1.3: the file written lists in required_features every feature it
+// uses (docs/format.md, "Required features"): those declared with
+// add_required_feature(), then the others it uses, in known_features()
+// order. Among them kMutableInputsFeature for a mutable function input
+// (TensorSigT::mutable_, 1.2) and kSignedScalarsFeature for a negative
+// literal bound to a signed scalar parameter (1.3).
 #ifndef AXRT_FORMAT_BUILDER_H_
 #define AXRT_FORMAT_BUILDER_H_
 
@@ -96,10 +99,15 @@ class Builder {
   axrt_status_t check_variant(const KernelT& kernel, size_t index, KernelVariantT* variant) const;
   axrt_status_t check_layout(const QuantLayoutT& layout, const std::string& owner,
                              const ConstantT* constant) const;
+  // `scalar_type`: the parameter's type when the expression is the value
+  // of a dispatch's binding for a SCALAR parameter, which alone may be a
+  // negative literal (for a signed type); INVALID otherwise.
   axrt_status_t check_expr(const ExprT* expr, const FunctionT& function,
-                           const std::string& where, bool required) const;
+                           const std::string& where, bool required,
+                           DType scalar_type = DType::INVALID) const;
   axrt_status_t check_binding(const BindingT* binding, const FunctionT& function,
-                              const std::string& where) const;
+                              const std::string& where,
+                              DType scalar_type = DType::INVALID) const;
   // The metadata as written and the segments' pieces, for the streamer.
   void plan(ExecutableT* executable, std::vector<StreamedSegment>* segments) const;
   // Writes through `output` and verifies the result with `verify`, which

@@ -21,8 +21,9 @@ inline constexpr std::array<uint8_t, 8> kMagic = {0x89, 'A', 'X', 'E', '\r', '\n
 inline constexpr uint16_t kFormatMajor = 1;
 // The minor version this library writes. The reader accepts every minor of
 // kFormatMajor (docs/format.md, "Versioning"); 1.1 added kernel variants,
-// 1.2 mutable function inputs.
-inline constexpr uint16_t kFormatMinor = 2;
+// 1.2 mutable function inputs, 1.3 mandatory feature declarations and
+// negative literals for signed scalar parameters.
+inline constexpr uint16_t kFormatMinor = 3;
 inline constexpr uint64_t kHeaderSize = 64;
 inline constexpr uint64_t kSegmentEntrySize = 32;
 inline constexpr uint64_t kMetadataAlignment = 8;

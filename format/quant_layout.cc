@@ -61,6 +61,18 @@ bool dtype_is_integer(DType dtype) noexcept {
   }
 }
 
+bool dtype_takes_negative_literal(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::INT8:
+    case DType::INT16:
+    case DType::INT32:
+    case DType::INT64:
+      return true;
+    default:
+      return dtype_is_float(dtype);
+  }
+}
+
 bool checked_add(uint64_t a, uint64_t b, uint64_t* out) noexcept {
   return !__builtin_add_overflow(a, b, out);
 }

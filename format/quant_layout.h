@@ -43,6 +43,10 @@ bool dtype_is_wide_float(DType dtype) noexcept;
 bool dtype_is_float(DType dtype) noexcept;
 // Signed and unsigned integers of every width (BOOL excluded).
 bool dtype_is_integer(DType dtype) noexcept;
+// Signed integers of whole bytes (INT8 to INT64) and floating-point types:
+// the scalar parameter types that take a negative literal (format 1.3), as
+// their value or, for floating point, as their bit pattern.
+bool dtype_takes_negative_literal(DType dtype) noexcept;
 
 // Overflow-checked u64 arithmetic: false when the result does not fit.
 bool checked_add(uint64_t a, uint64_t b, uint64_t* out) noexcept;

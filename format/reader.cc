@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/fault.h"
 #include "base/status.h"
 #include "format/verifier.h"
 
@@ -19,6 +20,7 @@ namespace {
 class OwnedStorage final : public Storage {
  public:
   explicit OwnedStorage(std::span<const uint8_t> bytes) : bytes_(bytes.begin(), bytes.end()) {}
+  explicit OwnedStorage(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
   std::span<const uint8_t> bytes() const noexcept override { return bytes_; }
 
  private:
@@ -71,6 +73,39 @@ axrt_status_code_t code_for_errno(int error) {
     default:
       return AXRT_STATUS_CODE_UNAVAILABLE;
   }
+}
+
+// Reads the `size` bytes of `fd` from its start, through short reads and
+// interruptions. A file that ends early changed under the reader: DATA_LOSS.
+axrt_status_t read_file(int fd, const std::string& path, uint64_t size,
+                        std::vector<uint8_t>* out) {
+  std::vector<uint8_t> bytes(size);
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t n = 0;
+    if (fault::should_fail(fault::Site::kFileRead)) {
+      n = -1;
+      errno = EIO;
+    } else {
+      const size_t chunk = fault::should_fail(fault::Site::kShortRead) ? 1 : size - done;
+      n = ::pread(fd, bytes.data() + done, chunk, static_cast<off_t>(done));
+    }
+    if (n < 0) {
+      const int error = errno;
+      if (error == EINTR) continue;
+      return make_status(code_for_errno(error), "executable '{}': cannot read {} bytes at {}: {}",
+                         path, size - done, done, std::strerror(error));
+    }
+    if (n == 0) {
+      return make_status(AXRT_STATUS_CODE_DATA_LOSS,
+                         "executable '{}': the file ended after {} of its {} bytes (changed "
+                         "while it was read?)",
+                         path, done, size);
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  *out = std::move(bytes);
+  return nullptr;
 }
 
 std::string hex_bytes(std::span<const uint8_t> bytes) {
@@ -381,6 +416,7 @@ axrt_status_t AxeFile::open_storage(std::shared_ptr<const Storage> storage, std:
     context.name = name;
     context.file = file;
     context.segments = axe->segments_;
+    context.file_minor = axe->header_.format_minor;
     context.options = &options;
     AXRT_RETURN_IF_ERROR(verify_executable(*axe->metadata_, context));
     axe->name_ = std::move(name);
@@ -423,11 +459,15 @@ axrt_status_t AxeFile::open_file(const std::string& path, const ReadOptions& opt
       return open_storage(std::make_shared<OwnedStorage>(std::span<const uint8_t>()), path, options,
                           out);
     }
-    void* address = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    void* address = fault::should_fail(fault::Site::kFileMap)
+                        ? MAP_FAILED
+                        : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
     if (address == MAP_FAILED) {
-      const int error = errno;
-      return make_status(code_for_errno(error), "executable '{}': cannot map {} bytes: {}", path,
-                         size, std::strerror(error));
+      // Where the file cannot be mapped (address space, file systems without
+      // mmap), it is read instead.
+      std::vector<uint8_t> bytes;
+      AXRT_RETURN_IF_ERROR(read_file(fd.get(), path, size, &bytes));
+      return open_storage(std::make_shared<OwnedStorage>(std::move(bytes)), path, options, out);
     }
     std::shared_ptr<const Storage> storage;
     try {

@@ -29,8 +29,9 @@ struct ReadOptions {
   // Read as a reader of format 1.<reader_minor> would: with the built-in
   // features that version understood (known_features(reader_minor)), and
   // without what later minors added to the rules (mutable inputs before
-  // 1.2). For tests of what older readers make of newer files; values above
-  // kFormatMinor read as kFormatMinor.
+  // 1.2; declared features and negative literals before 1.3). For tests of
+  // what older readers make of newer files; values above kFormatMinor read
+  // as kFormatMinor.
   uint16_t reader_minor = kFormatMinor;
   // FlatBuffers Verifier limits.
   uint32_t max_depth = 64;
@@ -38,12 +39,22 @@ struct ReadOptions {
 };
 
 // The required_features a reader of format 1.<minor> understands (this
-// reader's by default): those of 1.0 and 1.1, and "mutable-inputs.v1" from
-// 1.2 on.
+// reader's by default): those of 1.0 and 1.1, "mutable-inputs.v1" from 1.2
+// on and "signed-scalars.v1" from 1.3 on.
 std::span<const std::string_view> known_features(uint16_t minor = kFormatMinor) noexcept;
 
+// The features of format 1.0, each named by a file that uses what it names
+// (always from format 1.3 on; docs/format.md, "Required features").
+inline constexpr std::string_view kQuantizationFeature = "quantization.v1";
+inline constexpr std::string_view kSymbolicDimsFeature = "symbolic-dims.v1";
+inline constexpr std::string_view kPrepackedFeature = "prepacked.v1";
+inline constexpr std::string_view kHostCodeFeature = "host-code.v1";
+inline constexpr std::string_view kKernelLibraryFeature = "kernel-library.v1";
 // The feature a file with a mutable function input requires (format 1.2).
 inline constexpr std::string_view kMutableInputsFeature = "mutable-inputs.v1";
+// The feature a file with a negative literal for a signed scalar parameter
+// requires (format 1.3).
+inline constexpr std::string_view kSignedScalarsFeature = "signed-scalars.v1";
 
 // The bytes of a file: memory-mapped, owned, or borrowed from the caller.
 class Storage {

@@ -20,24 +20,28 @@
 namespace axrt::axe {
 
 // The features a format 1.x reader understands. A file lists in
-// required_features what a reader must understand to run it; a writer adds a
-// feature's name only when the file uses it:
-//   "quantization.v1"   constants with quantization layouts
-//   "symbolic-dims.v1"  functions with symbolic dimensions
+// required_features what a reader must understand to run it, and a file of
+// format 1.3 or later lists every feature it uses:
+//   "quantization.v1"   quantization layouts (of constants or declared by
+//                       kernel parameters)
+//   "symbolic-dims.v1"  functions with symbols
 //   "prepacked.v1"      constants with pre-packed copies
 //   "host-code.v1"      HOST_SHARED_OBJECT code objects
 //   "kernel-library.v1" KERNEL_LIBRARY code objects (named, not carried)
 //   "mutable-inputs.v1" functions with mutable inputs (format 1.2; required
 //                       whenever a file has one)
+//   "signed-scalars.v1" negative literals for signed scalar parameters
+//                       (format 1.3; required whenever a file has one)
 // A reader that understands more (an application's extension) lists it in
 // ReadOptions::extra_features.
 std::span<const std::string_view> known_features(uint16_t minor) noexcept {
-  static constexpr std::array<std::string_view, 6> kFeatures = {
-      "quantization.v1", "symbolic-dims.v1", "prepacked.v1", "host-code.v1", "kernel-library.v1",
-      kMutableInputsFeature,
+  static constexpr std::array<std::string_view, 7> kFeatures = {
+      kQuantizationFeature,  kSymbolicDimsFeature,  kPrepackedFeature,     kHostCodeFeature,
+      kKernelLibraryFeature, kMutableInputsFeature, kSignedScalarsFeature,
   };
-  // Readers of 1.0 and 1.1 knew the first five.
-  return std::span<const std::string_view>(kFeatures).first(minor >= 2 ? 6 : 5);
+  // Readers of 1.0 and 1.1 knew the first five, readers of 1.2 six.
+  const size_t count = minor >= 3 ? 7 : minor == 2 ? 6 : 5;
+  return std::span<const std::string_view>(kFeatures).first(count);
 }
 
 namespace {
@@ -258,6 +262,11 @@ class Checker {
                     "allow: native code must be permitted explicitly",
                     what, target);
     }
+    if (kind == CodeObjectKind::HOST_SHARED_OBJECT) {
+      AXRT_RETURN_IF_ERROR(check_declared(kHostCodeFeature, what + " is a HOST_SHARED_OBJECT"));
+    } else if (kind == CodeObjectKind::KERNEL_LIBRARY) {
+      AXRT_RETURN_IF_ERROR(check_declared(kKernelLibraryFeature, what + " is a KERNEL_LIBRARY"));
+    }
     if (!plausible_target(kind, target)) {
       return invalid("{} ({}): target '{}' is not {}", what, enum_name(kind), target,
                      expected_target(kind));
@@ -394,6 +403,13 @@ class Checker {
       const auto [it, inserted] = names.emplace(view(constant.name()), i);
       if (!inserted)
         return invalid("{}: the name is already used by constant {}", what, it->second);
+      if (constant.quantization() != nullptr) {
+        AXRT_RETURN_IF_ERROR(
+            check_declared(kQuantizationFeature, what + " has a quantization layout"));
+      }
+      if (count_of(constant.prepacked()) != 0) {
+        AXRT_RETURN_IF_ERROR(check_declared(kPrepackedFeature, what + " has pre-packed copies"));
+      }
       AXRT_RETURN_IF_ERROR(check_constant_storage(what, constant));
     }
     // Layouts refer to other constants (scales, zero points), whose storage
@@ -893,6 +909,9 @@ class Checker {
           return invalid("{}: a SCALAR parameter cannot declare a quantization layout", pwhat);
         }
       } else if (const QuantLayout* layout = param.layout()) {
+        AXRT_RETURN_IF_ERROR(check_declared(
+            kQuantizationFeature, fmt::format("{} {} declares a quantization layout", what,
+                                              object_name("parameter", j, param.name()))));
         AXRT_RETURN_IF_ERROR(
             check_layout_form(pwhat + ": layout", *layout, count_of(layout->block_shape())));
       }
@@ -920,6 +939,9 @@ class Checker {
 
   axrt_status_t check_function(const std::string& what, const Function& function) const {
     const auto* symbols = function.symbols();
+    if (count_of(symbols) != 0) {
+      AXRT_RETURN_IF_ERROR(check_declared(kSymbolicDimsFeature, what + " has symbols"));
+    }
     std::unordered_map<std::string_view, uint32_t> names;
     for (uint32_t s = 0; s < count_of(symbols); ++s) {
       const Symbol& symbol = *symbols->Get(s);
@@ -1020,8 +1042,54 @@ class Checker {
     return false;
   }
 
-  axrt_status_t check_expr(const std::string& what, const Expr* expr,
-                           const Function& function) const {
+  // Format 1.3: a file lists every feature it uses, so that what a reader
+  // must understand is never guessed from the contents. Files of earlier
+  // minors (and a reader acting as one before 1.3) had to list only
+  // mutable-inputs.v1, and keep reading as they did. `use` says what in
+  // the file uses `feature`.
+  axrt_status_t check_declared(std::string_view feature, const std::string& use) const {
+    if (context_.file_minor < 3 || options_.reader_minor < 3 || requires_feature(feature)) {
+      return nullptr;
+    }
+    return invalid(
+        "{}, which needs feature '{}', but required_features does not list it (a file of format "
+        "1.{} lists every feature it uses)",
+        use, feature, context_.file_minor);
+  }
+
+  // Expressions compute unsigned values. Format 1.3: the value of a SCALAR
+  // binding for a parameter of a signed type may be one negative literal,
+  // in a file that requires signed-scalars.v1. `scalar_type` is INVALID
+  // for every other expression.
+  axrt_status_t check_negative_literal(const std::string& what, int64_t operand,
+                                       uint32_t op_count, DType scalar_type,
+                                       const std::string& pname) const {
+    if (scalar_type == DType::INVALID || options_.reader_minor < 3) {
+      return invalid("{}: CONST operand {} is negative (values are unsigned)", what, operand);
+    }
+    if (!dtype_takes_negative_literal(scalar_type)) {
+      return invalid("{}: CONST operand {} is negative, but {} is {}, which takes no negative "
+                     "value",
+                     what, operand, pname, enum_name(scalar_type));
+    }
+    if (op_count != 1) {
+      return invalid("{}: CONST operand {} is negative inside an expression of {} ops; {} takes a "
+                     "negative value only as a literal alone (expressions compute unsigned "
+                     "values)",
+                     what, operand, op_count, pname);
+    }
+    if (!requires_feature(kSignedScalarsFeature)) {
+      return invalid("{}: the negative literal {} for {} ({}) needs '{}' in required_features",
+                     what, operand, pname, enum_name(scalar_type), kSignedScalarsFeature);
+    }
+    return nullptr;
+  }
+
+  // `scalar_type` and `pname`: the parameter, when `expr` is the value of a
+  // dispatch's SCALAR binding for a SCALAR parameter.
+  axrt_status_t check_expr(const std::string& what, const Expr* expr, const Function& function,
+                           DType scalar_type = DType::INVALID,
+                           const std::string& pname = {}) const {
     if (expr == nullptr) return invalid("{} is missing", what);
     const auto* ops = expr->ops();
     const uint32_t count = count_of(ops);
@@ -1038,8 +1106,8 @@ class Checker {
       switch (op.opcode()) {
         case ExprOpcode::CONST:
           if (op.operand() < 0) {
-            return invalid("{}: CONST operand {} is negative (values are unsigned)", owhat,
-                           op.operand());
+            AXRT_RETURN_IF_ERROR(
+                check_negative_literal(owhat, op.operand(), count, scalar_type, pname));
           }
           ++depth;
           break;
@@ -1068,7 +1136,8 @@ class Checker {
   }
 
   axrt_status_t check_binding(const std::string& what, const Binding* binding,
-                              const Function& function) const {
+                              const Function& function, DType scalar_type = DType::INVALID,
+                              const std::string& pname = {}) const {
     if (binding == nullptr) return invalid("{} is missing", what);
     const BindingKind kind = binding->kind();
     AXRT_RETURN_IF_ERROR(check_enum(what, "kind", kind, /*allow_zero=*/false));
@@ -1107,7 +1176,8 @@ class Checker {
                      limit, noun);
     }
     if (binding->value() != nullptr) {
-      AXRT_RETURN_IF_ERROR(check_expr(what + " value", binding->value(), function));
+      AXRT_RETURN_IF_ERROR(
+          check_expr(what + " value", binding->value(), function, scalar_type, pname));
     }
     return nullptr;
   }
@@ -1218,8 +1288,12 @@ class Checker {
       const KernelParam& param = *params->Get(j);
       const Binding* binding = bindings->Get(j);
       const std::string bwhat = fmt::format("{}: binding {}", what, j);
-      AXRT_RETURN_IF_ERROR(check_binding(bwhat, binding, function));
       const std::string pname = kernel_name + " " + object_name("parameter", j, param.name());
+      const bool scalar_value = param.kind() == ParamKind::SCALAR && binding != nullptr &&
+                                binding->kind() == BindingKind::SCALAR;
+      AXRT_RETURN_IF_ERROR(check_binding(bwhat, binding, function,
+                                         scalar_value ? param.scalar_type() : DType::INVALID,
+                                         pname));
       const BindingKind kind = binding->kind();
       if (param.kind() == ParamKind::SCALAR && kind != BindingKind::SCALAR) {
         return invalid("{}: {} is SCALAR but is bound to {}", bwhat, pname, enum_name(kind));

@@ -22,6 +22,9 @@ struct VerifyContext {
   // The whole file; every entry of `segments` lies inside it.
   std::span<const uint8_t> file;
   std::span<const SegmentEntry> segments;
+  // The header's format_minor: from 1.3 on, a file declares every feature
+  // it uses.
+  uint16_t file_minor = kFormatMinor;
   const ReadOptions* options = nullptr;
 };
 

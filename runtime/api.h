@@ -109,6 +109,14 @@ class ApiCall {
                    "with (use its AXRT_*_INIT macro)",
                    name, size, kStructHeaderSize, type_name);
     }
+    // sizeof of every version of these structs is: a size that is not would
+    // cut a field in two.
+    if (size % alignof(size_t) != 0) {
+      return error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                   "`{}->struct_size` is {}, which is not the size of any version of {} (not a "
+                   "multiple of {}; use its AXRT_*_INIT macro)",
+                   name, size, type_name, alignof(size_t));
+    }
     if (size > known_size) {
       if (size - known_size > (1u << 16)) {
         return error(AXRT_STATUS_CODE_INVALID_ARGUMENT,

@@ -9,6 +9,7 @@
 
 #include "axrt/format.h"
 #include "format/builder.h"
+#include "base/fault.h"
 #include "runtime/api.h"
 #include "runtime/object.h"
 
@@ -710,7 +711,8 @@ AXRT_API axrt_status_t axrt_axe_builder_write_memory(axrt_axe_builder_t builder,
     AXRT_RETURN_IF_ERROR(api.require_pointer(out_size, "out_size"));
     std::vector<uint8_t> file;
     AXRT_RETURN_IF_ERROR(forward(api, self->builder.finish(&file)));
-    void* data = std::malloc(file.size());
+    void* data =
+        fault::should_fail(fault::Site::kHostAllocation) ? nullptr : std::malloc(file.size());
     if (!data) {
       return api.error(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "cannot allocate {} bytes for the file",
                        file.size());

@@ -50,11 +50,14 @@ axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatc
       *out = v.literal;
       return nullptr;
     }
-    axrt_status_t status =
-        evaluate_value(v, symbols, bound, names, fmt::format("{} command {} {}", f.label, c, field), out);
+    // The message names the command only when it fails: nothing is
+    // formatted (or allocated) on the way that succeeds. It comes back as
+    // ": reason".
+    axrt_status_t status = evaluate_value(v, symbols, bound, names, std::string(), out);
     if (!status) return nullptr;
     StatusPtr owned(status);
-    return api.error(axrt_status_code(status), "{}", axrt_status_message(status));
+    return api.error(axrt_status_code(status), "{} command {} {}{}", f.label, c, field,
+                     axrt_status_message(status));
   };
   for (size_t c = 0; c < f.commands.size(); ++c) {
     const CompiledCommand& command = f.commands[c];
@@ -84,7 +87,10 @@ axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatc
         if (!encode_scalar_argument(patch, value, block)) {
           return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
                            "{} command {}: scalar argument value {} does not fit its type {}",
-                           f.label, c, value, dtype_name(patch.scalar_type));
+                           f.label, c,
+                           patch.negative ? std::to_string(static_cast<int64_t>(value))
+                                          : std::to_string(value),
+                           dtype_name(patch.scalar_type));
         }
       }
       uint32_t counts[3];

@@ -1,16 +1,60 @@
 #include "runtime/buffer.h"
 
 #include <bit>
+#include <mutex>
+#include <new>
 
+#include "base/fault.h"
 #include "runtime/api.h"
 
 namespace axrt {
 namespace {
 
+// Buffer objects of buffers that are gone, kept for the next ones: a call
+// allocates its arena (and often its outputs) every time, and the objects
+// need not come from the heap each time. Never destroyed: buffers may be
+// released while the process exits.
+class SpentBuffers {
+ public:
+  Buffer* take() {
+    void* storage = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      if (count_ > 0) storage = slots_[--count_];
+    }
+    if (storage == nullptr) return new Buffer();
+    return new (storage) Buffer();
+  }
+  void put(Buffer* buffer) noexcept {
+    buffer->~Buffer();
+    {
+      std::lock_guard lock(mutex_);
+      if (count_ < kKeep) {
+        slots_[count_++] = buffer;
+        return;
+      }
+    }
+    ::operator delete(static_cast<void*>(buffer));
+  }
+
+ private:
+  static constexpr size_t kKeep = 64;
+  std::mutex mutex_;
+  void* slots_[kKeep] = {};
+  size_t count_ = 0;
+};
+
+SpentBuffers& spent_buffers() {
+  static auto* spent = new SpentBuffers();
+  return *spent;
+}
+
+Buffer* new_buffer() { return spent_buffers().take(); }
+
 void destroy_buffer(Object* object) {
   auto* buffer = static_cast<Buffer*>(object);
   if (!buffer->root) buffer_return_memory(buffer);
-  delete buffer;
+  spent_buffers().put(buffer);
 }
 
 const char* memory_type_name(axrt_memory_type_t type) {
@@ -24,7 +68,8 @@ const char* memory_type_name(axrt_memory_type_t type) {
 }  // namespace
 
 std::string Buffer::describe() const {
-  const std::string& name = label.empty() ? allocation()->label : label;
+  const Buffer* named = label.empty() && !borrowed_label ? allocation() : this;
+  const std::string& name = named->borrowed_label ? *named->borrowed_label : named->label;
   const std::string quoted = name.empty() ? std::string() : fmt::format(" '{}'", name);
   if (root) {
     return fmt::format("buffer{} (view of {} bytes at offset {} of a {}-byte allocation on {})",
@@ -84,17 +129,21 @@ axrt_status_t buffer_allocate(const ApiCall& api, Device* device, uint64_t size,
                               BufferParams params, Ref<Buffer>* out_buffer) {
   MemoryBlock block;
   axrt_status_t status =
-      device->vtable->allocate(device, size, params.alignment, params.memory_type, &block);
+      fault::should_fail(fault::Site::kDeviceAllocation)
+          ? make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "out of memory (injected)")
+          : device->vtable->allocate(device, size, params.alignment, params.memory_type, &block);
   if (status) {
     StatusPtr owned(status);
     return api.error(axrt_status_code(status), "cannot allocate {} bytes of {} memory{} on {}: {}",
                      size, memory_type_name(params.memory_type),
-                     params.label.empty() ? "" : fmt::format(" for '{}'", params.label),
+                     params.borrowed_label ? fmt::format(" for '{}'", *params.borrowed_label)
+                     : params.label.empty() ? ""
+                                            : fmt::format(" for '{}'", params.label),
                      device->id(), axrt_status_message(status));
   }
   Buffer* buffer = nullptr;
   try {
-    buffer = new Buffer();
+    buffer = new_buffer();
   } catch (...) {
     device->vtable->deallocate(device, params.memory_type, block);
     throw;
@@ -103,6 +152,7 @@ axrt_status_t buffer_allocate(const ApiCall& api, Device* device, uint64_t size,
   buffer->device = Ref<Device>(device);
   buffer->size = size;
   buffer->label = std::move(params.label);
+  buffer->borrowed_label = params.borrowed_label;
   buffer->memory_type = params.memory_type;
   buffer->alignment = params.alignment;
   buffer->block = block;
@@ -114,7 +164,7 @@ axrt_status_t buffer_allocate(const ApiCall& api, Device* device, uint64_t size,
 
 Ref<Buffer> buffer_create_view(Buffer* buffer, uint64_t offset, uint64_t length,
                                std::string label) {
-  auto* view = new Buffer();
+  auto* view = new_buffer();
   view->destroy = destroy_buffer;
   view->device = buffer->device;
   view->root = Ref<Buffer>(buffer->allocation());
@@ -130,7 +180,13 @@ Ref<Buffer> buffer_create_view(Buffer* buffer, uint64_t offset, uint64_t length,
 Ref<Buffer> buffer_wrap_external(Device* device, std::byte* host_pointer, uint64_t device_address,
                                  uint64_t size, axrt_memory_type_t memory_type, std::string label,
                                  void (*release)(void* context), void* context) {
-  auto* buffer = new Buffer();
+  Buffer* buffer = nullptr;
+  try {
+    buffer = new_buffer();
+  } catch (...) {
+    if (release) release(context);
+    throw;
+  }
   buffer->destroy = destroy_buffer;
   buffer->device = Ref<Device>(device);
   buffer->size = size;

@@ -17,6 +17,7 @@ struct BufferParams {
   axrt_memory_type_t memory_type = AXRT_MEMORY_TYPE_DEVICE_LOCAL;
   uint64_t alignment = 0;
   std::string label;
+  const std::string* borrowed_label = nullptr;  // see Buffer::borrowed_label
 };
 
 class ApiCall;
@@ -35,7 +36,8 @@ Ref<Buffer> buffer_create_view(Buffer* buffer, uint64_t offset, uint64_t length,
                                std::string label);
 
 // Wraps memory the runtime does not own as a root buffer of `device`:
-// `release(context)` runs once, when the buffer's memory is returned.
+// `release(context)` runs once, when the buffer's memory is returned, or
+// before this throws (out of host memory).
 Ref<Buffer> buffer_wrap_external(Device* device, std::byte* host_pointer, uint64_t device_address,
                                  uint64_t size, axrt_memory_type_t memory_type, std::string label,
                                  void (*release)(void* context), void* context);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory_resource>
 #include <span>
 #include <vector>
 
@@ -19,14 +20,21 @@
 
 namespace axrt {
 
-// Everything one call binds, on the stack of invoke_function().
+// The shapes of the outputs a call allocates, one list per output.
+using OutputShapes = std::pmr::vector<std::pmr::vector<int64_t>>;
+
+// Everything one call binds, on the stack of invoke_function(); its lists
+// take their memory from `memory` (a buffer on that stack, so that a call
+// with a usual number of arguments allocates none).
 struct CallState {
+  explicit CallState(std::pmr::memory_resource* memory) : inputs(memory), outputs(memory) {}
+
   const Function* function;
   Executable* executable;
   uint64_t symbols[kMaxSymbols];
   bool bound[kMaxSymbols];
-  std::vector<Tensor*> inputs;
-  std::vector<Tensor*> outputs;
+  std::pmr::vector<Tensor*> inputs;
+  std::pmr::vector<Tensor*> outputs;
   Buffer* arena = nullptr;
 
   std::span<const uint64_t> symbol_values() const { return {symbols, function->symbol_names.size()}; }
@@ -42,8 +50,7 @@ const char* argument_kind_name(axrt_argument_kind_t kind);
 // caller's outputs, null where the caller passed none; `out_shapes` the
 // shape of each of those, which the inputs imply.
 axrt_status_t bind_arguments(const ApiCall& api, CallState* call, const axrt_tensor_t* inputs,
-                             const axrt_tensor_t* outputs,
-                             std::vector<std::vector<int64_t>>* out_shapes);
+                             const axrt_tensor_t* outputs, OutputShapes* out_shapes);
 
 // Fills `call`'s function templates into `batch`: commands, argument
 // blocks with every address and scalar of this call. Errors name the

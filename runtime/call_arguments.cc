@@ -32,7 +32,8 @@ const char* indexed_name(const char* base, size_t index) {
 }
 
 // The extents `arg` has with the call's symbols; false when one is unbound.
-bool resolved_shape(const ArgumentSignature& arg, const CallState& call, std::vector<int64_t>* out) {
+bool resolved_shape(const ArgumentSignature& arg, const CallState& call,
+                    std::pmr::vector<int64_t>* out) {
   out->clear();
   for (size_t d = 0; d < arg.dims.size(); ++d) {
     const int32_t s = arg.dim_symbols[d];
@@ -124,8 +125,7 @@ axrt_status_t check_argument(const ApiCall& api, CallState* call, axrt_argument_
 }  // namespace
 
 axrt_status_t bind_arguments(const ApiCall& api, CallState* call, const axrt_tensor_t* inputs,
-                             const axrt_tensor_t* outputs,
-                             std::vector<std::vector<int64_t>>* out_shapes) {
+                             const axrt_tensor_t* outputs, OutputShapes* out_shapes) {
   const Function* self = call->function;
   const size_t input_count = self->inputs.size();
   const size_t output_count = self->outputs.size();
@@ -140,7 +140,8 @@ axrt_status_t bind_arguments(const ApiCall& api, CallState* call, const axrt_ten
   // for the others the shape is worked out, and they are allocated once
   // every check has passed.
   call->outputs.assign(output_count, nullptr);
-  out_shapes->assign(output_count, {});
+  out_shapes->clear();
+  out_shapes->resize(output_count);
   for (size_t o = 0; o < output_count; ++o) {
     const ArgumentSignature& arg = self->outputs[o];
     if (outputs[o] != nullptr) {

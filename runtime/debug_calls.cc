@@ -16,6 +16,7 @@
 #include <span>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "base/dtype.h"
@@ -766,7 +767,9 @@ axrt_status_t submit_debug_call(const ApiCall& api, const CallState& call, const
 
   // Queue: the zeroed memory, the start, each command and its host
   // function, the arena's return, index.json.
-  Buffer* arena = batch->arena;
+  // The arena goes back through the last batch below, not with `batch`,
+  // which is dropped while the commands that use the arena may still run.
+  Buffer* arena = std::exchange(batch->arena, nullptr);
   auto zero = [&](Buffer* buffer) -> axrt_status_t {
     if (buffer->size == 0) return nullptr;
     return stream->vtable->fill(stream, buffer, buffer->offset, buffer->size, 0, 1);

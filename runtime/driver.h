@@ -63,6 +63,15 @@ struct Event;
 struct Instance;
 struct Stream;
 
+// Drops a batch: back to its cache, or deleted. Drivers drop batches like
+// any unique_ptr.
+struct CommandBatchDeleter {
+  CommandBatchDeleter() = default;
+  CommandBatchDeleter(std::default_delete<CommandBatch>) noexcept {}  // NOLINT: implicit
+  void operator()(CommandBatch* batch) const noexcept;
+};
+using CommandBatchPtr = std::unique_ptr<CommandBatch, CommandBatchDeleter>;
+
 // ---------------------------------------------------------------------------
 // Factories
 // ---------------------------------------------------------------------------
@@ -224,6 +233,10 @@ struct Buffer : Object {
   uint64_t offset = 0;  // of this buffer from the start of its allocation
   uint64_t size = 0;
   std::string label;
+  // Used instead of `label` when set: a name owned by whoever made the
+  // buffer, which outlives it (a function's name for its arenas), so that
+  // making the buffer copies no string.
+  const std::string* borrowed_label = nullptr;
 
   // Meaningful on the root only.
   axrt_memory_type_t memory_type = AXRT_MEMORY_TYPE_DEVICE_LOCAL;
@@ -306,7 +319,7 @@ struct StreamVtable {
   axrt_status_t (*deallocate_buffer)(Stream* stream, Buffer* buffer);
   // Runs the commands of `batch` in order, as one unit of stream work (the
   // driver takes ownership). A command that fails fails the stream.
-  axrt_status_t (*submit_batch)(Stream* stream, std::unique_ptr<CommandBatch> batch);
+  axrt_status_t (*submit_batch)(Stream* stream, CommandBatchPtr batch);
   // Waits for the work queued so far; returns the sticky failure, if any.
   axrt_status_t (*synchronize)(Stream* stream);
   // Whether the work queued so far has completed; the sticky failure, if any.
@@ -407,7 +420,19 @@ struct BatchCommand {
 // The commands of one function call, resolved to buffers, addresses and
 // argument blocks; the driver runs them in order as one unit of stream work.
 // Drivers see no format types: the core builds batches from executables.
+class BatchCache;
+
 struct CommandBatch {
+  CommandBatch() = default;
+  CommandBatch(const CommandBatch&) = delete;
+  CommandBatch& operator=(const CommandBatch&) = delete;
+  // Returns the arena's memory when no driver did: a batch dropped before a
+  // stream took it (its submission failed) (runtime/command_batch.cc).
+  ~CommandBatch();
+  // Back to an empty batch, keeping what its vectors hold room for; does
+  // the destructor's work first. `owner` is the caller's to drop.
+  void clear() noexcept;
+
   // What the batch is, for failure messages: "function 'main' of
   // executable 'mlp.axe'".
   const std::string* label = nullptr;
@@ -434,13 +459,35 @@ struct CommandBatch {
   // When set, the driver stores how long the batch ran (ns), and may run
   // the batch on the calling thread when the last run was short.
   std::atomic<uint64_t>* last_duration_ns = nullptr;
+  // Where the batch goes back when dropped, or null (then it is deleted).
+  BatchCache* cache = nullptr;
 
   const void* args_at(uint32_t offset) const noexcept {
     return reinterpret_cast<const std::byte*>(args.data()) + offset;
   }
 };
 
-using CommandBatchPtr = std::unique_ptr<CommandBatch>;
+// A function's spent batches, kept with the room their vectors grew to, so
+// that a call in the steady state allocates no host memory for its batch.
+// Thread-safe: batches come back on whichever thread the stream drops them.
+class BatchCache {
+ public:
+  BatchCache() = default;
+  BatchCache(const BatchCache&) = delete;
+  BatchCache& operator=(const BatchCache&) = delete;
+  ~BatchCache();
+
+  // A spent batch, or a new one (throws std::bad_alloc).
+  CommandBatchPtr take();
+  // Clears `batch` and keeps it, or deletes it when the cache is full.
+  void put(CommandBatch* batch) noexcept;
+
+ private:
+  static constexpr size_t kKeep = 8;  // batches in flight per function, enough
+  std::mutex mutex_;
+  CommandBatch* spent_[kKeep] = {};
+  size_t count_ = 0;
+};
 
 // What a driver records in a trace for `command`, command `index` of its
 // function (trace/trace.h); the driver sets the times and the track.

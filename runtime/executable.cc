@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "base/dtype.h"
@@ -94,6 +95,19 @@ axrt_status_t evaluate_value(const ValueSource& value, std::span<const uint64_t>
 }
 
 bool encode_scalar_argument(const ArgumentPatch& patch, uint64_t value, std::byte* block) {
+  if (patch.negative) {
+    // The verifier allows negative literals for signed types only; their
+    // low bytes are the narrower type's two's complement.
+    const auto signed_value = static_cast<int64_t>(value);
+    switch (patch.scalar_type) {
+      case AXRT_DTYPE_INT8: if (signed_value < INT8_MIN) return false; break;
+      case AXRT_DTYPE_INT16: if (signed_value < INT16_MIN) return false; break;
+      case AXRT_DTYPE_INT32: if (signed_value < INT32_MIN) return false; break;
+      default: break;  // int64 and floating point: the bytes as they are
+    }
+    std::memcpy(block + patch.offset, &value, patch.size);  // little-endian
+    return true;
+  }
   switch (patch.scalar_type) {
     case AXRT_DTYPE_BOOL: if (value > 1) return false; break;
     case AXRT_DTYPE_INT8: if (value > 0x7f) return false; break;

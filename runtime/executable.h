@@ -57,6 +57,9 @@ struct ArgumentPatch {
   uint32_t offset = 0;  // in the argument block
   uint32_t size = 0;
   axrt_dtype_t scalar_type = AXRT_DTYPE_INVALID;  // SCALAR
+  // SCALAR: `value` is a negative literal (format 1.3), held as its 64-bit
+  // two's complement.
+  bool negative = false;
   bool is_buffer = false;
   BufferSource buffer;
   ValueSource value;
@@ -106,6 +109,8 @@ struct Function : Object {
   std::string name;
   // "function 'main' of executable 'mlp.axe'"
   std::string label;
+  // "arena of function 'main' of ...": what its calls' arenas are called.
+  std::string arena_label;
   // The function's and the executable's names, for traces (interned).
   const char* trace_name = nullptr;
   const char* trace_executable = nullptr;
@@ -119,6 +124,8 @@ struct Function : Object {
   size_t args_words = 0;  // of all argument blocks together, in u64 words
   // How long the last call ran on the device, for the inline path.
   std::atomic<uint64_t> last_duration_ns{UINT64_MAX};
+  // Spent batches of earlier calls, handed out again.
+  BatchCache batches;
 
   // "[batch<=8, 4]"
   std::string describe_signature(const ArgumentSignature& arg) const;
@@ -163,8 +170,8 @@ axrt_status_t evaluate_value(const ValueSource& value, std::span<const uint64_t>
                              uint64_t* out);
 
 // Writes scalar `value` into `block` at `patch`'s offset; false when it does
-// not fit the patch's integer type. Floating-point scalars take the value's
-// low bytes as their bit pattern.
+// not fit the patch's integer type (a signed one when `patch.negative`).
+// Floating-point scalars take the value's low bytes as their bit pattern.
 bool encode_scalar_argument(const ArgumentPatch& patch, uint64_t value, std::byte* block);
 
 }  // namespace axrt

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "kernels/cpu/library.h"
@@ -13,6 +14,9 @@
 
 namespace axrt {
 namespace {
+
+// Room reserved for each driver's devices before it enumerates them.
+constexpr size_t kDevicesPerDriver = 16;
 
 void destroy_instance(Object* object) {
   auto* instance = static_cast<Instance*>(object);
@@ -115,13 +119,24 @@ AXRT_API axrt_status_t axrt_instance_create(const axrt_instance_options_t* optio
         new Instance(), [](Instance* i) { destroy_instance(i); });
     instance->destroy = destroy_instance;
     for (const DriverFactory* factory : factories) {
+      // Adopt first so that devices are destroyed on every path: room is made
+      // before the driver runs, and devices that still find none (a driver
+      // that found more than it said) are destroyed here.
       DriverDevices found;
+      instance->devices.reserve(instance->devices.size() + kDevicesPerDriver);
       axrt_status_t status = factory->enumerate_devices(instance.get(), &found);
-      // Adopt first so that devices are destroyed on every path.
-      for (Device* device : found.devices) {
+      for (Device*& device : found.devices) {
         device->instance = instance.get();
         device->owner = instance.get();
-        instance->devices.push_back(device);
+        try {
+          instance->devices.push_back(device);
+        } catch (...) {
+          for (Device* left : std::span(&device, found.devices.data() + found.devices.size())) {
+            left->vtable->destroy(left);
+          }
+          if (status) axrt_status_free(status);
+          throw;
+        }
       }
       if (status) {
         StatusPtr owned(status);

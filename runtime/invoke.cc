@@ -16,14 +16,17 @@ axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* st
   Executable* exe = self->executable;
   const size_t input_count = self->inputs.size();
   const size_t output_count = self->outputs.size();
-  CallState call;
+  // The call's lists live on this stack unless they outgrow it.
+  alignas(std::max_align_t) std::byte scratch[1024];
+  std::pmr::monotonic_buffer_resource memory(scratch, sizeof(scratch));
+  CallState call(&memory);
   call.function = self;
   call.executable = exe;
-  std::vector<std::vector<int64_t>> shapes;
+  OutputShapes shapes(&memory);
   AXRT_RETURN_IF_ERROR(bind_arguments(api, &call, inputs, outputs, &shapes));
 
   std::vector<Ref<Tensor>> allocated;
-  auto batch = std::make_unique<CommandBatch>();
+  CommandBatchPtr batch = self->batches.take();
   batch->label = &self->label;
   batch->trace_name = self->trace_name;
   batch->trace_detail = self->trace_executable;
@@ -48,7 +51,7 @@ axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* st
   if (self->arena_size > 0) {
     BufferParams params;
     params.alignment = device->properties.buffer_alignment;
-    params.label = fmt::format("arena of {}", self->label);
+    params.borrowed_label = &self->arena_label;  // a batch's buffers go before its owner
     AXRT_RETURN_IF_ERROR(buffer_allocate(api, device, self->arena_size, std::move(params), &arena));
     call.arena = arena.get();
   }

@@ -69,13 +69,15 @@ axrt_status_t make_constants_resident(const LoadContext& ctx, Executable* exe) {
   // buffer over the file, a view per constant. The buffer keeps the
   // storage alive.
   const auto bytes = ctx.file.file_bytes();
-  auto* keep = new std::shared_ptr<const axe::Storage>(ctx.file.storage());
+  using Keep = std::shared_ptr<const axe::Storage>;
+  auto keep = std::make_unique<Keep>(ctx.file.storage());
   auto* base = const_cast<std::byte*>(reinterpret_cast<const std::byte*>(bytes.data()));
+  std::string label = ctx.name;
+  // From here the buffer owns `keep`, even when the call throws.
   Ref<Buffer> file_buffer = buffer_wrap_external(
       ctx.device, base, reinterpret_cast<uintptr_t>(base), bytes.size(),
-      AXRT_MEMORY_TYPE_DEVICE_LOCAL, ctx.name,
-      [](void* context) { delete static_cast<std::shared_ptr<const axe::Storage>*>(context); },
-      keep);
+      AXRT_MEMORY_TYPE_DEVICE_LOCAL, std::move(label),
+      [](void* context) { delete static_cast<Keep*>(context); }, keep.release());
   for (uint32_t i = 0; i < count; ++i) {
     const axe::Constant& constant = *constants->Get(i);
     const auto data = ctx.file.range_bytes(*constant.data());

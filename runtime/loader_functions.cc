@@ -94,6 +94,10 @@ void compile_dispatch(const LoadContext& ctx, Executable* exe,
       }
     } else {
       patch.scalar_type = static_cast<axrt_dtype_t>(param.scalar_type());
+      // Format 1.3: a signed parameter's negative literal (the verifier
+      // allows one nowhere else, and only alone).
+      const auto* ops = binding.value()->ops();
+      patch.negative = ops->size() == 1 && ops->Get(0)->operand() < 0;
       patch.value = value_of(binding.value(), 0);
       if (!patch.value.expr && encode_scalar_argument(patch, patch.value.literal, block)) continue;
       // Literals that do not fit fail every call with the reason.
@@ -186,6 +190,7 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
     f.destroy = nullptr;
     f.name = str(fb->name());
     f.label = fmt::format("function '{}' of executable '{}'", f.name, ctx.name);
+    f.arena_label = fmt::format("arena of {}", f.label);
     f.trace_name = trace::intern(f.name);
     f.trace_executable = trace::intern(ctx.name);
     if (fb->symbols() && fb->symbols()->size() > kMaxSymbols) {

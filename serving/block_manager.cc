@@ -101,11 +101,13 @@ void BlockManager::register_block(int32_t block, uint64_t hash, uint64_t parent,
                                   std::span<const int32_t> tokens) {
   if (!prefix_caching_ || entries_[block].registered || cache_.contains(hash)) return;
   Entry& entry = entries_[block];
+  // What can throw (out of memory) comes first: a block is registered
+  // whole or not at all.
+  entry.tokens.assign(tokens.begin(), tokens.end());
+  cache_.emplace(hash, block);
   entry.registered = true;
   entry.hash = hash;
   entry.parent = parent;
-  entry.tokens.assign(tokens.begin(), tokens.end());
-  cache_.emplace(hash, block);
   if (on_free_list_[block]) ++cached_free_;
 }
 

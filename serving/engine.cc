@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -81,6 +82,7 @@ axrt_status_t contract_arity(axrt_function_t function, const char* what, uint32_
 
 axrt_status_t find(axrt_executable_t executable, const char* name, axrt_function_t* out) {
   if (axrt_status_t s = axrt_executable_find_function(executable, name, out)) {
+    if (axrt_status_code(s) != AXRT_STATUS_CODE_NOT_FOUND) return s;
     axrt_status_free(s);
     return make_status(kInvalid,
                        "axrt_engine_create: the executable has no `{}` function: it is not a "
@@ -456,10 +458,35 @@ void Engine::token_event(Sequence* s, uint32_t row, bool have_logits,
 }
 
 void Engine::fail_all(axrt_status_t status, std::vector<PendingEvent>& out) {
-  for (Sequence* s : scheduler_->all()) {
+  // One at a time, copying nothing: an event that does not fit in memory
+  // leaves its sequence for the next try.
+  while (Sequence* s = scheduler_->any()) {
     out.push_back(end_event(s, AXRT_FINISH_ERROR, status));
     scheduler_->finish(s);
   }
+}
+
+void Engine::fail_out_of_memory(std::unique_lock<std::mutex>& lock,
+                                std::vector<PendingEvent>& events) {
+  const StatusPtr status(
+      make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "axrt engine: out of host memory"));
+  for (;;) {
+    try {
+      fail_all(status.get(), events);
+      return;
+    } catch (const std::bad_alloc&) {
+      // Not even the events fit: wait for memory to come back.
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.lock();
+    }
+  }
+}
+
+bool Engine::stream_failed() const {
+  bool idle = false;
+  const StatusPtr status(axrt_stream_query(stream_, &idle));
+  return status != nullptr;
 }
 
 void Engine::deliver(std::vector<PendingEvent>& events) {
@@ -542,8 +569,10 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
                                                     b.sample_positions, 0, S * 4));
   }
 
-  // Tensors over the buffers, shaped for this step.
+  // Tensors over the buffers, shaped for this step; room for all of them
+  // first, so that none is made and then lost.
   std::vector<axrt_tensor_t> owned;
+  owned.reserve(13);
   struct Release {
     std::vector<axrt_tensor_t>& tensors;
     ~Release() {
@@ -616,77 +645,104 @@ void Engine::run() {
   std::vector<PendingEvent> events;
   std::unique_lock lock(mutex_);
   for (;;) {
-    // Cancellations first: their blocks go back before anything is scheduled.
-    for (const uint64_t id : cancels_) {
-      if (Sequence* s = scheduler_->find(id)) {
-        events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
-        scheduler_->finish(s);
-      }
+    try {
+      if (!run_once(lock, events)) return;
+    } catch (const std::bad_alloc&) {
+      // Host memory ran out in the engine's own bookkeeping (the scheduler,
+      // the events): the requests in flight end with RESOURCE_EXHAUSTED and
+      // the engine goes on with the next ones.
+      if (!lock.owns_lock()) lock.lock();
+      fail_out_of_memory(lock, events);
     }
-    cancels_.clear();
-    if (stopping_) {
-      for (Sequence* s : scheduler_->all()) {
-        events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
-        scheduler_->finish(s);
-      }
-      lock.unlock();
-      deliver(events);
-      return;
+  }
+}
+
+bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEvent>& events) {
+  // Cancellations first: their blocks go back before anything is scheduled.
+  for (const uint64_t id : cancels_) {
+    if (Sequence* s = scheduler_->find(id)) {
+      events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
+      scheduler_->finish(s);
     }
-    StepPlan plan;
-    if (!failure_) plan = scheduler_->schedule();
-    if (plan.entries.empty()) {
-      if (!events.empty()) {
-        lock.unlock();
-        deliver(events);
-        lock.lock();
-        continue;
-      }
-      wake_.wait(lock, [&] { return stopping_ || !cancels_.empty() || (!failure_ &&
-                                    scheduler_->waiting_count() + scheduler_->running_count() > 0); });
-      continue;
-    }
-    bool want_logits = false;
-    for (const ScheduledSequence& e : plan.entries) {
-      if (e.sample && (e.sequence->flags &
-                       (AXRT_REQUEST_FLAG_LOGITS | AXRT_REQUEST_FLAG_LOGPROBS)) != 0) {
-        want_logits = true;
-      }
-    }
-    for (const ScheduledSequence& e : plan.entries) {
-      Sequence* s = e.sequence;
-      if (!s->counted) {
-        // Counted when a request first runs.
-        s->counted = true;
-        counters_.prompt_tokens += s->prompt_length;
-        counters_.cached_prompt_tokens += s->cached_tokens;
-      }
-    }
-    lock.unlock();
-    // The device work runs unlocked: add, cancel and stats go on meanwhile
-    // (cancels wait for the step to end; the plan's sequences stay).
-    const int64_t step_begin = trace::active() ? trace::now() : 0;
-    StatusPtr status(execute(plan, want_logits));
-    lock.lock();
-    if (step_begin) trace_step(plan, step_begin);
-    ++counters_.steps;
-    counters_.computed_tokens += plan.tokens;
-    if (status) {
-      failure_.reset(axrt_status_create(axrt_status_code(status.get()),
-                                        axrt_status_message(status.get())));
-      fail_all(status.get(), events);
-      continue;
-    }
-    scheduler_->complete(plan);
-    uint32_t row = 0;
-    for (const ScheduledSequence& e : plan.entries) {
-      if (!e.sample) continue;
-      token_event(e.sequence, row++, want_logits, events);
+  }
+  cancels_.clear();
+  if (stopping_) {
+    while (Sequence* s = scheduler_->any()) {
+      events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
+      scheduler_->finish(s);
     }
     lock.unlock();
     deliver(events);
-    lock.lock();
+    return false;
   }
+  StepPlan plan;
+  if (!failure_) plan = scheduler_->schedule();
+  if (plan.entries.empty()) {
+    if (!events.empty()) {
+      lock.unlock();
+      deliver(events);
+      lock.lock();
+      return true;
+    }
+    wake_.wait(lock, [&] { return stopping_ || !cancels_.empty() || (!failure_ &&
+                                  scheduler_->waiting_count() + scheduler_->running_count() > 0); });
+    return true;
+  }
+  bool want_logits = false;
+  for (const ScheduledSequence& e : plan.entries) {
+    if (e.sample && (e.sequence->flags &
+                     (AXRT_REQUEST_FLAG_LOGITS | AXRT_REQUEST_FLAG_LOGPROBS)) != 0) {
+      want_logits = true;
+    }
+  }
+  for (const ScheduledSequence& e : plan.entries) {
+    Sequence* s = e.sequence;
+    if (!s->counted) {
+      // Counted when a request first runs.
+      s->counted = true;
+      counters_.prompt_tokens += s->prompt_length;
+      counters_.cached_prompt_tokens += s->cached_tokens;
+    }
+  }
+  lock.unlock();
+  // The device work runs unlocked: add, cancel and stats go on meanwhile
+  // (cancels wait for the step to end; the plan's sequences stay).
+  const int64_t step_begin = trace::active() ? trace::now() : 0;
+  StatusPtr status;
+  try {
+    status.reset(execute(plan, want_logits));
+  } catch (const std::bad_alloc&) {
+    status.reset(make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                             "axrt engine: out of host memory for a step"));
+  }
+  // A step that failed part-way may have left copies into the staging
+  // buffers queued: they finish before anything touches those again.
+  if (status) axrt_status_free(axrt_stream_synchronize(stream_));
+  lock.lock();
+  if (step_begin) trace_step(plan, step_begin);
+  ++counters_.steps;
+  counters_.computed_tokens += plan.tokens;
+  if (status) {
+    // Memory that ran short fails the step's requests only; anything
+    // else, or a stream that failed, fails the engine.
+    if (axrt_status_code(status.get()) != AXRT_STATUS_CODE_RESOURCE_EXHAUSTED ||
+        stream_failed()) {
+      failure_.reset(axrt_status_create(axrt_status_code(status.get()),
+                                        axrt_status_message(status.get())));
+    }
+    fail_all(status.get(), events);
+    return true;
+  }
+  scheduler_->complete(plan);
+  uint32_t row = 0;
+  for (const ScheduledSequence& e : plan.entries) {
+    if (!e.sample) continue;
+    token_event(e.sequence, row++, want_logits, events);
+  }
+  lock.unlock();
+  deliver(events);
+  lock.lock();
+  return true;
 }
 
 }  // namespace axrt::serving

@@ -66,6 +66,13 @@ class Engine {
   Engine() = default;
   axrt_status_t init(axrt_executable_t executable, const axrt_engine_options_t& options);
   void run();
+  // One turn of the engine thread's loop, under `lock`; false once stopped.
+  bool run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEvent>& events);
+  // Ends every request in flight with RESOURCE_EXHAUSTED, however short
+  // memory stays.
+  void fail_out_of_memory(std::unique_lock<std::mutex>& lock, std::vector<PendingEvent>& events);
+  // Whether the engine's stream has failed (it stays failed).
+  bool stream_failed() const;
   // Records the step that ran `plan` from `begin` into a running trace.
   void trace_step(const StepPlan& plan, int64_t begin) const;
   // Runs `plan` on the device; the sampled tokens (and logits, when

@@ -51,6 +51,11 @@ Sequence* Scheduler::find(uint64_t id) {
   return it == sequences_.end() ? nullptr : it->second.get();
 }
 
+Sequence* Scheduler::any() const {
+  if (!running_.empty()) return running_.back();
+  return waiting_.empty() ? nullptr : waiting_.front();
+}
+
 std::vector<Sequence*> Scheduler::all() const {
   std::vector<Sequence*> result(running_.begin(), running_.end());
   result.insert(result.end(), waiting_.begin(), waiting_.end());
@@ -71,6 +76,8 @@ void Scheduler::match_prefix(Sequence* s) {
   if (!blocks_.prefix_caching() || s->computed != 0 || !s->blocks.empty()) return;
   const uint32_t size = blocks_.block_size();
   const std::span<const int32_t> tokens(s->tokens);
+  s->blocks.reserve(tokens.size() / size);
+  s->hashes.reserve(tokens.size() / size);
   uint64_t parent = 0;
   for (uint32_t i = 0; (i + 1) * static_cast<uint64_t>(size) <= tokens.size(); ++i) {
     const auto part = tokens.subspan(i * size, size);
@@ -97,6 +104,10 @@ bool Scheduler::reserve(Sequence* s, uint32_t start, uint32_t count, StepPlan& p
   }
   const uint32_t fresh = needed > held ? needed - held : 0;
   if (blocks_.free_blocks() < fresh + shared) return false;
+  // Room first, so that no block is taken and then lost to an allocation
+  // that fails.
+  plan.copies.reserve(plan.copies.size() + shared);
+  s->blocks.reserve(needed);
   for (uint32_t i = first; i < std::min(held, needed); ++i) {
     const int32_t old = s->blocks[i];
     if (blocks_.ref_count(old) <= 1) continue;
@@ -114,10 +125,10 @@ bool Scheduler::reserve(Sequence* s, uint32_t start, uint32_t count, StepPlan& p
 }
 
 void Scheduler::preempt(Sequence* s) {
+  waiting_.push_front(s);  // first: the one step that can fail
   release_blocks(s);
   s->running = false;
   running_.erase(std::find(running_.begin(), running_.end(), s));
-  waiting_.push_front(s);
   ++preemptions_;
 }
 
@@ -166,13 +177,13 @@ StepPlan Scheduler::schedule() {
       release_blocks(s);
       break;
     }
+    running_.push_back(s);  // first: the one step that can fail
     waiting_.pop_front();
     if (!s->admitted_once) {
       s->admitted_once = true;
       s->cached_tokens = s->computed;
     }
     s->running = true;
-    running_.push_back(s);
     plan.entries.push_back({s, s->computed, count, s->computed + count == s->tokens.size()});
     budget -= count;
   }
@@ -191,6 +202,7 @@ void Scheduler::complete(const StepPlan& plan) {
     s->in_flight = 0;
     if (!blocks_.prefix_caching()) continue;
     const std::span<const int32_t> tokens(s->tokens);
+    s->hashes.reserve(s->computed / size);
     while ((s->hashes.size() + 1) * size <= s->computed) {
       const size_t i = s->hashes.size();
       const uint64_t parent = i == 0 ? 0 : s->hashes[i - 1];

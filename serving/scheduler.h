@@ -109,6 +109,9 @@ class Scheduler {
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   std::vector<Sequence*> all() const;
+  // One sequence, running or waiting; null when there is none. Allocates
+  // nothing (for ending them all when memory is short).
+  Sequence* any() const;
   uint64_t preemptions() const { return preemptions_; }
   // Token slots of held blocks that hold a token or are being written by
   // the step in flight (each block once).

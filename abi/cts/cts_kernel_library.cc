@@ -85,6 +85,30 @@ axrt_kernel_result_t coverage(const void* args, const axrt_kernel_dispatch_t* di
   return AXRT_KERNEL_OK;
 }
 
+struct AffineArgs {
+  const float* x;
+  float* out;
+  uint64_t n;
+  float scale;
+  int32_t shift;
+  double bias;
+  int64_t step;
+};
+static_assert(sizeof(AffineArgs) == 48);
+
+axrt_kernel_result_t affine(const void* args, const axrt_kernel_dispatch_t*,
+                            const axrt_kernel_workgroup_t* workgroup) {
+  const auto& a = *static_cast<const AffineArgs*>(args);
+  const uint64_t begin = uint64_t{workgroup->workgroup_id.x} * kCtsElementsPerWorkgroup;
+  const uint64_t end = std::min<uint64_t>(a.n, begin + kCtsElementsPerWorkgroup);
+  for (uint64_t i = begin; i < end; ++i) {
+    const double value = static_cast<double>(a.scale * a.x[i] + static_cast<float>(a.shift)) +
+                         a.bias + static_cast<double>(a.step * static_cast<int64_t>(i));
+    a.out[i] = static_cast<float>(value);
+  }
+  return AXRT_KERNEL_OK;
+}
+
 // Reads int8 weights in a layout it names, to test layout matching.
 axrt_kernel_result_t dequant_rows(const void*, const axrt_kernel_dispatch_t*,
                                   const axrt_kernel_workgroup_t*) {
@@ -126,12 +150,22 @@ const axrt_kernel_param_info_t kDequantParams[] = {
     {"w", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, "cts.int8.rows"},
     {"out", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
 };
+const axrt_kernel_param_info_t kAffineParams[] = {
+    {"x", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
+    {"out", AXRT_KERNEL_PARAM_KIND_BUFFER, 0, nullptr},
+    {"n", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_UINT64, nullptr},
+    {"scale", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_FLOAT32, nullptr},
+    {"shift", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_INT32, nullptr},
+    {"bias", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_FLOAT64, nullptr},
+    {"step", AXRT_KERNEL_PARAM_KIND_SCALAR, AXRT_DTYPE_INT64, nullptr},
+};
 
 const axrt_kernel_info_t kKernels[] = {
     {"cts_axpy", axpy, kAxpyParams, 5, 40},
     {"cts_fail", fail_one, kFailParams, 2, 16},
     {"cts_coverage", coverage, kCoverageParams, 2, 16},
     {"cts_dequant_rows", dequant_rows, kDequantParams, 2, 16},
+    {"cts_affine", affine, kAffineParams, 7, 48},
 };
 
 const axrt_kernel_library_t kLibrary = {sizeof(axrt_kernel_library_t),
@@ -139,7 +173,7 @@ const axrt_kernel_library_t kLibrary = {sizeof(axrt_kernel_library_t),
                                         3,
                                         "cts.kernels",
                                         kKernels,
-                                        4,
+                                        5,
                                         library_init,
                                         library_deinit};
 

@@ -20,6 +20,10 @@ namespace axrt_cts {
 //     writes the grid, workgroup size and shared memory size as 7 u32.
 //   cts_dequant_rows(w: layout "cts.int8.rows", out): does nothing; for
 //     layout matching.
+//   cts_affine(x, out, n: u64, scale: f32, shift: i32, bias: f64, step: i64):
+//     out[i] = f32(f64(scale x[i] + f32(shift)) + bias + f64(step i)), 64
+//     elements per workgroup; its signed scalars take negative literals
+//     (format 1.3).
 // init hands out CtsLibraryStateToken() as the library state.
 const axrt_kernel_library_t* CtsKernelLibrary();
 

@@ -3,6 +3,7 @@
 // exercised without depending on the built-in kernels.
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -146,6 +147,70 @@ TEST_CASE_METHOD(ExecutableTest, "executable: load, inspect and invoke with allo
   const std::vector<float> got = ReadAs<float>(*this, tout.get());
   for (size_t i = 0; i < 10; ++i) CHECK(got[i] == 2.0f * x[i] + 1.0f);
   CHECK_FALSE(g_state_mismatch);
+}
+
+TEST_CASE_METHOD(ExecutableTest, "executable: signed scalar parameters take negative literals "
+                                 "(format 1.3)",
+                 "[cts][executable]") {
+  CTS_REQUIRE_FEATURE(Feature::kHostKernels);
+  // affine(x: f32[n]) -> (out: f32[n]) with the scalars scale = -2.5f (f32),
+  // `shift` (i32), bias = -0.25 (f64) and step = -3 (i64).
+  auto affine_file = [](Expr shift) {
+    AxeBuilder b("axrt conformance suite", "1");
+    const uint32_t lib = b.AddLibrary("cts.kernels", 1);
+    const uint32_t k = b.AddKernel(
+        "affine", lib, "cts_affine",
+        {BufferParam("x"), BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+         ScalarParam("n", AXRT_AXE_DTYPE_UINT64), ScalarParam("scale", AXRT_AXE_DTYPE_FLOAT32),
+         ScalarParam("shift", AXRT_AXE_DTYPE_INT32), ScalarParam("bias", AXRT_AXE_DTYPE_FLOAT64),
+         ScalarParam("step", AXRT_AXE_DTYPE_INT64)});
+    const uint32_t f = b.AddFunction("affine", {{"n", 1000}},
+                                     {{"x", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}},
+                                     {{"out", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}});
+    b.Dispatch(f, k, {CeilDiv(Sym(0), kElementsPerWorkgroup)},
+               {BindInput(0), BindOutput(0), BindScalar(Sym(0)), BindScalar(F32(-2.5f)),
+                BindScalar(std::move(shift)), BindScalar(F64(-0.25)), BindScalar(Int(-3))});
+    return b.Bytes();
+  };
+  Stream stream = NewStream();
+  auto check_affine = [&](axrt_executable_t exe) {
+    Function fn = Find(exe, "affine");
+    for (size_t n : {1u, 64u, 130u}) {
+      INFO("n = " << n);
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = 0.5f * static_cast<float>(i);
+      Tensor tx = F32Tensor(x);
+      axrt_tensor_t inputs[] = {tx.get()};
+      axrt_tensor_t outputs[] = {nullptr};
+      REQUIRE_OK(axrt_function_invoke(fn.get(), stream.get(), inputs, 1, outputs, 1, nullptr));
+      Tensor out(outputs[0]);
+      REQUIRE_OK(axrt_stream_synchronize(stream.get()));
+      const std::vector<float> got = ReadAs<float>(*this, out.get());
+      REQUIRE(got.size() == n);
+      // -2.5 (i / 2) - 7 - 0.25 - 3 i, exact in f32 at these sizes.
+      for (size_t i = 0; i < n; ++i) CHECK(got[i] == -4.25f * static_cast<float>(i) - 7.25f);
+    }
+  };
+  Executable exe = Load(affine_file(Int(-7)));
+  check_affine(exe.get());
+#ifdef AXRT_CTS_GOLDEN_DIR
+  // The committed golden file of format 1.3 holds the same function.
+  Executable golden;
+  REQUIRE_OK(axrt_executable_load_file(
+      device(), AXRT_CTS_GOLDEN_DIR "/v1.3/signed_scalars.axe", nullptr, Out(golden)));
+  check_affine(golden.get());
+#endif
+
+  // A negative literal beyond its parameter's type fails every call,
+  // naming the value, as a positive one does.
+  Executable wide = Load(affine_file(Int(int64_t{INT32_MIN} - 1)));
+  Function wide_fn = Find(wide.get(), "affine");
+  Tensor tx = F32Tensor({1.0f});
+  axrt_tensor_t inputs[] = {tx.get()};
+  axrt_tensor_t outputs[] = {nullptr};
+  CHECK_STATUS(axrt_function_invoke(wide_fn.get(), stream.get(), inputs, 1, outputs, 1, nullptr),
+               AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "scalar argument value -2147483649 does not fit its type int32");
 }
 
 TEST_CASE_METHOD(ExecutableTest, "executable: a mutable input is written in place, in stream "
@@ -520,8 +585,8 @@ TEST_CASE_METHOD(ExecutableTest, "executable: function lookup, bad files and reg
                AXRT_STATUS_CODE_ALREADY_EXISTS, "'cts.kernels' is already registered");
   axrt_kernel_library_t bad_size = kLibrary;
   bad_size.name = "cts.bad";
-  axrt_kernel_info_t kernels[4];
-  REQUIRE(kLibrary.kernel_count == 4);
+  axrt_kernel_info_t kernels[5];
+  REQUIRE(kLibrary.kernel_count == 5);
   std::memcpy(kernels, kLibrary.kernels, sizeof(kernels));
   kernels[0].args_size = 36;
   bad_size.kernels = kernels;

@@ -198,8 +198,11 @@ AXRT_API void axrt_axe_builder_release(axrt_axe_builder_t builder);
 
 /* Declares that readers must understand `feature` (copied, non-empty) to run
  * the file; a reader that does not know it refuses the file. The builder's
- * own verification accepts the features declared here. ALREADY_EXISTS when
- * `feature` was added before. */
+ * own verification accepts the features declared here. The features of the
+ * format that the file uses ("quantization.v1", "kernel-library.v1" ...;
+ * docs/format.md, "Required features") need no call: the builder lists each
+ * one the file uses when it writes it. ALREADY_EXISTS when `feature` was
+ * added before. */
 AXRT_API axrt_status_t axrt_axe_builder_add_required_feature(axrt_axe_builder_t builder,
                                                              const char* feature);
 
@@ -552,12 +555,20 @@ AXRT_API axrt_status_t axrt_axe_builder_add_function(axrt_axe_builder_t builder,
 /* One step of an expression in reverse Polish notation. */
 typedef struct axrt_axe_expr_op_t {
   axrt_axe_expr_opcode_t opcode;
-  int64_t operand; /* CONST: the literal; SYMBOL: the symbol's index */
+  /* CONST: the literal, >= 0 except as below; SYMBOL: the symbol's index */
+  int64_t operand;
 } axrt_axe_expr_op_t;
 
 /* An unsigned 64-bit value computed from literals and the function's
  * symbols. `op_count` 0 means absent (each use says what that means); a
- * present expression leaves exactly one value on its stack. */
+ * present expression leaves exactly one value on its stack. One exception
+ * to unsigned values: a dispatch's SCALAR binding for a parameter of a
+ * signed type (INT8 to INT64, or floating point) may be a single negative
+ * CONST: an integer parameter takes its value, a floating-point one the low
+ * bytes of its two's complement as its bit pattern (a FLOAT64's sign bit
+ * makes its bit pattern negative). The file then requires the feature
+ * "signed-scalars.v1", added when it is written, so that readers before
+ * format 1.3 refuse it. */
 typedef struct axrt_axe_expr_t {
   const axrt_axe_expr_op_t* ops;
   size_t op_count;
@@ -624,10 +635,11 @@ typedef struct axrt_axe_fill_desc_t {
  * have; INVALID_ARGUMENT for a binding of the wrong kind (a dispatch takes
  * one binding per kernel parameter, SCALAR exactly for SCALAR parameters;
  * copies and fills write only OUTPUT, ARENA and mutable INPUT bindings),
- * fields a binding kind does not use, or a malformed expression. Whether a
- * constant's layout matches the one a parameter declares, and whether a
- * WRITE or READ_WRITE parameter is bound to writable memory, is checked
- * when the file is written. */
+ * fields a binding kind does not use, or a malformed expression (a negative
+ * CONST anywhere but alone in the binding of a signed scalar parameter,
+ * axrt_axe_expr_t). Whether a constant's layout matches the one a parameter
+ * declares, and whether a WRITE or READ_WRITE parameter is bound to
+ * writable memory, is checked when the file is written. */
 AXRT_API axrt_status_t axrt_axe_builder_add_dispatch(axrt_axe_builder_t builder, uint32_t function,
                                                      const axrt_axe_dispatch_desc_t* desc);
 AXRT_API axrt_status_t axrt_axe_builder_add_copy(axrt_axe_builder_t builder, uint32_t function,

@@ -39,7 +39,8 @@ enum {
   AXRT_FINISH_STOP = 1,      /* the event's token is one of the request's stop ids */
   AXRT_FINISH_LENGTH = 2,    /* max_tokens tokens were generated */
   AXRT_FINISH_CANCELLED = 3, /* axrt_engine_cancel, or the engine was destroyed */
-  AXRT_FINISH_ERROR = 4,     /* the device failed; the event's status says how */
+  AXRT_FINISH_ERROR = 4,     /* the step failed (the device, or memory ran short);
+                              * the event's status says how */
 };
 
 /* One event of one request: a generated token, its end, or both. */

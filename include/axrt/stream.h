@@ -127,8 +127,11 @@ AXRT_API axrt_status_t axrt_stream_fill_buffer(axrt_stream_t stream,
 typedef axrt_status_t (*axrt_host_func_t)(void* user_data,
                                           axrt_status_t stream_status);
 
-/* Enqueues `func(user_data, ...)`. It runs exactly once, on a runtime
- * thread, even when the stream has failed. */
+/* Enqueues `func(user_data, ...)`. It runs exactly once, even when the
+ * stream has failed, on a runtime thread or on a thread blocked in
+ * axrt_stream_synchronize() of this stream (which, rather than wake a
+ * sleeping stream worker, may run the queued work itself); never on the
+ * calling thread within this call. */
 AXRT_API axrt_status_t axrt_stream_launch_host_func(axrt_stream_t stream,
                                                     axrt_host_func_t func,
                                                     void* user_data);

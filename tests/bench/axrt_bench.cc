@@ -2,10 +2,13 @@
 // (AXRT_DEVICE, else cpu:0). Work that completes on a runtime thread is timed
 // by wall clock (UseRealTime), since the calling thread's CPU time would
 // leave it out. Bandwidth benchmarks report bytes/s beside a plain memcpy of
-// the same size in the same run, so ratios can be read off directly.
+// the same size in the same run, so ratios can be read off directly; the
+// allocation pairs and the small copies have a host-side anchor of their own
+// (malloc + free, a 64-byte memcpy), the ratios `make bench-check` gates.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -112,6 +115,19 @@ void BM_StreamAllocateDeallocate(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamAllocateDeallocate)->Arg(4 * kKiB)->Arg(1 * kMiB)->UseRealTime();
 
+// The anchor of the two above: the C library's malloc + free of the same
+// size, what a host allocation costs without a pool of one's own.
+void BM_HostMallocFree(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0));
+  for (auto _ : state) {
+    void* p = std::malloc(size);
+    benchmark::DoNotOptimize(p);
+    std::free(p);
+  }
+  state.SetLabel("pair");
+}
+BENCHMARK(BM_HostMallocFree)->Arg(4 * kKiB)->Arg(1 * kMiB);
+
 // --- Events and host functions ---------------------------------------------
 
 // Record + query on a stream that has nothing else to do. The counter
@@ -174,6 +190,34 @@ void BM_HostFuncLaunchSynchronizeAfterIdle(benchmark::State& state) {
 // A fixed count: the untimed idle periods would otherwise stretch the run to
 // many seconds.
 BENCHMARK(BM_HostFuncLaunchSynchronizeAfterIdle)->Iterations(2000)->UseRealTime();
+
+axrt_status_t SignalHostFunc(void* user_data, axrt_status_t) {
+  static_cast<std::atomic<bool>*>(user_data)->store(true, std::memory_order_release);
+  return nullptr;
+}
+
+// After the same idle gap, the time until the host function starts when no
+// thread synchronizes with the stream (the caller polls a flag the function
+// sets): what waking the stream's sleeping worker costs.
+void BM_HostFuncStartAfterIdle(benchmark::State& state) {
+  Stream stream = CreateStream(state);
+  if (!stream) return;
+  std::atomic<bool> ran{false};
+  for (auto _ : state) {
+    state.PauseTiming();
+    ran.store(false);
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    state.ResumeTiming();
+    if (Failed(state, axrt_stream_launch_host_func(stream.get(), SignalHostFunc, &ran),
+               "axrt_stream_launch_host_func")) {
+      break;
+    }
+    while (!ran.load(std::memory_order_acquire)) {
+    }
+  }
+  Failed(state, axrt_stream_synchronize(stream.get()), "axrt_stream_synchronize");
+}
+BENCHMARK(BM_HostFuncStartAfterIdle)->Iterations(2000)->UseRealTime();
 
 // --- Bandwidth (64 MiB) -------------------------------------------------------
 
@@ -296,6 +340,21 @@ void BM_SmallCopySynchronize(benchmark::State& state) {
   state.SetLabel(to_host ? "device->host" : "host->device");
 }
 BENCHMARK(BM_SmallCopySynchronize)->ArgName("to_host")->Arg(0)->Arg(1)->UseRealTime();
+
+// The anchor of the small copies: memcpy of the same 64 bytes between two
+// host arrays.
+void BM_SmallMemcpy(benchmark::State& state) {
+  unsigned char src[kSmallCopyBytes] = {0x5a};
+  unsigned char dst[kSmallCopyBytes] = {};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(src);
+    std::memcpy(dst, src, kSmallCopyBytes);
+    benchmark::DoNotOptimize(dst);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kSmallCopyBytes));
+}
+BENCHMARK(BM_SmallMemcpy)->UseRealTime();
 
 }  // namespace
 

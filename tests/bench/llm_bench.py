@@ -57,7 +57,9 @@ llama.cpp rows), and PYTHONPATH naming the built axrt package:
 
 What is missing is skipped with a message. axrt's CPU device runs as many
 workgroup threads as the machine has CPUs; when --threads differs, the script
-says so.
+says so. --json FILE also writes axrt's figures as records for the
+regression gate (bench_results.py), each against the same figure of
+transformers and of llama.cpp at the same precision.
 """
 
 from __future__ import annotations
@@ -586,6 +588,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--skip-axrt", action="store_true")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--skip-llama-cpp", action="store_true")
+    parser.add_argument("--json", default="",
+                        help="also write the records of bench_results.py to this file")
     args = parser.parse_args(argv)
     weights = [w for w in args.weights.split(",") if w]
     if not weights or any(w not in ("f32", "int4", "int4-q8") for w in weights):
@@ -774,12 +778,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     target("decode, axrt f32 >= 2x transformers f32", decode_of("axrt", "f32"),
            decode_of("transformers", "f32"), 2)
     log(f"load average at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    if args.json:
+        write_json(args.json, figures, loads)
     for engine in engines:
         engine.close()
     if problems:
         log(f"\n{len(problems)} engine(s) failed; see above")
         return 1
     return 0
+
+
+# axrt's precisions and, for each, the other engines' rows its figures are set against.
+JSON_ANCHORS = {"f32": [("transformers", "f32"), ("llama.cpp", "f32")],
+                "int4": [("llama.cpp", "Q4_1")], "int4-q8": [("llama.cpp", "Q4_1")]}
+
+
+def write_json(path: str, figures: Dict[Tuple[str, str], Dict[str, "Figure"]],
+               loads: List[float]) -> None:
+    """axrt's prefill and decode tokens/s (best of the rounds) as records, each against
+    every anchor engine that ran, or alone when none did."""
+    from bench_results import write_records
+    records = []
+    for weights, anchors in JSON_ANCHORS.items():
+        ours = figures.get(("axrt", weights))
+        if ours is None:
+            continue
+        ran = [a for a in anchors if a in figures]
+        for key, what in (("p128", "prefill@128"), ("p512", "prefill@512"), ("decode", "decode")):
+            for anchor in ran or [None]:
+                theirs = figures[anchor][key].best if anchor else None
+                records.append({
+                    "name": f"{weights}/{what}" + (f"/vs:{anchor[0]}" if anchor else ""),
+                    "unit": "tok/s", "axrt": ours[key].best, "anchor": theirs,
+                    "anchor_name": f"{anchor[0]} {anchor[1]}" if anchor else None,
+                    "higher_is_better": True})
+    write_records(path, "llm_bench", records,
+                  context={"others_cpu": round(statistics.mean(loads), 2) if loads else None})
 
 
 if __name__ == "__main__":

@@ -39,6 +39,9 @@ Run with PYTHONPATH naming the built axrt package (``make bench`` does):
 ONNX Runtime is only this benchmark's yardstick (``pip install
 onnxruntime``); without it the script says so and exits 0. The ONNX models
 are encoded here directly, so the ``onnx`` package is not needed.
+
+--json FILE also writes every row as two records for the regression gate
+(bench_results.py): runtime and kernel, each against the ORT op's time.
 """
 
 from __future__ import annotations
@@ -329,28 +332,37 @@ def ort_layer(ort, kind: str, layer: Layer, m: int, threads: int, accuracy_level
 # Timing
 
 
-def per_call(call: Callable[[], None], seconds: float) -> Callable[[], float]:
-    """A timer of `call`: each use runs it for about `seconds` and returns s per call."""
+def per_call(call: Callable[[], None], seconds: float) -> Callable[[], Tuple[float, float]]:
+    """A timer of `call`: each use runs it for about `seconds` and returns s per call, wall
+    clock and the process's CPU time (every thread's, spinning included)."""
     start = time.perf_counter()
     call()
     once = max(time.perf_counter() - start, 1e-7)
     count = max(1, int(seconds / once))
 
-    def measure() -> float:
-        begin = time.perf_counter()
+    def measure() -> Tuple[float, float]:
+        begin, cpu = time.perf_counter(), time.process_time()
         for _ in range(count):
             call()
-        return (time.perf_counter() - begin) / count
+        return (time.perf_counter() - begin) / count, (time.process_time() - cpu) / count
 
     return measure
 
 
 def kernel_direct(tool: str, kind: str, m: int, size: int, threads: int,
-                  seconds: float) -> Tuple[float, str]:
-    """axrt_matmul_kernel_bench's seconds per call and the build it ran."""
+                  seconds: float) -> Tuple[Tuple[float, float], str]:
+    """axrt_matmul_kernel_bench's seconds per call (wall clock, process CPU time) and the
+    build it ran."""
     out = subprocess.run([tool, kind, str(m), str(size), str(size), str(threads), str(seconds)],
                          check=True, capture_output=True, text=True).stdout.split()
-    return float(out[0]), out[1]
+    return (float(out[0]), float(out[2]) if len(out) > 2 else float("nan")), out[1]
+
+
+def medians(times: List[Tuple[float, float]]) -> Tuple[float, float]:
+    """The median wall-clock and CPU times of per_call's or kernel_direct's rounds."""
+    if not times:
+        return float("nan"), float("nan")
+    return statistics.median(w for w, _ in times), statistics.median(c for _, c in times)
 
 
 def check(kind: str, got: np.ndarray, x: np.ndarray, value: np.ndarray, bias: np.ndarray) -> str:
@@ -377,6 +389,10 @@ ORT_OPS = {
             ("awq", 4, "MatMulNBits 4-bit, accuracy 4")],
     "q8": [("awq", 4, "MatMulNBits 4-bit, accuracy 4")],
 }
+# The ORT ops' names in the records of --json, by (ORT kind, accuracy level).
+ORT_IDS = {("f32", 0): "MatMul", ("bf16", 0): "MatMul", ("int8", 0): "DynamicQuantizeMatMul",
+           ("int8-dequantized", 0): "MatMul_dequantized", ("awq", 0): "MatMulNBits_acc0",
+           ("awq", 4): "MatMulNBits_acc4"}
 KERNELS = {"f32": "axrt_matmul_f32", "f32nk": "axrt_matmul_f32_nk", "bf16": "axrt_matmul_bf16_f32",
            "int8": "axrt_matmul_int8_pc_f32", "awq": "axrt_matmul_awq_int4_f32",
            "q8": "axrt_matmul_gptq_int4_q8_f32"}
@@ -393,12 +409,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--seconds", type=float, default=0.1, help="per side, per round")
     parser.add_argument("--kernel-bench", default="",
                         help="path of axrt_matmul_kernel_bench, to time the kernels directly too")
+    parser.add_argument("--json", default="",
+                        help="also write the records of bench_results.py to this file")
     args = parser.parse_args(argv)
+    records: List[dict] = []
+
+    def write_json(skipped: Optional[str] = None) -> None:
+        if args.json:
+            from bench_results import write_records
+            write_records(args.json, "matmul_vs_onnxruntime", records, skipped)
+
     try:
         import onnxruntime as ort
     except ImportError:
         print("matmul_vs_onnxruntime: onnxruntime is not installed (pip install onnxruntime); "
               "skipped")
+        write_json("onnxruntime is not installed")
         return 0
     import axrt
 
@@ -432,7 +458,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 axrt_call()
                 error = check(kind, np.asarray(out), x, value, layer.bias)
                 runtime_timer = per_call(axrt_call, args.seconds)
-                figures: Dict[str, List[float]] = {"runtime": [], "kernel": []}
+                figures: Dict[str, List[Tuple[float, float]]] = {"runtime": [], "kernel": []}
                 for op in ORT_OPS[kind]:
                     figures[op[2]] = []
                 isa = ""
@@ -448,17 +474,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         figures[name].append(timer())
                         del session, timer
                         gc.collect()
-                t_runtime = statistics.median(figures["runtime"])
-                t_kernel = statistics.median(figures["kernel"]) if tool else float("nan")
-                for _, _, name in ORT_OPS[kind]:
-                    t_ort = statistics.median(figures[name])
+                (t_runtime, c_runtime) = medians(figures["runtime"])
+                (t_kernel, c_kernel) = medians(figures["kernel"])
+                for ort_kind, level, name in ORT_OPS[kind]:
+                    t_ort, c_ort = medians(figures[name])
                     print(f"{KERNELS[kind]:25} {m:4} {size:5} {t_runtime * 1e6:10.1f} "
                           f"{t_kernel * 1e6:9.1f}  {name:32} {t_ort * 1e6:8.1f} "
                           f"{t_ort / t_runtime:13.2f} {t_ort / t_kernel:12.2f} {error:>9}")
+                    # Each side twice: wall clock, and process CPU time ("/cpu"; with
+                    # one thread a side, the work itself, whatever else the machine runs).
+                    for side, clock, t, t_anchor in (
+                            ("runtime", "", t_runtime, t_ort), ("kernel", "", t_kernel, t_ort),
+                            ("runtime", "/cpu", c_runtime, c_ort),
+                            ("kernel", "/cpu", c_kernel, c_ort)):
+                        if t == t:  # not NaN: the kernel side needs --kernel-bench
+                            records.append({
+                                "name": f"{KERNELS[kind]}/M:{m}/KN:{size}/{side}"
+                                        f"/{ORT_IDS[(ort_kind, level)]}{clock}",
+                                "unit": "us", "axrt": t * 1e6, "anchor": t_anchor * 1e6,
+                                "anchor_name": f"ONNX Runtime {name}",
+                                "higher_is_better": False, "threads": threads})
                 sys.stdout.flush()
                 del exe, out
     if tool:
         print(f"kernel build: {isa}")
+    write_json()
     return 0
 
 

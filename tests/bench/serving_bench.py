@@ -77,7 +77,9 @@ transformers rows), and PYTHONPATH naming the built axrt package:
     PYTHONPATH=build/bench/python python3 tests/bench/serving_bench.py
 
 --quick runs a smaller workload (16 requests, outputs 16..64, 16 online
-requests) in about a minute.
+requests) in about a minute. --json FILE also writes the throughput figures
+as records for the regression gate (bench_results.py), each against the
+figure the tables set it against.
 """
 
 from __future__ import annotations
@@ -441,6 +443,41 @@ def online_table(runs: List[Online]) -> None:
             f"{ms(percentile(r.e2e, 50))} | {ms(percentile(r.e2e, 99))} | {r.others_cpu:.2f} |")
 
 
+def write_json(path: str, runs: List[Run], single: Run, point: List[Run], sustained: Optional[Run],
+               scaling: List[Tuple[int, float, float]], kv: KvSamples) -> None:
+    """The output tokens/s of the tables as records, each against what its table sets it
+    against: one at a time, transformers' batched generate, one running sequence."""
+    from bench_results import write_records
+
+    def rate(name: str, ours: float, theirs: Optional[float], anchor: Optional[str]) -> dict:
+        return {"name": name, "unit": "tok/s", "axrt": ours, "anchor": theirs,
+                "anchor_name": anchor, "higher_is_better": True}
+
+    hf = next((r for r in runs if r.name == "transformers"), None)
+    batched = runs[0]
+    records = [rate("offline/continuous_batching/vs:one_at_a_time", batched.output_rate,
+                    single.output_rate, "the engine, one at a time")]
+    for run, what in ((batched, "continuous_batching"), (single, "one_at_a_time")):
+        records.append(rate(f"offline/{what}/vs:transformers", run.output_rate,
+                            hf.output_rate if hf else None,
+                            f"transformers {hf.how}" if hf else None))
+    if len(point) > 1 and point[1] is not single:
+        records.append(rate(f"concurrency/{len(point[0].outputs)}_at_once/vs:one_at_a_time",
+                            point[0].output_rate, point[1].output_rate,
+                            "the same requests, one at a time"))
+    if sustained is not None:
+        records.append(rate("concurrency/sustained/vs:one_at_a_time", sustained.output_rate,
+                            single.output_rate, "the engine, one at a time"))
+    for running, step, _ in scaling[1:]:
+        records.append(rate(f"decode_step/running:{running}/vs:running:1", running / step,
+                            1 / scaling[0][1], "one sequence running"))
+    if kv.samples:
+        records.append({"name": "kv_cache_waste_mean", "unit": "%",
+                        "axrt": 100 * mean_of([w for w, _ in kv.waste()]),
+                        "higher_is_better": False})
+    write_records(path, "serving_bench", records)
+
+
 def parse_range(text: str) -> Tuple[int, int]:
     try:
         low, high = (int(v) for v in text.split(","))
@@ -487,6 +524,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--skip-generate", action="store_true",
                         help="leave out the Model.generate rows")
     parser.add_argument("--skip-online", action="store_true")
+    parser.add_argument("--json", default="",
+                        help="also write the records of bench_results.py to this file")
     args = parser.parse_args(argv)
     if args.quick:
         args.requests = min(args.requests, 16)
@@ -726,6 +765,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log(f"CAUTION: other processes used 0.1 CPU or more during: {'; '.join(dict.fromkeys(busy))}. "
             "Those figures, and the ratios against them, do not hold for a quiet machine")
     log(f"load average at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    if args.json:
+        write_json(args.json, runs, single, point, sustained, scaling, kv)
     if hf is not None:
         del hf
     del model, executable

@@ -201,6 +201,9 @@ void build_sample(Module* m) {
   exe.producer = std::make_unique<axe::ProducerT>();
   exe.producer->name = "axrt-cli-test";
   exe.producer->version = "1.0";
+  // Format 1.3: every feature the file uses.
+  exe.required_features = {"quantization.v1", "symbolic-dims.v1", "prepacked.v1", "host-code.v1",
+                           "kernel-library.v1"};
 
   // Code objects: one of every kind.
   const uint32_t cubin = m->segments.add(axe::SegmentKind::kCode, elf_image(2, 190, 90 | (90 << 16), 256));

@@ -2,10 +2,11 @@
 // API only. Not run by the tests: the files it wrote are committed under
 // tests/golden/v<version>/ and must keep loading forever (README.md).
 //
-//   axrt_make_golden [--version 1.0|1.1|1.2] OUTPUT_DIR
+//   axrt_make_golden [--version 1.0|1.1|1.2|1.3] OUTPUT_DIR
 //
 // Each version's set holds the files added with that version (1.1: kernel
-// variants, 1.2: mutable inputs); the default is the newest. Today's writer stamps every file with
+// variants, 1.2: mutable inputs, 1.3: declared features and negative
+// scalar literals); the default is the newest. Today's writer stamps every file with
 // the newest minor, so rerunning an older set does not reproduce its
 // committed bytes: released directories are never regenerated.
 #include <cstdint>
@@ -135,8 +136,9 @@ uint32_t add_kernel_library(AxeBuilder& b) {
 
 // One quantized weight behind a matrix-vector kernel whose weight parameter
 // declares the weight's layout, and a function "main" dispatching it, so the
-// layout-matching rule is exercised too.
-void add_matvec(AxeBuilder& b, uint32_t weight, const axrt_axe_quant_layout_t* layout,
+// layout-matching rule is exercised too. Returns the kernel library's code
+// object.
+uint32_t add_matvec(AxeBuilder& b, uint32_t weight, const axrt_axe_quant_layout_t* layout,
                 uint64_t in_features, uint64_t out_features) {
   const uint32_t library = add_kernel_library(b);
   const uint32_t kernel = b.AddKernel(
@@ -149,6 +151,7 @@ void add_matvec(AxeBuilder& b, uint32_t weight, const axrt_axe_quant_layout_t* l
                     {{"y", AXRT_AXE_DTYPE_FLOAT32, {Fixed(out_features)}}});
   b.Dispatch(main, kernel, {Lit(1)},
              {BindInput(0), BindConstant(weight), BindOutput(0), BindScalar(Lit(in_features))});
+  return library;
 }
 
 // ---------------------------------------------------------------------------
@@ -476,6 +479,86 @@ void mutable_inputs(const std::string& dir) {
   write(b, dir, "mutable_inputs.axe");
 }
 
+// ---------------------------------------------------------------------------
+// Format 1.3
+// ---------------------------------------------------------------------------
+
+// Every feature of 1.0 and 1.2 in one file, each listed in
+// required_features by the builder, as a 1.3 file must: host code, a kernel
+// library, a quantized weight (declared by a kernel parameter too) with a
+// pre-packed copy, symbols and a mutable input.
+void declared_features(const std::string& dir) {
+  AxeBuilder b(kProducer, "1.3");
+  const uint32_t host = b.AddCode(AXRT_AXE_CODE_OBJECT_KIND_HOST_SHARED_OBJECT, kGoldenHostTarget,
+                                  read_file(AXRT_GOLDEN_HOST_SO));
+  b.AddKernel("k_host", host, "axrt_golden_axpy",
+              {BufferParam("x"), BufferParam("y", AXRT_AXE_ACCESS_READ_WRITE)}, {128, 1, 1});
+
+  // The int8 per-channel weight of quant_int8_per_channel.axe, with a copy
+  // pre-packed for sm_90, behind "main".
+  const uint32_t scale =
+      b.AddConstant("fc.weight.scale", AXRT_AXE_DTYPE_FLOAT32, {4, 1}, pattern_bytes(16, 21));
+  const uint64_t block[] = {1, 0};
+  axrt_axe_quant_layout_t layout = AXRT_AXE_QUANT_LAYOUT_INIT;
+  layout.layout_id = "int8.per_channel";
+  layout.element_type = AXRT_AXE_DTYPE_INT8;
+  layout.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
+  layout.rank = 2;
+  layout.block_shape = block;
+  layout.scale.constant = static_cast<int32_t>(scale);
+  layout.scale.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  const uint32_t weight = b.AddConstant("fc.weight", AXRT_AXE_DTYPE_INT8, {4, 256},
+                                        pattern_bytes(4 * 256, 22), &layout);
+  b.AddPrepackedCopy(weight, "sm_90", "int8.per_channel.sm90", pattern_bytes(4 * 256, 23));
+  const uint32_t library = add_matvec(b, weight, &layout, 256, 4);
+
+  // accumulate(acc: mutable f32[n], x: f32[n]) -> (y: f32[n]), n <= 4096:
+  // acc += x in place; y = acc.
+  const uint32_t add = b.AddKernel("add", library, "axrt_add_f32",
+                                   {BufferParam("a"), BufferParam("b"),
+                                    BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+                                    ScalarParam("n", AXRT_AXE_DTYPE_UINT64)},
+                                   {64, 1, 1});
+  Sig acc{"acc", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}};
+  acc.is_mutable = true;
+  const std::vector<Dim> n = {Symbolic(0)};
+  const uint32_t accumulate =
+      b.AddFunction("accumulate", {{"n", 4096}}, {acc, {"x", AXRT_AXE_DTYPE_FLOAT32, n}},
+                    {{"y", AXRT_AXE_DTYPE_FLOAT32, n}});
+  b.Dispatch(accumulate, add, {CeilDiv(Sym(0), 4096)},
+             {BindInput(0), BindInput(1), BindInput(0), BindScalar(Sym(0))});
+  b.Copy(accumulate, BindInput(0), /*src_offset=*/{}, BindOutput(0), /*dst_offset=*/{},
+         Sym(0) * Lit(4));
+  write(b, dir, "declared_features.axe");
+}
+
+// Negative literals for signed scalar parameters: an f32, an i32, an f64 and
+// an i64, bound to the conformance suite's kernel cts_affine (library
+// "cts.kernels", abi/cts/cts_kernel_library.h), where that library is
+// registered the file runs. The file requires "signed-scalars.v1" (added by
+// the builder).
+void signed_scalars(const std::string& dir) {
+  AxeBuilder b(kProducer, "1.3");
+  const uint32_t library = b.AddLibrary("cts.kernels", 1, kGoldenHostTarget);
+  const uint32_t affine = b.AddKernel(
+      "affine", library, "cts_affine",
+      {BufferParam("x"), BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+       ScalarParam("n", AXRT_AXE_DTYPE_UINT64), ScalarParam("scale", AXRT_AXE_DTYPE_FLOAT32),
+       ScalarParam("shift", AXRT_AXE_DTYPE_INT32), ScalarParam("bias", AXRT_AXE_DTYPE_FLOAT64),
+       ScalarParam("step", AXRT_AXE_DTYPE_INT64)},
+      {64, 1, 1});
+  // affine(x: f32[n]) -> (out: f32[n]), n <= 1000:
+  // out[i] = -2.5 x[i] - 7 - 0.25 - 3 i, 64 elements per workgroup.
+  const std::vector<Dim> n = {Symbolic(0)};
+  const uint32_t function = b.AddFunction("affine", {{"n", 1000}},
+                                          {{"x", AXRT_AXE_DTYPE_FLOAT32, n}},
+                                          {{"out", AXRT_AXE_DTYPE_FLOAT32, n}});
+  b.Dispatch(function, affine, {CeilDiv(Sym(0), 64)},
+             {BindInput(0), BindOutput(0), BindScalar(Sym(0)), BindScalar(F32(-2.5f)),
+              BindScalar(Int(-7)), BindScalar(F64(-0.25)), BindScalar(Int(-3))});
+  write(b, dir, "signed_scalars.axe");
+}
+
 void write_v1_0(const std::string& dir) {
   code_objects(dir);
   int8_per_channel(dir);
@@ -494,17 +577,23 @@ void write_v1_1(const std::string& dir) { kernel_variants(dir); }
 
 void write_v1_2(const std::string& dir) { mutable_inputs(dir); }
 
+void write_v1_3(const std::string& dir) {
+  declared_features(dir);
+  signed_scalars(dir);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string version = "1.2";
+  std::string version = "1.3";
   int next = 1;
   if (argc == 4 && std::strcmp(argv[1], "--version") == 0) {
     version = argv[2];
     next = 3;
   }
-  if (argc != next + 1 || (version != "1.0" && version != "1.1" && version != "1.2")) {
-    std::fprintf(stderr, "usage: %s [--version 1.0|1.1|1.2] OUTPUT_DIR\n", argv[0]);
+  if (argc != next + 1 ||
+      (version != "1.0" && version != "1.1" && version != "1.2" && version != "1.3")) {
+    std::fprintf(stderr, "usage: %s [--version 1.0|1.1|1.2|1.3] OUTPUT_DIR\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[next];
@@ -513,8 +602,10 @@ int main(int argc, char** argv) {
       write_v1_0(dir);
     } else if (version == "1.1") {
       write_v1_1(dir);
-    } else {
+    } else if (version == "1.2") {
       write_v1_2(dir);
+    } else {
+      write_v1_3(dir);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "axrt_make_golden: %s\n", e.what());

@@ -138,7 +138,6 @@ struct Allocation {
   AllocKind kind;
   Device* device;
   std::shared_ptr<CUmemPoolHandle_st> pool;  // kPool
-  bool freeing = false;  // cuMemFreeAsync queued: no longer a valid pointer
 };
 
 }  // namespace
@@ -174,6 +173,7 @@ struct CUstream_st {
   bool stopping = false;
   std::condition_variable work_cv;  // new work or stopping
   std::thread worker;               // started on first use
+  uint64_t host_waits = 0;          // axrt_mock_cuda_stream_host_waits
 };
 
 struct CUevent_st {
@@ -188,13 +188,29 @@ struct CUevent_st {
   std::chrono::steady_clock::time_point time;
 };
 
+// A block a pool keeps for reuse. One freed in stream order (cuMemFreeAsync)
+// is kept from the call on, with the stream and the place of its free: work
+// queued before the free may still use it until the stream got there.
+struct CachedBlock {
+  void* block;
+  uint64_t id;                          // of the free that put it here
+  std::shared_ptr<CUstream_st> stream;  // null: freed by cuMemFree
+  uint64_t seq = 0;                     // the free's operation on `stream`
+  bool reached = true;                  // the stream got to the free
+};
+
 struct CUmemPoolHandle_st {
   Device* device;
   uint64_t release_threshold = 0;
   uint64_t reserved = 0, reserved_high = 0;  // bytes held from the device
   uint64_t used = 0, used_high = 0;          // bytes handed to the application
-  std::multimap<size_t, void*> cache;        // free blocks by capacity
+  std::multimap<size_t, CachedBlock> cache;  // free blocks by capacity
+  uint64_t frees = 0;                        // ids of CachedBlock
   bool destroyed = false;                    // blocks still out are freed on return
+  // CU_MEMPOOL_ATTR_REUSE_*, enabled by default as in CUDA.
+  bool reuse_follow_event_dependencies = true;  // not modelled: allows nothing more
+  bool reuse_allow_opportunistic = true;
+  bool reuse_allow_internal_dependencies = true;
 };
 
 struct CUfunc_st {
@@ -274,6 +290,7 @@ struct State {
   };
   std::map<int, Injection> injections;
   std::atomic<uint64_t> call_counts[kSymbolCount] = {};
+  uint64_t host_waits = 0;  // axrt_mock_cuda_host_waits
   std::deque<CpuKernel> cpu_kernels;  // user data of the CPU kernels' entries
 };
 
@@ -353,7 +370,7 @@ Allocation* find_allocation(State& s, uintptr_t address, size_t size) {
   --it;
   Allocation& a = it->second;
   const uintptr_t offset = address - it->first;
-  if (a.freeing || offset >= a.size || size > a.size - offset) return nullptr;
+  if (offset >= a.size || size > a.size - offset) return nullptr;
   return &a;
 }
 
@@ -364,30 +381,48 @@ void release_block(CUmemPoolHandle_st& pool, void* block, size_t capacity) {
   pool.device->used_memory -= capacity;
 }
 
-// Releases cached blocks, largest first, until reserved <= used + keep.
+// Releases cached blocks whose free was reached, largest first, until
+// reserved <= used + keep.
 void trim_pool(CUmemPoolHandle_st& pool, uint64_t keep) {
-  while (!pool.cache.empty() && pool.reserved - pool.used > keep) {
-    auto it = std::prev(pool.cache.end());
-    release_block(pool, it->second, it->first);
-    pool.cache.erase(it);
+  for (auto it = pool.cache.end(); it != pool.cache.begin() && pool.reserved - pool.used > keep;) {
+    --it;
+    if (!it->second.reached) continue;  // work queued before its free may use it
+    release_block(pool, it->second.block, it->first);
+    it = pool.cache.erase(it);
   }
 }
 
-// A pool block comes back from the application (cuMemFree, or cuMemFreeAsync
-// reached on its stream).
-void return_block(State& s, uintptr_t base) {
+// A pool block comes back from the application: at once (cuMemFree, `stream`
+// null), or in the order of `stream`, whose operation `seq` is the free. The
+// pointer is invalid for API calls from now on. Returns the block's id.
+uint64_t return_block(State& s, uintptr_t base, std::shared_ptr<CUstream_st> stream,
+                      uint64_t seq) {
   auto it = s.allocations.find(base);
-  if (it == s.allocations.end()) return;
   const std::shared_ptr<CUmemPoolHandle_st> pool = it->second.pool;
   const size_t capacity = it->second.capacity;
   s.allocations.erase(it);
   pool->used -= capacity;
-  if (pool->destroyed) {
+  const bool reached = stream == nullptr;
+  const uint64_t id = ++pool->frees;
+  if (pool->destroyed && reached) {
     release_block(*pool, reinterpret_cast<void*>(base), capacity);
-  } else {
-    pool->cache.emplace(capacity, reinterpret_cast<void*>(base));
-    trim_pool(*pool, pool->release_threshold);
+    return id;
   }
+  pool->cache.emplace(
+      capacity, CachedBlock{reinterpret_cast<void*>(base), id, std::move(stream), seq, reached});
+  trim_pool(*pool, pool->destroyed ? 0 : pool->release_threshold);
+  return id;
+}
+
+// The stream got to the free `id` of `pool` (unless an allocation took the
+// block since).
+void reach_free(CUmemPoolHandle_st& pool, uint64_t id) {
+  for (auto& [capacity, cached] : pool.cache) {
+    if (cached.id != id) continue;
+    cached.reached = true;
+    break;
+  }
+  trim_pool(pool, pool.destroyed ? 0 : pool.release_threshold);
 }
 
 // --- Streams -----------------------------------------------------------------
@@ -466,8 +501,15 @@ uint64_t enqueue(CUstream_st* stream, Op op) {
   return ++stream->enqueued;
 }
 
+// The calling thread waits for work of `stream` (axrt_mock_cuda_host_waits).
+void count_host_wait(State& s, CUstream_st* stream) {
+  ++s.host_waits;
+  if (stream != nullptr) ++stream->host_waits;
+}
+
 // Waits for everything queued on `stream` so far.
 void wait_stream(State& s, std::unique_lock<std::mutex>& lock, CUstream_st* stream) {
+  count_host_wait(s, stream);
   const uint64_t target = stream->enqueued;
   s.done_cv.wait(lock, [&] { return stream->completed >= target; });
 }
@@ -485,6 +527,8 @@ void drain(State& s, std::unique_lock<std::mutex>& lock, const Device* only) {
   for (const auto& [handle, stream] : s.streams) {
     if (only == nullptr || stream->device == only) targets.emplace_back(stream, stream->enqueued);
   }
+  ++s.host_waits;
+  for (const auto& target : targets) ++target.first->host_waits;
   s.done_cv.wait(lock, [&] {
     return std::all_of(targets.begin(), targets.end(),
                        [](const auto& t) { return t.first->completed >= t.second; });
@@ -848,7 +892,7 @@ CUresult mock_cuMemAlloc(CUdeviceptr* pointer, size_t size) {
 
 bool is_device_allocation(State& s, uintptr_t base) {
   auto it = s.allocations.find(base);
-  return it != s.allocations.end() && !it->second.freeing && it->second.kind != AllocKind::kPinned;
+  return it != s.allocations.end() && it->second.kind != AllocKind::kPinned;
 }
 
 // Frees cuMemAlloc memory, or gives a pool block back to its pool. Like the
@@ -864,7 +908,7 @@ CUresult mock_cuMemFree(CUdeviceptr pointer) {
   auto it = s.allocations.find(pointer);
   Device* d = it->second.device;
   if (it->second.kind == AllocKind::kPool) {
-    return_block(s, pointer);
+    return_block(s, pointer, nullptr, 0);
   } else {
     d->used_memory -= it->second.capacity;
     std::free(reinterpret_cast<void*>(pointer));
@@ -972,6 +1016,7 @@ bool is_pageable(State& s, const void* host, size_t size) {
 // real driver does for copies into pageable memory.
 CUresult wait_for(State& s, std::unique_lock<std::mutex>& lock, CUstream_st* stream,
                   uint64_t seq) {
+  count_host_wait(s, stream);
   s.done_cv.wait(lock, [&] { return stream->completed >= seq; });
   return stream->device->sticky;
 }
@@ -1300,6 +1345,7 @@ CUresult mock_cuEventSynchronize(CUevent event) {
   if (ev->record_count > 0) {
     const std::shared_ptr<CUstream_st> record = ev->stream;
     const uint64_t seq = ev->seq;
+    count_host_wait(s, record.get());
     s.done_cv.wait(lock, [&] {
       return record->completed >= seq || ev->device->sticky != CUDA_SUCCESS;
     });
@@ -1679,14 +1725,34 @@ CUresult mock_cuMemPoolDestroy(CUmemoryPool pool) {
   return sticky;
 }
 
-// Sets the release threshold, or resets a high watermark (value 0) to the
-// current value; the current values are read-only.
+// The pool's reuse policy flag for a CU_MEMPOOL_ATTR_REUSE_* attribute (an
+// int), or null.
+bool* reuse_flag(CUmemPoolHandle_st& pool, CUmemPool_attribute attribute) {
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      return &pool.reuse_follow_event_dependencies;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC: return &pool.reuse_allow_opportunistic;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      return &pool.reuse_allow_internal_dependencies;
+    default: return nullptr;
+  }
+}
+
+// Sets a reuse policy flag (an int) or the release threshold, or resets a
+// high watermark (value 0) to the current value; the current values are
+// read-only.
 CUresult mock_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute, void* value) {
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   std::lock_guard lock(s.mu);
   std::shared_ptr<CUmemPoolHandle_st> p;
   if (CUresult r = get_pool(s, pool, &p)) return r;
+  if (bool* flag = reuse_flag(*p, attribute)) {
+    int enabled = 0;
+    std::memcpy(&enabled, value, sizeof(enabled));
+    *flag = enabled != 0;
+    return CUDA_SUCCESS;
+  }
   cuuint64_t v = 0;
   std::memcpy(&v, value, sizeof(v));
   switch (attribute) {
@@ -1709,6 +1775,11 @@ CUresult mock_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attri
   std::lock_guard lock(s.mu);
   std::shared_ptr<CUmemPoolHandle_st> p;
   if (CUresult r = get_pool(s, pool, &p)) return r;
+  if (const bool* flag = reuse_flag(*p, attribute)) {
+    const int enabled = *flag ? 1 : 0;
+    std::memcpy(value, &enabled, sizeof(enabled));
+    return CUDA_SUCCESS;
+  }
   cuuint64_t v = 0;
   switch (attribute) {
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: v = p->release_threshold; break;
@@ -1731,9 +1802,21 @@ CUresult mock_cuMemPoolTrimTo(CUmemoryPool pool, size_t keep_bytes) {
   return CUDA_SUCCESS;
 }
 
-// Reuses the smallest cached block that fits, or reserves a new one (first
-// releasing this pool's cache if the device is full). The pointer is usable
-// at once.
+// Whether an allocation on `stream` may take `cached`, by the pool's reuse
+// policy; `*wait` when only by making the stream wait for the free.
+bool may_reuse(const CUmemPoolHandle_st& pool, const CachedBlock& cached,
+               const CUstream_st* stream, bool* wait) {
+  *wait = false;
+  if (!cached.stream || cached.stream.get() == stream) return true;  // freed at once; in order
+  if (cached.reached) return pool.reuse_allow_opportunistic;
+  *wait = pool.reuse_allow_internal_dependencies;
+  return *wait;
+}
+
+// Reuses the smallest cached block that fits and the pool's reuse policy
+// allows (with the internal dependencies policy, the stream first waits for
+// the block's free on its stream), or reserves a new one (first releasing
+// this pool's cache if the device is full). The pointer is usable at once.
 CUresult mock_cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemoryPool pool,
                                       CUstream stream) {
   if (pointer == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1747,10 +1830,27 @@ CUresult mock_cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemor
   size_t capacity = 0;
   if (!round_up(size, kAllocAlignment, &capacity)) return CUDA_ERROR_OUT_OF_MEMORY;
   void* block = nullptr;
-  if (auto it = p->cache.lower_bound(capacity); it != p->cache.end()) {
-    capacity = it->first;
-    block = it->second;
-    p->cache.erase(it);
+  auto reusable = p->cache.lower_bound(capacity);
+  bool wait = false;
+  while (reusable != p->cache.end() && !may_reuse(*p, reusable->second, st.get(), &wait)) {
+    ++reusable;
+  }
+  if (reusable != p->cache.end()) {
+    capacity = reusable->first;
+    block = reusable->second.block;
+    if (wait) {
+      enqueue(st.get(), Op{[freed_on = reusable->second.stream, seq = reusable->second.seq,
+                            waiter = st->device] {
+                State& state_ = state();
+                std::unique_lock wait_lock(state_.mu);
+                state_.done_cv.wait(wait_lock, [&] {
+                  return freed_on->completed >= seq || freed_on->device->sticky != CUDA_SUCCESS ||
+                         waiter->sticky != CUDA_SUCCESS;
+                });
+                return CUDA_SUCCESS;
+              }});
+    }
+    p->cache.erase(reusable);
   } else {
     if (!reserve_memory(s, p->device, capacity)) {
       trim_pool(*p, 0);
@@ -1772,9 +1872,11 @@ CUresult mock_cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size, CUmemor
   return CUDA_SUCCESS;
 }
 
-// The block goes back to its pool when the stream reaches this point. The
-// pointer is invalid for API calls from now on. On a poisoned context the
-// free still happens (and the error is returned).
+// The block goes back to its pool in the stream's order: the pool keeps it
+// from now on, for reuse as its policy allows (see
+// mock_cuMemAllocFromPoolAsync), and may release it to the device once the
+// stream got here. The pointer is invalid for API calls from now on. On a
+// poisoned context the free still happens (and the error is returned).
 CUresult mock_cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
   State& s = state();
   std::lock_guard lock(s.mu);
@@ -1783,20 +1885,22 @@ CUresult mock_cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
   const std::shared_ptr<CUstream_st> st = lookup_stream(s, stream, d);
   if (!st) return CUDA_ERROR_INVALID_HANDLE;
   auto it = s.allocations.find(pointer);
-  if (it == s.allocations.end() || it->second.kind != AllocKind::kPool || it->second.freeing) {
+  if (it == s.allocations.end() || it->second.kind != AllocKind::kPool) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  it->second.freeing = true;
   if (start_worker(st.get()) != CUDA_SUCCESS) {
-    return_block(s, pointer);  // no worker: give it back now
+    return_block(s, pointer, nullptr, 0);  // no worker: give it back now
   } else {
-    enqueue(st.get(), Op{[pointer] {
-                           State& state_ = state();
-                           std::lock_guard free_lock(state_.mu);
-                           return_block(state_, pointer);
-                           return CUDA_SUCCESS;
-                         },
-                         true});
+    const std::shared_ptr<CUmemPoolHandle_st> pool = it->second.pool;
+    const uint64_t id = pool->frees + 1;  // return_block's, below
+    const uint64_t seq = enqueue(st.get(), Op{[pool, id] {
+                                                State& state_ = state();
+                                                std::lock_guard free_lock(state_.mu);
+                                                reach_free(*pool, id);
+                                                return CUDA_SUCCESS;
+                                              },
+                                              true});
+    return_block(s, pointer, st, seq);
   }
   if (d->sticky != CUDA_SUCCESS) return d->sticky;
   return st->device->sticky;
@@ -2047,6 +2151,11 @@ extern "C" void axrt_mock_cuda_reset(void) {
   s.hidden.clear();
   s.memory_limits.clear();
   for (auto& count : s.call_counts) count.store(0, std::memory_order_relaxed);
+  s.host_waits = 0;
+  for (const auto& [handle, stream] : s.streams) stream->host_waits = 0;
+  for (const auto& device : s.devices) {
+    if (device->null_stream) device->null_stream->host_waits = 0;
+  }
 }
 
 extern "C" int axrt_mock_cuda_inject_error(const char* function, int cuda_result, uint32_t skip) {
@@ -2099,6 +2208,19 @@ extern "C" int axrt_mock_cuda_set_memory_limit(int device, uint64_t bytes) {
 extern "C" uint64_t axrt_mock_cuda_call_count(const char* function) {
   const int index = symbol_index(function);
   return index < 0 ? 0 : state().call_counts[index].load(std::memory_order_relaxed);
+}
+
+extern "C" uint64_t axrt_mock_cuda_host_waits(void) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.host_waits;
+}
+
+extern "C" uint64_t axrt_mock_cuda_stream_host_waits(const void* stream) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  auto it = s.streams.find(static_cast<CUstream>(const_cast<void*>(stream)));
+  return it != s.streams.end() ? it->second->host_waits : 0;
 }
 
 extern "C" void axrt_mock_cuda_live_objects(axrt_mock_cuda_objects_t* objects) {

@@ -35,6 +35,15 @@
  *   Device-side ranges of copies and memsets must lie inside live
  *   allocations (cuMemcpyAsync: both sides, device or pinned memory), else
  *   CUDA_ERROR_INVALID_VALUE.
+ *   Memory pools keep a block freed with cuMemFreeAsync from the call on,
+ *   and hand it to an allocation on another stream as CUDA's reuse policy
+ *   (CU_MEMPOOL_ATTR_REUSE_*, all enabled by default) allows: once its
+ *   stream got to the free (ALLOW_OPPORTUNISTIC), or before, making the
+ *   allocating stream wait for the free (ALLOW_INTERNAL_DEPENDENCIES); on
+ *   the freeing stream itself, at once. Event dependencies between streams
+ *   are not tracked, so FOLLOW_EVENT_DEPENDENCIES allows nothing more. A
+ *   block goes back to the device (release threshold, trimming) only once
+ *   its free was reached.
  *   Any CUDA call made from a stream's worker thread (a host function or a
  *   kernel) returns CUDA_ERROR_NOT_PERMITTED, as the real driver forbids
  *   CUDA calls from host functions.
@@ -120,8 +129,8 @@ typedef struct axrt_mock_cuda_objects_t {
 
 /* Clears sticky errors, pending error injections and kernel faults, hidden
  * symbols (those of the control API; AXRT_MOCK_CUDA_HIDE still applies),
- * memory limit overrides and call counts. Live objects and registered
- * kernels stay. */
+ * memory limit overrides, call counts and host waits. Live objects and
+ * registered kernels stay. */
 AXRT_MOCK_CUDA_EXPORT void axrt_mock_cuda_reset(void);
 
 /* Makes one call of `function` (an AXRT_CUDA_SYMBOLS name such as
@@ -165,6 +174,18 @@ AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_memory_limit(int device, uint64_t b
 /* Calls of `function` (an AXRT_CUDA_SYMBOLS name or "cuGetProcAddress_v2")
  * since load or the last reset, failed ones included; 0 for unknown names. */
 AXRT_MOCK_CUDA_EXPORT uint64_t axrt_mock_cuda_call_count(const char* function);
+
+/* How often a call blocked the calling thread until work queued on the
+ * device was done, since load or the last reset: cuStreamSynchronize,
+ * cuEventSynchronize of a recorded event, cuCtxSynchronize, cuMemFree,
+ * cuMemFreeHost and copies into pageable memory, whether they had to wait
+ * or not. */
+AXRT_MOCK_CUDA_EXPORT uint64_t axrt_mock_cuda_host_waits(void);
+
+/* Of those, the ones that waited for the work of `stream`, a live stream of
+ * cuStreamCreate (cuCtxSynchronize, cuMemFree and cuMemFreeHost count for
+ * every stream they wait for); 0 for anything else. */
+AXRT_MOCK_CUDA_EXPORT uint64_t axrt_mock_cuda_stream_host_waits(const void* stream);
 
 /* Fills *objects with the counts of live objects. */
 AXRT_MOCK_CUDA_EXPORT void axrt_mock_cuda_live_objects(axrt_mock_cuda_objects_t* objects);

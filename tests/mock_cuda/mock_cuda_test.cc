@@ -392,6 +392,120 @@ TEST_CASE_METHOD(Fixture, "memory pools: async allocation, caching, trimming", "
   check_no_leaks();
 }
 
+TEST_CASE_METHOD(Fixture, "memory pools: blocks freed in stream order, by the reuse policy",
+                 "[mock_cuda]") {
+  const auto& c = cu();
+  CUmemPoolProps props = {};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemoryPool pool = nullptr;
+  REQUIRE(c.cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  cuuint64_t threshold = ~cuuint64_t{0};
+  REQUIRE(c.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) == 0);
+  // The policy attributes are ints, enabled by default.
+  for (CUmemPool_attribute a :
+       {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+        CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES}) {
+    int enabled = 0;
+    REQUIRE(c.cuMemPoolGetAttribute(pool, a, &enabled) == CUDA_SUCCESS);
+    CHECK(enabled == 1);
+  }
+  CUstream freeing = nullptr, other = nullptr;
+  REQUIRE(c.cuStreamCreate(&freeing, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  REQUIRE(c.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  std::atomic<bool> open{false};
+  auto hold = [](void* user) {
+    while (!static_cast<std::atomic<bool>*>(user)->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+
+  // A block freed behind work that has not run yet.
+  CUdeviceptr a = 0, b = 0;
+  REQUIRE(c.cuMemAllocFromPoolAsync(&a, 4096, pool, freeing) == CUDA_SUCCESS);
+  REQUIRE(c.cuLaunchHostFunc(freeing, hold, &open) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemFreeAsync(a, freeing) == CUDA_SUCCESS);
+  // Without internal dependencies another stream does not get it ...
+  int off = 0;
+  REQUIRE(c.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                  &off) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemAllocFromPoolAsync(&b, 4096, pool, other) == CUDA_SUCCESS);
+  CHECK(b != a);
+  REQUIRE(c.cuMemFreeAsync(b, other) == CUDA_SUCCESS);
+  REQUIRE(c.cuStreamSynchronize(other) == CUDA_SUCCESS);
+  // ... nor may the pool release it to the device yet ...
+  REQUIRE(c.cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+  cuuint64_t reserved = 0;
+  REQUIRE(c.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == 0);
+  CHECK(reserved == 4096);
+  // ... but the freeing stream itself does, in its order.
+  CUdeviceptr same = 0;
+  REQUIRE(c.cuMemAllocFromPoolAsync(&same, 4096, pool, freeing) == CUDA_SUCCESS);
+  CHECK(same == a);
+  REQUIRE(c.cuMemFreeAsync(same, freeing) == CUDA_SUCCESS);
+  // With internal dependencies, another stream gets it and waits for the free.
+  int on = 1;
+  REQUIRE(c.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                  &on) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemAllocFromPoolAsync(&b, 4096, pool, other) == CUDA_SUCCESS);
+  CHECK(b == a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(c.cuStreamQuery(other) == CUDA_ERROR_NOT_READY);
+  open.store(true);
+  REQUIRE(c.cuStreamSynchronize(other) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemFreeAsync(b, other) == CUDA_SUCCESS);
+  REQUIRE(c.cuStreamSynchronize(other) == CUDA_SUCCESS);
+  // Reached, the free is reused anywhere (opportunistically) unless that is
+  // off too.
+  REQUIRE(c.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                  &off) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &off) ==
+          CUDA_SUCCESS);
+  REQUIRE(c.cuMemAllocFromPoolAsync(&b, 4096, pool, freeing) == CUDA_SUCCESS);
+  CHECK(b != a);
+  REQUIRE(c.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &on) ==
+          CUDA_SUCCESS);
+  CUdeviceptr again = 0;
+  REQUIRE(c.cuMemAllocFromPoolAsync(&again, 4096, pool, freeing) == CUDA_SUCCESS);
+  CHECK(again == a);
+  REQUIRE(c.cuMemFreeAsync(again, freeing) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemFreeAsync(b, freeing) == CUDA_SUCCESS);
+
+  CHECK(c.cuStreamDestroy(freeing) == CUDA_SUCCESS);
+  CHECK(c.cuStreamDestroy(other) == CUDA_SUCCESS);
+  CHECK(c.cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+  check_no_leaks();
+}
+
+TEST_CASE_METHOD(Fixture, "host waits are counted, in all and per stream", "[mock_cuda]") {
+  const auto& c = cu();
+  CUstream s1 = nullptr, s2 = nullptr;
+  REQUIRE(c.cuStreamCreate(&s1, 0) == CUDA_SUCCESS);
+  REQUIRE(c.cuStreamCreate(&s2, 0) == CUDA_SUCCESS);
+  CUevent event = nullptr;
+  REQUIRE(c.cuEventCreate(&event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+  CHECK(axrt_mock_cuda_host_waits() == 0);
+  REQUIRE(c.cuStreamSynchronize(s1) == CUDA_SUCCESS);
+  REQUIRE(c.cuEventSynchronize(event) == CUDA_SUCCESS);  // never recorded: no wait
+  REQUIRE(c.cuEventRecord(event, s2) == CUDA_SUCCESS);
+  REQUIRE(c.cuEventSynchronize(event) == CUDA_SUCCESS);
+  CHECK(axrt_mock_cuda_host_waits() == 2);
+  CHECK(axrt_mock_cuda_stream_host_waits(s1) == 1);
+  CHECK(axrt_mock_cuda_stream_host_waits(s2) == 1);
+  REQUIRE(c.cuCtxSynchronize() == CUDA_SUCCESS);  // every stream of the device
+  CHECK(axrt_mock_cuda_host_waits() == 3);
+  CHECK(axrt_mock_cuda_stream_host_waits(s1) == 2);
+  CHECK(axrt_mock_cuda_stream_host_waits(s2) == 2);
+  CHECK(axrt_mock_cuda_stream_host_waits(nullptr) == 0);
+  axrt_mock_cuda_reset();
+  CHECK(axrt_mock_cuda_host_waits() == 0);
+  CHECK(axrt_mock_cuda_stream_host_waits(s1) == 0);
+  CHECK(c.cuEventDestroy(event) == CUDA_SUCCESS);
+  CHECK(c.cuStreamDestroy(s1) == CUDA_SUCCESS);
+  CHECK(c.cuStreamDestroy(s2) == CUDA_SUCCESS);
+  check_no_leaks();
+}
+
 TEST_CASE_METHOD(Fixture, "streams, events and host functions", "[mock_cuda]") {
   const auto& c = cu();
   CUstream s1 = nullptr, s2 = nullptr;

@@ -59,10 +59,10 @@ def expect_error(cls, *fragments):
 # Writing files
 
 
-def test_empty_builder_writes_a_format_1_2_file():
+def test_empty_builder_writes_a_format_1_3_file():
     data = Builder().to_bytes()
     assert data[:8] == MAGIC
-    assert struct.unpack_from("<HH", data, 8) == (1, 2)
+    assert struct.unpack_from("<HH", data, 8) == (1, 3)
     assert struct.unpack_from("<Q", data, 48)[0] == len(data)
 
 
@@ -351,6 +351,57 @@ def test_float_scalar_arguments_are_encoded_as_their_type():
         g = np.linspace(0.5, 2, cols, dtype=np.float32)
         ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(axis=1, keepdims=True) + epsilon) * g
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_signed_scalar_arguments_take_negative_numbers():
+    """Format 1.3: negative numbers for int32, int64 and f64 parameters are
+    negative literals, and the file requires signed-scalars.v1."""
+    b = Builder()
+    cpu = b.kernel_library("axrt.cpu")
+    k = b.kernel("affine", cpu, [
+        Buffer("x"), Buffer("out", access="write"), Scalar("shift", "int32"),
+        Scalar("step", "i64"), Scalar("bias", "f64"), Scalar("scale", "f32")])
+    f = b.function("main", inputs=[("x", "f32", (4,))], outputs=[("y", "f32", (4,))])
+    f.dispatch(k, 1, [f.input(0), f.output(0), -7, np.int64(-3), -0.25, -2.5])
+    data = b.to_bytes()
+    assert data[10:12] == (3).to_bytes(2, "little")  # format_minor
+    assert b"signed-scalars.v1" in data and b"kernel-library.v1" in data
+    f64_bits = struct.unpack("<q", struct.pack("<d", -0.25))[0]
+    assert f64_bits < 0
+    for operand in (-7, -3, f64_bits, 0xC0200000):  # f32 -2.5: its bits, positive
+        assert operand.to_bytes(8, "little", signed=True) in data
+
+    # Without a negative number the feature is not listed.
+    b = Builder()
+    k = b.kernel("k", b.kernel_library("axrt.cpu"), [Scalar("shift", "int32")])
+    b.function("main").dispatch(k, 1, [7])
+    assert b"signed-scalars.v1" not in b.to_bytes()
+
+
+def test_negative_numbers_stay_refused_where_unsigned():
+    b = Builder()
+    cpu = b.kernel_library("axrt.cpu")
+    k = b.kernel("k", cpu, [Scalar("n", "uint32"), Scalar("shift", "int32")])
+    f = b.function("main", inputs=[("x", "f32", ("n",))], symbols={"n": 8})
+    with pytest.raises(ValueError, match="must not be negative"):
+        f.dispatch(k, 1, [-1, 0])
+    with pytest.raises(ValueError, match="must not be negative"):
+        f.dispatch(k, 1, [0, f.sym("n") - (-1)])  # expressions stay unsigned
+    with pytest.raises(ValueError, match="at least -2\\*\\*63"):
+        f.dispatch(k, 1, [0, -2 ** 63 - 1])
+    # The runtime refuses them too, with the reason.
+    with expect_error(axrt.InvalidArgumentError, "axrt_axe_builder_add_dispatch",
+                      "op 0 is the negative literal -1; expressions compute unsigned values"):
+        b._c.add_dispatch(f.index, k.index, [(CONST, 1)], None, None,
+                          [{"kind": 5, "value": [(CONST, -1)]},
+                           {"kind": 5, "value": [(CONST, 0)]}])
+    with expect_error(axrt.InvalidArgumentError, "op 1 is the negative literal -1"):
+        b._c.add_dispatch(f.index, k.index, [(CONST, 1)], None, None,
+                          [{"kind": 5, "value": [(CONST, 0)]},
+                           {"kind": 5, "value": [(SYMBOL, 0), (CONST, -1), (ADD, 0)]}])
+    g = b.function("fill", outputs=[("y", "f32", (4,))])
+    with expect_error(axrt.InvalidArgumentError, "op 0 is the negative literal -4"):
+        b._c.add_fill(g.index, {"kind": 2, "index": 0}, [(CONST, -4)])
 
 
 def test_dispatch_errors_come_from_the_runtime():

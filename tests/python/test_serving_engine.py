@@ -242,7 +242,11 @@ def test_close_cancels_what_is_left(model_path, model):
 
 
 def test_a_stream_on_a_closed_engine_ends_cancelled(model_path):
-    e = Engine(model_path, num_blocks=64)
+    e = Engine(model_path, num_blocks=256)
+    # Company for the streamed request: every step then decodes 24
+    # sequences, so that its 200 tokens take far longer than the close does
+    # (alone, the tiny model can finish them before the close lands).
+    others = [e.submit([1 + i, 2, 3], 200, stop_ids=()) for i in range(23)]
 
     async def main():
         events = []
@@ -254,3 +258,6 @@ def test_a_stream_on_a_closed_engine_ends_cancelled(model_path):
 
     events = asyncio.run(main())
     assert events[-1].finish_reason == "cancelled" and len(events) < 200
+    for r in others:
+        r.result(timeout=10)
+        assert r.finish_reason == "cancelled"

@@ -1,6 +1,7 @@
 #include "tests/support/axe_test_builder.h"
 
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
@@ -63,6 +64,12 @@ Expr F32(float value) {
   uint32_t bits = 0;
   std::memcpy(&bits, &value, 4);
   return Lit(bits);
+}
+Expr Int(int64_t value) { return Expr{{{AXRT_AXE_EXPR_OPCODE_CONST, value}}}; }
+Expr F64(double value) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &value, 8);
+  return Int(bits);
 }
 
 Param BufferParam(std::string name, axrt_axe_access_t access,
@@ -296,9 +303,8 @@ std::vector<uint8_t> AxeBuilder::Bytes() const {
   void* data = nullptr;
   size_t size = 0;
   Check(axrt_axe_builder_write_memory(builder_, &data, &size));
-  std::vector<uint8_t> bytes(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
-  axrt_axe_memory_free(data);
-  return bytes;
+  const std::unique_ptr<void, void (*)(void*)> owned(data, axrt_axe_memory_free);
+  return std::vector<uint8_t>(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + size);
 }
 
 void AxeBuilder::WriteFile(const std::string& path) const {

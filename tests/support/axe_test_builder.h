@@ -38,6 +38,12 @@ Expr Max(Expr a, const Expr& b);
 Expr CeilDiv(Expr a, uint64_t b);
 // The bit pattern of a float, for f32 scalar parameters.
 Expr F32(float value);
+// A literal of a signed value: negative only for the scalar parameters of
+// signed types (format 1.3; the file then requires "signed-scalars.v1").
+Expr Int(int64_t value);
+// The bit pattern of a double, for f64 scalar parameters: a negative
+// literal for a negative value (format 1.3).
+Expr F64(double value);
 
 struct Param {
   std::string name;

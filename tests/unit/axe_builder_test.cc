@@ -220,13 +220,17 @@ TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
   const axe::Executable& exe = file->metadata();
 
   CHECK(file->header().format_major == 1);
-  CHECK(file->header().format_minor == 2);
+  CHECK(file->header().format_minor == 3);
   REQUIRE(exe.producer());
   CHECK(exe.producer()->name()->str() == "axe_builder_test");
   CHECK(exe.producer()->version()->str() == "3.1.4");
+  // The feature declared, then every feature the file uses (format 1.3).
   REQUIRE(exe.required_features());
-  REQUIRE(exe.required_features()->size() == 1);
-  CHECK(exe.required_features()->Get(0)->str() == "test.feature.a");
+  std::vector<std::string> features;
+  for (const flatbuffers::String* f : *exe.required_features()) features.push_back(f->str());
+  CHECK(features == std::vector<std::string>{"test.feature.a", "quantization.v1",
+                                             "symbolic-dims.v1", "prepacked.v1",
+                                             "kernel-library.v1"});
   REQUIRE(exe.metadata());
   REQUIRE(exe.metadata()->size() == 2);
   CHECK(exe.metadata()->Get(0)->key()->str() == "model");
@@ -887,6 +891,105 @@ TEST_CASE("a file the reader refuses is never written", "[axe_builder]") {
                      AXRT_STATUS_CODE_UNAVAILABLE, "temporary file");
   CHECK(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the file lists every feature it uses, once", "[axe_builder]") {
+  // Nothing used, nothing listed.
+  auto empty = Open(AxeBuilder().Bytes());
+  const auto* none = empty->metadata().required_features();
+  CHECK((none == nullptr || none->size() == 0));
+
+  // Declared features keep their place and are not repeated.
+  AxeBuilder builder;
+  builder.AddRequiredFeature("kernel-library.v1");
+  const uint32_t library = builder.AddLibrary("axrt.cpu", 1);
+  const uint32_t host =
+      builder.AddCode(AXRT_AXE_CODE_OBJECT_KIND_HOST_SHARED_OBJECT, "x86_64", [] {
+        std::vector<uint8_t> elf(64, 0);
+        const uint8_t ident[] = {0x7f, 'E', 'L', 'F', 2, 1, 1};
+        std::memcpy(elf.data(), ident, sizeof(ident));
+        elf[16] = 3;  // ET_DYN
+        elf[18] = 62;
+        return elf;
+      }());
+  builder.AddKernel("add", library, "axrt_add_f32",
+                    {BufferParam("a"), BufferParam("out", AXRT_AXE_ACCESS_WRITE)});
+  builder.AddKernel("relu", host, "relu", {BufferParam("x", AXRT_AXE_ACCESS_READ_WRITE)});
+  axrt_test::Sig state{"state", AXRT_AXE_DTYPE_FLOAT32, {Fixed(4)}};
+  state.is_mutable = true;
+  const uint32_t f = builder.AddFunction("step", {}, {state}, {});
+  builder.Fill(f, axrt_test::BindInput(0), {}, Lit(16), 0, 4);
+  auto file = Open(builder.Bytes());
+  std::vector<std::string> features;
+  for (const flatbuffers::String* s : *file->metadata().required_features()) {
+    features.push_back(s->str());
+  }
+  CHECK(features ==
+        std::vector<std::string>{"kernel-library.v1", "host-code.v1", "mutable-inputs.v1"});
+}
+
+TEST_CASE("negative literals for signed scalar parameters (format 1.3)", "[axe_builder]") {
+  using axrt_test::F64;
+  using axrt_test::Int;
+  AxeBuilder builder;
+  const uint32_t library = builder.AddLibrary("axrt.cpu", 1);
+  const uint32_t kernel = builder.AddKernel(
+      "k", library, "k",
+      {ScalarParam("i8", AXRT_AXE_DTYPE_INT8), ScalarParam("i16", AXRT_AXE_DTYPE_INT16),
+       ScalarParam("i32", AXRT_AXE_DTYPE_INT32), ScalarParam("i64", AXRT_AXE_DTYPE_INT64),
+       ScalarParam("f32", AXRT_AXE_DTYPE_FLOAT32), ScalarParam("f64", AXRT_AXE_DTYPE_FLOAT64),
+       ScalarParam("u32", AXRT_AXE_DTYPE_UINT32)});
+  const uint32_t f =
+      builder.AddFunction("main", {{"n", 8}}, {{"x", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}},
+                          {{"y", AXRT_AXE_DTYPE_FLOAT32, {Fixed(4)}}});
+  builder.Dispatch(f, kernel, {Lit(1)},
+                   {BindScalar(Int(-128)), BindScalar(Int(-2)), BindScalar(Int(-7)),
+                    BindScalar(Int(INT64_MIN)), BindScalar(axrt_test::F32(-2.5f)),
+                    BindScalar(F64(-0.25)), BindScalar(Sym(0))});
+  auto file = Open(builder.Bytes());
+  const axe::Executable& exe = file->metadata();
+  REQUIRE(exe.required_features());
+  CHECK(exe.required_features()->size() == 3);
+  CHECK(exe.required_features()->Get(2)->str() == "signed-scalars.v1");
+  const auto* dispatch = exe.functions()->Get(0)->commands()->GetAs<axe::DispatchCommand>(0);
+  REQUIRE(dispatch != nullptr);
+  CheckExpr(dispatch->bindings()->Get(0)->value(), {{axe::ExprOpcode::CONST, -128}});
+  CheckExpr(dispatch->bindings()->Get(3)->value(), {{axe::ExprOpcode::CONST, INT64_MIN}});
+  CheckExpr(dispatch->bindings()->Get(4)->value(), {{axe::ExprOpcode::CONST, 0xC0200000}});
+  CheckExpr(dispatch->bindings()->Get(5)->value(),
+            {{axe::ExprOpcode::CONST, static_cast<int64_t>(0xBFD0000000000000ull)}});
+
+  // Refused as the command is added: an unsigned parameter, a negative
+  // value inside an expression, a size.
+  axrt_axe_builder_t b = builder.get();
+  auto dispatch_with = [&](const axrt_test::Expr& u32, const axrt_test::Expr& i32) {
+    std::vector<axrt_axe_binding_t> bindings(7, AXRT_AXE_BINDING_INIT);
+    const axrt_test::Expr values[] = {Int(-1), Int(-1), i32, Int(-1), Int(-1), Int(-1), u32};
+    for (size_t i = 0; i < bindings.size(); ++i) {
+      bindings[i].kind = AXRT_AXE_BINDING_KIND_SCALAR;
+      bindings[i].value = values[i].view();
+    }
+    const axrt_test::Expr one = Lit(1);
+    axrt_axe_dispatch_desc_t desc = AXRT_AXE_DISPATCH_DESC_INIT;
+    desc.kernel = kernel;
+    desc.workgroup_count_x = one.view();
+    desc.bindings = bindings.data();
+    desc.binding_count = bindings.size();
+    return axrt_axe_builder_add_dispatch(b, f, &desc);
+  };
+  REQUIRE_CALL_FAILS(dispatch_with(Int(-1), Int(-1)), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "binding 6 (parameter 'u32') value: op 0 is the negative literal -1");
+  REQUIRE_CALL_FAILS(dispatch_with(Lit(1), Sym(0) + Int(-1)), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "binding 2 (parameter 'i32') value: op 1 is the negative literal -1");
+  REQUIRE_CALL_OK(dispatch_with(Lit(1), Int(-1)));
+  const axrt_test::Expr length = Int(-4);
+  axrt_axe_binding_t target = AXRT_AXE_BINDING_INIT;
+  target.kind = AXRT_AXE_BINDING_KIND_OUTPUT;
+  axrt_axe_fill_desc_t fill = AXRT_AXE_FILL_DESC_INIT;
+  fill.target = &target;
+  fill.length = length.view();
+  REQUIRE_CALL_FAILS(axrt_axe_builder_add_fill(b, f, &fill), AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "length: op 0 is the negative literal -4");
 }
 
 TEST_CASE("a declared kernel layout must match the bound constant's", "[axe_builder]") {

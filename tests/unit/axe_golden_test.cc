@@ -127,9 +127,28 @@ TEST_CASE("every golden file of format 1.2 is listed here", "[golden]") {
   }
 }
 
+TEST_CASE("every golden file of format 1.3 is listed here", "[golden]") {
+  const std::vector<std::string> expected = {"declared_features.axe", "signed_scalars.axe"};
+  std::vector<std::string> found;
+  const std::string dir = std::string(AXRT_GOLDEN_DIR) + "/v1.3";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".axe") found.push_back(entry.path().filename().string());
+  }
+  std::sort(found.begin(), found.end());
+  CHECK(found == expected);
+  for (const std::string& name : found) {
+    auto file = Open("v1.3", name);
+    CHECK(file->header().format_major == 1);
+    CHECK(file->header().format_minor == 3);
+    CHECK(file->metadata().producer()->name()->str() == "axrt_make_golden");
+    CHECK(file->metadata().producer()->version()->str() == "1.3");
+  }
+}
+
 TEST_CASE("readers acting as older versions still read the older golden files", "[golden]") {
   for (const auto& [version, minor] :
-       {std::pair<std::string, uint16_t>{"v1.0", 0}, {"v1.0", 1}, {"v1.1", 1}}) {
+       {std::pair<std::string, uint16_t>{"v1.0", 0}, {"v1.0", 1}, {"v1.0", 2}, {"v1.1", 1},
+        {"v1.1", 2}, {"v1.2", 2}}) {
     for (const auto& entry :
          std::filesystem::directory_iterator(std::string(AXRT_GOLDEN_DIR) + "/" + version)) {
       if (entry.path().extension() != ".axe") continue;
@@ -505,6 +524,106 @@ TEST_CASE("a reader of format 1.1 refuses the 1.2 file, naming the feature", "[g
     CHECK(message.find("does not understand") != std::string::npos);
     CHECK(file == nullptr);
   }
+}
+
+// ---------------------------------------------------------------------------
+// Format 1.3
+// ---------------------------------------------------------------------------
+
+std::vector<std::string> Features(const axe::Executable& exe) {
+  std::vector<std::string> features;
+  if (exe.required_features()) {
+    for (const flatbuffers::String* f : *exe.required_features()) features.push_back(f->str());
+  }
+  return features;
+}
+
+TEST_CASE("golden v1.3 declared_features.axe", "[golden]") {
+  auto file = Open("v1.3", "declared_features.axe");
+  const axe::Executable& exe = file->metadata();
+  // Every feature of 1.0 and 1.2, each listed by the builder.
+  CHECK(Features(exe) == std::vector<std::string>{"quantization.v1", "symbolic-dims.v1",
+                                                  "prepacked.v1", "host-code.v1",
+                                                  "kernel-library.v1", "mutable-inputs.v1"});
+  REQUIRE(exe.code_objects()->size() == 2);
+  CHECK(exe.code_objects()->Get(0)->kind() == axe::CodeObjectKind::HOST_SHARED_OBJECT);
+  CHECK(exe.code_objects()->Get(1)->kind() == axe::CodeObjectKind::KERNEL_LIBRARY);
+  const axe::Constant* weight = Find(exe, "fc.weight");
+  REQUIRE(weight->quantization() != nullptr);
+  CHECK(weight->quantization()->layout_id()->str() == "int8.per_channel");
+  REQUIRE(weight->prepacked() != nullptr);
+  REQUIRE(weight->prepacked()->size() == 1);
+  CHECK(weight->prepacked()->Get(0)->target()->str() == "sm_90");
+  REQUIRE(exe.functions()->size() == 2);
+  const axe::Function* accumulate = exe.functions()->Get(1);
+  CHECK(accumulate->name()->str() == "accumulate");
+  REQUIRE(accumulate->symbols()->size() == 1);
+  CHECK(accumulate->symbols()->Get(0)->upper_bound() == 4096);
+  CHECK(accumulate->inputs()->Get(0)->mutable_());
+  CHECK_FALSE(accumulate->inputs()->Get(1)->mutable_());
+}
+
+TEST_CASE("golden v1.3 signed_scalars.axe", "[golden]") {
+  auto file = Open("v1.3", "signed_scalars.axe");
+  const axe::Executable& exe = file->metadata();
+  CHECK(Features(exe) ==
+        std::vector<std::string>{"symbolic-dims.v1", "kernel-library.v1", "signed-scalars.v1"});
+  REQUIRE(exe.code_objects()->size() == 1);
+  CHECK(exe.code_objects()->Get(0)->library_name()->str() == "cts.kernels");
+  REQUIRE(exe.kernels()->size() == 1);
+  const axe::Kernel* affine = exe.kernels()->Get(0);
+  CHECK(affine->entry_symbol()->str() == "cts_affine");
+  const axe::DType types[] = {axe::DType::INVALID, axe::DType::INVALID, axe::DType::UINT64,
+                              axe::DType::FLOAT32, axe::DType::INT32,   axe::DType::FLOAT64,
+                              axe::DType::INT64};
+  REQUIRE(affine->params()->size() == 7);
+  for (uint32_t p = 2; p < 7; ++p) CHECK(affine->params()->Get(p)->scalar_type() == types[p]);
+
+  // The scalars: n, then -2.5f (its bits), -7, -0.25 (its bits, a negative
+  // literal) and -3.
+  const auto* dispatch = exe.functions()->Get(0)->commands()->GetAs<axe::DispatchCommand>(0);
+  REQUIRE(dispatch != nullptr);
+  const int64_t literals[] = {0xC0200000, -7, static_cast<int64_t>(0xBFD0000000000000ull), -3};
+  for (uint32_t b = 3; b < 7; ++b) {
+    INFO("binding " << b);
+    const axe::Expr* value = dispatch->bindings()->Get(b)->value();
+    REQUIRE(value->ops()->size() == 1);
+    CHECK(value->ops()->Get(0)->opcode() == axe::ExprOpcode::CONST);
+    CHECK(value->ops()->Get(0)->operand() == literals[b - 3]);
+  }
+}
+
+Status OpenStatus(const std::string& version, const std::string& name, uint16_t reader_minor) {
+  const std::string path = std::string(AXRT_GOLDEN_DIR) + "/" + version + "/" + name;
+  axe::ReadOptions options;
+  options.reader_minor = reader_minor;
+  std::unique_ptr<axe::AxeFile> file;
+  Status status(axe::AxeFile::open_file(path, options, &file));
+  CHECK((status == nullptr) == (file != nullptr));
+  return status;
+}
+
+TEST_CASE("readers before 1.3 read the 1.3 files by their features", "[golden]") {
+  // As 1.2: every feature of declared_features.axe is one it knows; it
+  // refuses signed_scalars.axe by the feature it does not.
+  Status status = OpenStatus("v1.3", "declared_features.axe", 2);
+  INFO((status ? axrt_status_message(status.get()) : "OK"));
+  CHECK(status == nullptr);
+  for (uint16_t minor : {uint16_t{0}, uint16_t{1}, uint16_t{2}}) {
+    INFO("read as 1." << minor);
+    status = OpenStatus("v1.3", "signed_scalars.axe", minor);
+    REQUIRE(status != nullptr);
+    CHECK(axrt_status_code(status.get()) == AXRT_STATUS_CODE_UNIMPLEMENTED);
+    const std::string message = axrt_status_message(status.get());
+    INFO(message);
+    CHECK(message.find("requires feature 'signed-scalars.v1'") != std::string::npos);
+  }
+  // As 1.1, the mutable input's feature is the one it lacks.
+  status = OpenStatus("v1.3", "declared_features.axe", 1);
+  REQUIRE(status != nullptr);
+  CHECK(axrt_status_code(status.get()) == AXRT_STATUS_CODE_UNIMPLEMENTED);
+  CHECK(std::string(axrt_status_message(status.get())).find("'mutable-inputs.v1'") !=
+        std::string::npos);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "format/enums.h"
 #include "format/quant_layout.h"
 #include "format/reader.h"
 #include "format/writer.h"
@@ -188,7 +189,9 @@ struct Model {
     exe.producer = std::make_unique<ProducerT>();
     exe.producer->name = "axrt-tests";
     exe.producer->version = "1.0";
-    exe.required_features = {"quantization.v1", "symbolic-dims.v1"};
+    // Format 1.3: every feature the file uses.
+    exe.required_features = {"quantization.v1", "symbolic-dims.v1", "prepacked.v1",
+                              "host-code.v1", "kernel-library.v1"};
     add_code_objects();
     add_constants();
     add_kernels();
@@ -545,6 +548,13 @@ void rechecksum(std::vector<uint8_t>& file) {
             header_checksum(std::span<const uint8_t, kHeaderSize>(file.data(), kHeaderSize)));
 }
 
+// `file` as a file of format 1.<minor>.
+std::vector<uint8_t> with_minor(std::vector<uint8_t> file, uint16_t minor) {
+  store_u16(file.data() + header_offset::kFormatMinor, minor);
+  rechecksum(file);
+  return file;
+}
+
 std::vector<uint8_t> with_header_u64(size_t offset, uint64_t value) {
   std::vector<uint8_t> file = Model().bytes();
   store_u64(file.data() + offset, value);
@@ -791,7 +801,7 @@ TEST_CASE("flatbuffers: depth and table limits come from ReadOptions") {
 
 TEST_CASE("features: unknown required features are refused by name") {
   expect_refused([](Model& m) { m.exe.required_features.push_back("sparsity.v3"); }, kUnimplemented,
-                 {"'sparsity.v3'", "required_features[2]"});
+                 {"'sparsity.v3'", "required_features[5]"});
   Model model;
   model.exe.required_features.push_back("sparsity.v3");
   ReadOptions options;
@@ -802,7 +812,92 @@ TEST_CASE("features: unknown required features are refused by name") {
 
 TEST_CASE("features: names are not empty") {
   expect_refused([](Model& m) { m.exe.required_features.push_back(""); }, kInvalid,
-                 {"required_features[2] is empty"});
+                 {"required_features[5] is empty"});
+}
+
+// The model without `feature` in its required features.
+std::function<void(Model&)> without(std::string_view feature) {
+  return [feature](Model& m) {
+    std::erase(m.exe.required_features, std::string(feature));
+  };
+}
+
+TEST_CASE("features: a file of format 1.3 lists every feature it uses") {
+  REQUIRE(kFormatMinor == 3);
+  expect_refused(without("quantization.v1"), kInvalid,
+                 {"constant 0 'fc1.weight' has a quantization layout, which needs feature "
+                  "'quantization.v1', but required_features does not list it (a file of format "
+                  "1.3 lists every feature it uses)"});
+  expect_refused(without("prepacked.v1"), kInvalid,
+                 {"constant 0 'fc1.weight' has pre-packed copies, which needs feature "
+                  "'prepacked.v1'"});
+  expect_refused(without("host-code.v1"), kInvalid,
+                 {"code object 3 is a HOST_SHARED_OBJECT, which needs feature 'host-code.v1'"});
+  expect_refused(without("kernel-library.v1"), kInvalid,
+                 {"code object 4 is a KERNEL_LIBRARY, which needs feature 'kernel-library.v1'"});
+  expect_refused(without("symbolic-dims.v1"), kInvalid,
+                 {"function 0 'main' has symbols, which needs feature 'symbolic-dims.v1'"});
+  // A layout declared by a kernel parameter alone is a use too.
+  expect_refused(
+      [](Model& m) {
+        std::erase(m.exe.required_features, std::string("quantization.v1"));
+        for (auto& c : m.exe.constants) c->quantization.reset();
+        m.function().commands.clear();
+      },
+      kInvalid,
+      {"kernel 0 'gemm_int8' parameter 1 'w' declares a quantization layout, which needs "
+       "feature 'quantization.v1'"});
+  // Listing a feature the file does not use is allowed.
+  expect_accepted([](Model& m) { m.exe.required_features.push_back("mutable-inputs.v1"); });
+}
+
+TEST_CASE("features: files of format 1.0 to 1.2 need not list what they use") {
+  Model model;
+  model.exe.required_features.clear();
+  const std::vector<uint8_t> bytes = model.bytes();
+  expect_refused(bytes, kInvalid, {"code object 3 is a HOST_SHARED_OBJECT, which needs feature"});
+  for (uint16_t minor : {uint16_t{0}, uint16_t{1}, uint16_t{2}}) {
+    const Opened opened = open(with_minor(bytes, minor));
+    INFO("1." << minor << ": " << opened.message());
+    CHECK(opened.status == nullptr);
+  }
+  // Nor does a reader acting as one before 1.3 ask it of a 1.3 file.
+  for (uint16_t minor : {uint16_t{0}, uint16_t{1}, uint16_t{2}}) {
+    ReadOptions options;
+    options.reader_minor = minor;
+    const Opened opened = open(bytes, options);
+    INFO("read as 1." << minor << ": " << opened.message());
+    CHECK(opened.status == nullptr);
+  }
+  // A later minor keeps the rule.
+  expect_refused(with_minor(bytes, 4), kInvalid,
+                 {"needs feature 'host-code.v1', but required_features does not list it (a file "
+                  "of format 1.4 lists every feature it uses)"});
+}
+
+TEST_CASE("features: a newer minor's feature is refused by name, UNIMPLEMENTED") {
+  // A file of format 1.4, one minor past this reader, naming a feature
+  // added after 1.3.
+  Model model;
+  model.exe.required_features.push_back("future-thing.v1");
+  const std::vector<uint8_t> bytes = with_minor(model.bytes(), 4);
+  const Opened opened = open(bytes);
+  REQUIRE(opened.status != nullptr);
+  INFO(opened.message());
+  CHECK(opened.code() == kUnimplemented);
+  CHECK(opened.message() ==
+        "executable 'test.axe': requires feature 'future-thing.v1' (required_features[5]), "
+        "which this reader does not understand");
+  // The same from a reader acting as 1.2, and a reader told of the feature
+  // reads the file.
+  ReadOptions as_1_2;
+  as_1_2.reader_minor = 2;
+  expect_refused(bytes, kUnimplemented, {"requires feature 'future-thing.v1'"}, as_1_2);
+  ReadOptions extended;
+  extended.extra_features = {"future-thing.v1"};
+  CHECK(open(bytes, extended).status == nullptr);
+  CHECK(known_features(3).size() == 7);
+  CHECK(known_features().back() == "signed-scalars.v1");
 }
 
 // ---------------------------------------------------------------------------
@@ -1662,7 +1757,7 @@ TEST_CASE("functions: a reader acting as format 1.1 refuses mutable inputs") {
   ReadOptions as_1_1;
   as_1_1.reader_minor = 1;
   expect_refused(mutable_x, kUnimplemented,
-                 {"requires feature 'mutable-inputs.v1' (required_features[2]), which this "
+                 {"requires feature 'mutable-inputs.v1' (required_features[5]), which this "
                   "reader does not understand"},
                  as_1_1);
   // Told the name, it still reads every input as read-only.
@@ -1681,7 +1776,91 @@ TEST_CASE("functions: a reader acting as format 1.1 refuses mutable inputs") {
   CHECK(known_features(0).size() == 5);
   CHECK(known_features(1).size() == 5);
   CHECK(known_features(2).size() == 6);
-  CHECK(known_features().back() == "mutable-inputs.v1");
+  CHECK(known_features(2).back() == "mutable-inputs.v1");
+}
+
+// Kernel 0's scalar parameter 5 'n' as `type`, bound to `value`, in a file
+// that requires signed-scalars.v1 when `feature`.
+std::function<void(Model&)> scalar_n(DType type, std::unique_ptr<ExprT>* value,
+                                     bool feature = true) {
+  return [type, value, feature](Model& m) {
+    m.kernel(kGemmInt8).params[5]->scalar_type = type;
+    m.dispatch(1).bindings[5] = scalar(std::move(*value));
+    if (feature) m.exe.required_features.push_back("signed-scalars.v1");
+  };
+}
+
+TEST_CASE("functions: signed scalar parameters take negative literals (format 1.3)") {
+  for (DType type : {DType::INT8, DType::INT16, DType::INT32, DType::INT64, DType::FLOAT16,
+                     DType::BFLOAT16, DType::FLOAT32, DType::FLOAT64}) {
+    INFO(enum_name(type));
+    std::unique_ptr<ExprT> value = literal(-7);
+    expect_accepted(scalar_n(type, &value));
+  }
+  std::unique_ptr<ExprT> value = literal(INT64_MIN);
+  expect_accepted(scalar_n(DType::INT64, &value));
+
+  // The feature makes older readers refuse the file rather than call it
+  // malformed; it is needed at every minor, like mutable-inputs.v1.
+  value = literal(-7);
+  expect_refused(scalar_n(DType::INT32, &value, /*feature=*/false), kInvalid,
+                 {"function 0 'main': command 1 (dispatch): binding 5 value op 0: the negative "
+                  "literal -7 for kernel 0 'gemm_int8' parameter 5 'n' (INT32) needs "
+                  "'signed-scalars.v1' in required_features"});
+  value = literal(-7);
+  Model model;
+  scalar_n(DType::INT32, &value, /*feature=*/false)(model);
+  expect_refused(with_minor(model.bytes(), 2), kInvalid, {"needs 'signed-scalars.v1'"});
+
+  // Readers before 1.3 do not know the feature; told its name, they still
+  // keep expressions unsigned.
+  ReadOptions as_1_2;
+  as_1_2.reader_minor = 2;
+  value = literal(-7);
+  expect_refused(scalar_n(DType::INT32, &value), kUnimplemented,
+                 {"requires feature 'signed-scalars.v1' (required_features[5]), which this "
+                  "reader does not understand"},
+                 as_1_2);
+  as_1_2.extra_features = {"signed-scalars.v1"};
+  value = literal(-7);
+  expect_refused(scalar_n(DType::INT32, &value), kInvalid,
+                 {"binding 5 value op 0: CONST operand -7 is negative (values are unsigned)"},
+                 as_1_2);
+}
+
+TEST_CASE("functions: negative values stay refused where they make no sense") {
+  // Unsigned scalar parameters.
+  for (DType type : {DType::BOOL, DType::UINT8, DType::UINT32, DType::UINT64}) {
+    INFO(enum_name(type));
+    std::unique_ptr<ExprT> value = literal(-1);
+    expect_refused(scalar_n(type, &value), kInvalid,
+                   {"binding 5 value op 0: CONST operand -1 is negative, but kernel 0 "
+                    "'gemm_int8' parameter 5 'n' is " +
+                        enum_name(type) + ", which takes no negative value"});
+  }
+  // Inside an expression: arithmetic is unsigned.
+  std::unique_ptr<ExprT> value =
+      expr({{ExprOpcode::SYMBOL, 0}, {ExprOpcode::CONST, -1}, {ExprOpcode::ADD, 0}});
+  expect_refused(scalar_n(DType::INT32, &value), kInvalid,
+                 {"binding 5 value op 1: CONST operand -1 is negative inside an expression of 3 "
+                  "ops"});
+  // Sizes, offsets and workgroup counts, even in a file with the feature.
+  const auto with_feature = [](std::function<void(Model&)> edit) {
+    return [edit](Model& m) {
+      m.exe.required_features.push_back("signed-scalars.v1");
+      edit(m);
+    };
+  };
+  expect_refused(with_feature([](Model& m) { m.copy().length = literal(-256); }), kInvalid,
+                 {"command 2 (copy): length op 0: CONST operand -256 is negative (values are "
+                  "unsigned)"});
+  expect_refused(with_feature([](Model& m) { m.copy().src_offset = literal(-4); }), kInvalid,
+                 {"command 2 (copy): src_offset op 0: CONST operand -4 is negative"});
+  expect_refused(with_feature([](Model& m) { m.fill().offset = literal(-8); }), kInvalid,
+                 {"command 0 (fill): offset op 0: CONST operand -8 is negative"});
+  expect_refused(with_feature([](Model& m) { m.dispatch(5).workgroup_count_x = literal(-4); }),
+                 kInvalid, {"command 5 (dispatch): workgroup_count_x op 0: CONST operand -4 is "
+                            "negative"});
 }
 
 TEST_CASE("functions: copies") {

@@ -3,8 +3,9 @@
 // the device, out-of-memory that does not, injected failures of single calls,
 // JIT logs, parameter checks, copies staged through pinned chunks, host
 // functions that release memory, cross-driver waits, native CUDA streams of
-// other libraries waiting for axrt events, and a leak check of every CUDA
-// object after teardown.
+// other libraries waiting for axrt events, work held back behind host
+// functions (skipped when they fail), pool allocations that never wait for
+// the device, and a leak check of every CUDA object after teardown.
 //
 // The driver library is loaded once per process, so each configuration is
 // its own ctest entry running this binary with a tag:
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -38,6 +40,7 @@ using axrt_test::RequireNoLiveObjects;
 
 using axrt_test::AxeBuilder;
 using axrt_test::Binding;
+using axrt_test::BindArena;
 using axrt_test::BindInput;
 using axrt_test::BindOutput;
 using axrt_test::BindScalar;
@@ -364,6 +367,75 @@ TEST_CASE("cuda: a sticky error loses the device; later calls fail fast and tear
     axrt_executable_release(exe);
     axrt_stream_release(stream);
   }
+  RequireNoLiveObjects();
+}
+
+// "add_mul": t = x + y into the arena, then out = t * y: two kernels, so
+// that the device can be lost between them.
+std::vector<uint8_t> AddMulFile() {
+  AxeBuilder b;
+  const uint32_t code = b.AddCode(AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX, "compute_80",
+                                  MockImage({"axrt_add_f32", "axrt_mul_f32"}));
+  const std::vector<Param> params = {BufferParam("a"), BufferParam("b"),
+                                     BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+                                     ScalarParam("n", AXRT_AXE_DTYPE_UINT64)};
+  const uint32_t add = b.AddKernel("add", code, "axrt_add_f32", params, {256, 1, 1});
+  const uint32_t mul = b.AddKernel("mul", code, "axrt_mul_f32", params, {256, 1, 1});
+  constexpr uint64_t kMax = 1 << 16;
+  const uint32_t fn = b.AddFunction("add_mul", {{"n", kMax}},
+                                    {Sig{"x", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+                                     Sig{"y", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}},
+                                    {Sig{"out", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}},
+                                    kMax * 4);
+  b.Dispatch(fn, add, {CeilDiv(Sym(0), 4096)},
+             {BindInput(0), BindInput(1), BindArena(0, kMax * 4), BindScalar(Sym(0))});
+  b.Dispatch(fn, mul, {CeilDiv(Sym(0), 4096)},
+             {BindArena(0, kMax * 4), BindInput(1), BindOutput(0), BindScalar(Sym(0))});
+  return b.Bytes();
+}
+
+TEST_CASE("cuda: a device lost in the middle of a function fails the call's stream cleanly",
+          "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddMulFile());
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add_mul", &fn));
+    const std::vector<float> x(1000, 2.0f), y(1000, 3.0f);
+    axrt_tensor_t tx = NewTensor(in.device, stream, x), ty = NewTensor(in.device, stream, y);
+    axrt_tensor_t inputs[] = {tx, ty};
+    // Whole first: (2 + 3) * 3.
+    axrt_tensor_t outputs[] = {nullptr};
+    REQUIRE_CALL_OK(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+    for (float v : ReadTensor(stream, outputs[0], x.size())) REQUIRE(v == 15.0f);
+    axrt_tensor_release(outputs[0]);
+
+    // The second kernel loses the device after the first ran.
+    const uint64_t adds = axrt_mock_cuda_call_count("cuLaunchKernel");
+    REQUIRE(axrt_mock_cuda_fail_kernel("axrt_mul_f32", 700 /* ILLEGAL_ADDRESS */) == 0);
+    outputs[0] = nullptr;
+    const StatusCheck invoked =
+        Take(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+    CHECK((invoked.code == AXRT_STATUS_CODE_OK || invoked.code == AXRT_STATUS_CODE_DEVICE_LOST));
+    if (invoked.code == AXRT_STATUS_CODE_OK) axrt_tensor_release(outputs[0]);
+    CHECK(axrt_mock_cuda_call_count("cuLaunchKernel") > adds);
+    const StatusCheck lost = Take(axrt_stream_synchronize(stream));
+    CHECK(lost.code == AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(lost.message.find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos);
+    // Every later call fails at once; everything still releases.
+    outputs[0] = nullptr;
+    CHECK(Take(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr)).code ==
+          AXRT_STATUS_CODE_DEVICE_LOST);
+    CHECK(outputs[0] == nullptr);
+    axrt_tensor_release(tx);
+    axrt_tensor_release(ty);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  // The call's arena, outputs and every CUDA object are gone.
   RequireNoLiveObjects();
 }
 
@@ -807,6 +879,416 @@ TEST_CASE("cuda: native streams wait on the device for axrt events behind host w
     axrt_stream_release(cpu_stream);
     axrt_device_release(cpu);
   }
+  RequireNoLiveObjects();
+}
+
+namespace {
+
+axrt_status_t GiveUp(void*, axrt_status_t) {
+  return axrt_status_create(AXRT_STATUS_CODE_ABORTED, "host step gave up");
+}
+
+// Fills `buffer` with `value` and waits for it, on a stream of its own.
+void FillNow(axrt_device_t device, axrt_buffer_t buffer, size_t size, uint8_t value) {
+  axrt_stream_t stream = NewStream(device);
+  REQUIRE_CALL_OK(axrt_stream_fill_buffer(stream, buffer, 0, size, &value, 1));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+  axrt_stream_release(stream);
+}
+
+// The first `size` bytes of `buffer`, read on a stream of its own.
+std::vector<uint8_t> ReadNow(axrt_device_t device, axrt_buffer_t buffer, size_t size) {
+  axrt_stream_t stream = NewStream(device);
+  std::vector<uint8_t> bytes(size);
+  REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, bytes.data(), size));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+  axrt_stream_release(stream);
+  return bytes;
+}
+
+uint64_t DeviceAddress(axrt_buffer_t buffer) {
+  axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
+  REQUIRE_CALL_OK(axrt_buffer_query_info(buffer, &info));
+  return info.device_address;
+}
+
+axrt_pool_statistics_t PoolStatistics(axrt_device_t device) {
+  axrt_pool_statistics_t stats = AXRT_POOL_STATISTICS_INIT;
+  REQUIRE_CALL_OK(axrt_device_query_pool_statistics(device, &stats));
+  return stats;
+}
+
+std::vector<uint8_t> FloatBytes(const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+// A host function that appends its step to a log, after checking that the
+// copy before it landed in pinned memory.
+struct Step {
+  std::mutex* mutex;
+  std::vector<int>* log;
+  const uint8_t* pinned;
+  size_t size;
+  int index;
+  static axrt_status_t Run(void* user, axrt_status_t told) {
+    auto* step = static_cast<Step*>(user);
+    bool landed = !told;
+    for (size_t i = 0; landed && i < step->size; ++i) {
+      landed = step->pinned[i] == static_cast<uint8_t>(step->index);
+    }
+    std::lock_guard<std::mutex> lock(*step->mutex);
+    step->log->push_back(landed ? step->index : -1 - step->index);
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cuda: work queued behind a failing host function does not run", "[mock]") {
+  MockScope mock;
+  constexpr size_t kN = 1000;
+  constexpr size_t kBytes = kN * sizeof(float);
+  std::atomic<bool> open{false};
+  std::vector<uint8_t> readback(kBytes, 0x55);  // a copy into it must not run
+  {
+    Instance in;
+    axrt_device_t other = nullptr;
+    REQUIRE_CALL_OK(axrt_instance_find_device(in.instance, "cuda:1", &other));
+    axrt_executable_t exe = Load(in.device, AddFile(MockImage({"axrt_add_f32"})));
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add", &fn));
+    axrt_stream_t setup = NewStream(in.device);
+    const std::vector<float> ones(kN, 1.0f), old_sums(kN, -3.0f);
+    axrt_tensor_t tx = NewTensor(in.device, setup, ones), ty = NewTensor(in.device, setup, ones);
+    axrt_tensor_t sums = NewTensor(in.device, setup, old_sums);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(setup));
+    axrt_buffer_t sums_buffer = nullptr;
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(sums, &sums_buffer));
+    axrt_buffer_t filled = NewBuffer(in.device, kBytes), copied = NewBuffer(in.device, kBytes);
+    axrt_buffer_t from_pinned = NewBuffer(in.device, kBytes);
+    axrt_buffer_t waited = NewBuffer(in.device, kBytes), waited_other = NewBuffer(other, kBytes);
+    for (axrt_buffer_t b : {filled, copied, from_pinned, waited}) {
+      FillNow(in.device, b, kBytes, 0x11);
+    }
+    FillNow(other, waited_other, kBytes, 0x11);
+    axrt_buffer_t pinned = NewBuffer(in.device, kBytes, AXRT_MEMORY_TYPE_HOST_PINNED);
+    void* mapped = nullptr;
+    REQUIRE_CALL_OK(axrt_buffer_map(pinned, &mapped));
+    std::memset(mapped, 0x22, kBytes);
+    axrt_buffer_t doomed = NewBuffer(in.device, 1 << 20);
+    const uint64_t in_use = PoolStatistics(in.device).bytes_in_use;
+
+    // Everything is enqueued while a first host function holds the stream,
+    // so everything is enqueued before the failure.
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_event_t event = nullptr;
+    REQUIRE_CALL_OK(axrt_event_create(in.device, nullptr, &event));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, WaitForOpen, &open));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, GiveUp, nullptr));
+    const uint8_t pattern = 0xEE;
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(stream, filled, 0, kBytes, &pattern, 1));
+    const std::vector<uint8_t> source(kBytes, 0x33);
+    REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, source.data(), copied, 0, kBytes));
+    REQUIRE_CALL_OK(axrt_stream_copy_buffer(stream, pinned, 0, from_pinned, 0, kBytes));
+    axrt_tensor_t inputs[] = {tx, ty};
+    axrt_tensor_t outputs[] = {sums};
+    REQUIRE_CALL_OK(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, filled, 0, readback.data(), kBytes));
+    HostCallRecord after;
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, RecordCall, &after));
+    REQUIRE_CALL_OK(axrt_stream_record_event(stream, event));
+    REQUIRE_CALL_OK(axrt_stream_deallocate_buffer(stream, doomed));
+    axrt_buffer_release(doomed);
+    // Streams of this device and of another wait for the event; their work
+    // after the wait does not run either.
+    axrt_stream_t waiter = NewStream(in.device), other_waiter = NewStream(other);
+    REQUIRE_CALL_OK(axrt_stream_wait_event(waiter, event));
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(waiter, waited, 0, kBytes, &pattern, 1));
+    REQUIRE_CALL_OK(axrt_stream_wait_event(other_waiter, event));
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(other_waiter, waited_other, 0, kBytes, &pattern, 1));
+    bool complete = true;
+    REQUIRE_CALL_OK(axrt_event_query(event, &complete));
+    CHECK(!complete);
+    open.store(true);
+
+    StatusCheck sync = Take(axrt_stream_synchronize(stream));
+    CHECK(sync.code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(sync.message.find("host step gave up") != std::string::npos);
+    CHECK(Take(axrt_event_wait(event, AXRT_TIMEOUT_INFINITE)).code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(Take(axrt_event_query(event, &complete)).code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(Take(axrt_stream_synchronize(waiter)).code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(Take(axrt_stream_synchronize(other_waiter)).code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(after.runs.load() == 1);
+    CHECK(after.told == AXRT_STATUS_CODE_ABORTED);
+
+    // The buffers keep their old contents.
+    const std::vector<uint8_t> old(kBytes, 0x11);
+    CHECK(ReadNow(in.device, filled, kBytes) == old);
+    CHECK(ReadNow(in.device, copied, kBytes) == old);
+    CHECK(ReadNow(in.device, from_pinned, kBytes) == old);
+    CHECK(ReadNow(in.device, sums_buffer, kBytes) == FloatBytes(old_sums));
+    CHECK(ReadNow(in.device, waited, kBytes) == old);
+    CHECK(ReadNow(other, waited_other, kBytes) == old);
+    CHECK(readback == std::vector<uint8_t>(kBytes, 0x55));
+    // The deallocation behind the failure still gave the memory back.
+    CHECK(PoolStatistics(in.device).bytes_in_use + (1 << 20) <= in_use);
+
+    for (axrt_buffer_t b :
+         {filled, copied, from_pinned, waited, waited_other, pinned, sums_buffer}) {
+      axrt_buffer_release(b);
+    }
+    axrt_event_release(event);
+    axrt_stream_release(waiter);
+    axrt_stream_release(other_waiter);
+    axrt_stream_release(stream);
+    axrt_stream_release(setup);
+    axrt_tensor_release(tx);
+    axrt_tensor_release(ty);
+    axrt_tensor_release(sums);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_device_release(other);
+  }
+  // Nothing the skipped work held is left behind.
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: work queued behind host functions that succeed runs in order", "[mock]") {
+  MockScope mock;
+  constexpr size_t kSize = 1 << 12;
+  constexpr int kSteps = 12;
+  std::atomic<bool> open{false};
+  {
+    Instance in;
+    axrt_executable_t exe = Load(in.device, AddFile(MockImage({"axrt_add_f32"})));
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_buffer_t device = NewBuffer(in.device, kSize);
+    axrt_buffer_t pinned = NewBuffer(in.device, kSize, AXRT_MEMORY_TYPE_HOST_PINNED);
+    void* mapped = nullptr;
+    REQUIRE_CALL_OK(axrt_buffer_map(pinned, &mapped));
+    std::memset(mapped, 0xFF, kSize);
+    std::mutex mutex;
+    std::vector<int> log;
+    std::vector<Step> steps(kSteps);
+    std::vector<std::vector<uint8_t>> sources(kSteps);
+    // Each step: a pageable copy (staged through host calls of its own), a
+    // pinned copy, then a host function that checks it and may fail the
+    // stream, so each step's copies wait for the previous step's function.
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, WaitForOpen, &open));
+    for (int i = 0; i < kSteps; ++i) {
+      sources[i].assign(kSize, static_cast<uint8_t>(i));
+      steps[i] = {&mutex, &log, static_cast<const uint8_t*>(mapped), kSize, i};
+      REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, sources[i].data(), device, 0, kSize));
+      REQUIRE_CALL_OK(axrt_stream_copy_buffer(stream, device, 0, pinned, 0, kSize));
+      REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, &Step::Run, &steps[i]));
+    }
+    axrt_event_t event = nullptr;
+    REQUIRE_CALL_OK(axrt_event_create(in.device, nullptr, &event));
+    REQUIRE_CALL_OK(axrt_stream_record_event(stream, event));
+    // Another stream reads the device buffer once the event says so.
+    axrt_stream_t reader = NewStream(in.device);
+    std::vector<uint8_t> seen(kSize, 0);
+    REQUIRE_CALL_OK(axrt_stream_wait_event(reader, event));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(reader, device, 0, seen.data(), kSize));
+    open.store(true);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(reader));
+    CHECK(seen == sources.back());
+    REQUIRE_CALL_OK(axrt_event_wait(event, AXRT_TIMEOUT_INFINITE));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+    std::vector<int> expected(kSteps);
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(log == expected);
+    // Kernels behind a host function run too, once it ran.
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, &Step::Run, &steps.back()));
+    RunAdd(in.device, stream, exe, 3000);
+
+    axrt_event_release(event);
+    axrt_buffer_release(device);
+    axrt_buffer_release(pinned);
+    axrt_stream_release(reader);
+    axrt_stream_release(stream);
+    axrt_executable_release(exe);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: a stream whose native handle was handed out keeps its work in order with "
+          "another library's",
+          "[mock]") {
+  MockScope mock;
+  std::atomic<bool> open{false};
+  {
+    Instance in;
+    ForeignContext foreign_context;
+    axrt_stream_t stream = NewStream(in.device);
+    void* handle = nullptr;
+    REQUIRE_CALL_OK(axrt_stream_get_native_handle(stream, &handle));
+    axrt_buffer_t device = NewBuffer(in.device, 4096);
+    FillNow(in.device, device, 4096, 0);
+    // The fill goes to CUDA behind the host function at once, so the other
+    // library's work enqueued after it sees its bytes.
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, WaitForOpen, &open));
+    const uint8_t pattern = 0x77;
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(stream, device, 0, 4096, &pattern, 1));
+    Observation seen;
+    seen.device_bytes = reinterpret_cast<const uint8_t*>(DeviceAddress(device));
+    REQUIRE(cu().cuLaunchHostFunc(static_cast<CUstream>(handle), Observe, &seen) ==
+            CUDA_SUCCESS);
+    open.store(true);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+    REQUIRE(seen.ran.load());
+    CHECK(seen.device_seen == std::vector<uint8_t>(4096, 0x77));
+    axrt_buffer_release(device);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: pool allocations never wait for the device", "[mock]") {
+  MockScope mock;
+  std::atomic<bool> open{false};
+  {
+    Instance in;
+    // Device work that lasts as long as the test wants: no allocation may
+    // wait for it, nor for the private allocation stream.
+    axrt_stream_t busy = NewStream(in.device);
+    axrt_buffer_t busy_buffer = NewBuffer(in.device, 1 << 16);
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(busy, WaitForOpen, &open));
+    const uint8_t pattern = 1;
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(busy, busy_buffer, 0, 1 << 16, &pattern, 1));
+    const axrt_pool_statistics_t before = PoolStatistics(in.device);
+    const uint64_t waits = axrt_mock_cuda_host_waits();
+    const uint64_t synchronizations = axrt_mock_cuda_call_count("cuStreamSynchronize");
+    // Four threads at once, sizes that repeat so that blocks come back.
+    constexpr int kThreads = 4;
+    constexpr int kRounds = 64;
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kRounds; ++i) {
+          axrt_buffer_t buffer = nullptr;
+          axrt_status_t status =
+              axrt_buffer_allocate(in.device, uint64_t{4096} << (i % 4), nullptr, &buffer);
+          if (status) {
+            axrt_status_free(status);
+            failures.fetch_add(1);
+            continue;
+          }
+          axrt_buffer_release(buffer);
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    CHECK(failures.load() == 0);
+    CHECK(axrt_mock_cuda_host_waits() == waits);
+    CHECK(axrt_mock_cuda_call_count("cuStreamSynchronize") == synchronizations);
+    const axrt_pool_statistics_t after = PoolStatistics(in.device);
+    CHECK(after.allocation_count == before.allocation_count + kThreads * kRounds);
+    CHECK(after.reuse_count > before.reuse_count);
+
+    // Work on a new buffer waits for its allocation on the device instead.
+    axrt_stream_t user = NewStream(in.device);
+    axrt_buffer_t fresh = NewBuffer(in.device, 4096);
+    const uint64_t device_waits = axrt_mock_cuda_call_count("cuStreamWaitEvent");
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(user, fresh, 0, 4096, &pattern, 1));
+    CHECK(axrt_mock_cuda_call_count("cuStreamWaitEvent") == device_waits + 1);
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(user, fresh, 0, 4096, &pattern, 1));
+    CHECK(axrt_mock_cuda_call_count("cuStreamWaitEvent") == device_waits + 1);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(user));
+    CHECK(ReadNow(in.device, fresh, 4096) == std::vector<uint8_t>(4096, 1));
+
+    open.store(true);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(busy));
+    axrt_buffer_release(fresh);
+    axrt_buffer_release(busy_buffer);
+    axrt_stream_release(user);
+    axrt_stream_release(busy);
+  }
+  RequireNoLiveObjects();
+}
+
+namespace {
+
+void HoldUntilOpen(void* user) {
+  auto* open = static_cast<std::atomic<bool>*>(user);
+  while (!open->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a block freed in one stream's order goes to another allocation only after it",
+          "[mock]") {
+  MockScope mock;
+  constexpr size_t kSize = 1 << 16;
+  std::atomic<bool> open{false};
+  std::atomic<bool> done{false};
+  // Should an allocation wait for the stream that frees the block, it would
+  // wait forever: this lets the stream go after a while instead.
+  std::thread watchdog([&] {
+    for (int i = 0; i < 5000 && !done.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    open.store(true);
+  });
+  {
+    Instance in;
+    ForeignContext foreign_context;
+    axrt_stream_t freeing = NewStream(in.device), writing = NewStream(in.device);
+    axrt_buffer_t x = NewBuffer(in.device, kSize);
+    FillNow(in.device, x, kSize, 0x11);
+    const uint64_t x_address = DeviceAddress(x);
+    axrt_buffer_t pinned = NewBuffer(in.device, kSize, AXRT_MEMORY_TYPE_HOST_PINNED);
+    void* mapped = nullptr;
+    REQUIRE_CALL_OK(axrt_buffer_map(pinned, &mapped));
+    std::memset(mapped, 0, kSize);
+    // The freeing stream is busy with another library's work; behind it, it
+    // reads x, then frees x in its order.
+    void* handle = nullptr;
+    REQUIRE_CALL_OK(axrt_stream_get_native_handle(freeing, &handle));
+    REQUIRE(cu().cuLaunchHostFunc(static_cast<CUstream>(handle), HoldUntilOpen, &open) ==
+            CUDA_SUCCESS);
+    REQUIRE_CALL_OK(axrt_stream_copy_buffer(freeing, x, 0, pinned, 0, kSize));
+    REQUIRE_CALL_OK(axrt_stream_deallocate_buffer(freeing, x));
+    axrt_buffer_release(x);
+
+    // A buffer of the same size, written by another stream at once: it is
+    // not x's block, and neither its allocation nor the write waits for the
+    // freeing stream.
+    axrt_buffer_t y = NewBuffer(in.device, kSize);
+    CHECK(DeviceAddress(y) != x_address);
+    const uint8_t pattern = 0xEE;
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(writing, y, 0, kSize, &pattern, 1));
+    bool idle = false;
+    for (int i = 0; i < 2000 && !idle; ++i) {
+      REQUIRE_CALL_OK(axrt_stream_query(writing, &idle));
+      if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(idle);
+    CHECK(!open.load());
+
+    open.store(true);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(freeing));
+    // The freeing stream read x's bytes, untouched.
+    const auto* read = static_cast<const uint8_t*>(mapped);
+    CHECK(std::vector<uint8_t>(read, read + kSize) == std::vector<uint8_t>(kSize, 0x11));
+    // Once the stream got to the free, the pool hands the block out again.
+    const uint64_t reused = PoolStatistics(in.device).reuse_count;
+    axrt_buffer_t z = NewBuffer(in.device, kSize);
+    CHECK(DeviceAddress(z) == x_address);
+    CHECK(PoolStatistics(in.device).reuse_count == reused + 1);
+
+    REQUIRE_CALL_OK(axrt_stream_synchronize(writing));
+    axrt_buffer_release(z);
+    axrt_buffer_release(y);
+    axrt_buffer_release(pinned);
+    axrt_stream_release(writing);
+    axrt_stream_release(freeing);
+  }
+  done.store(true);
+  watchdog.join();
   RequireNoLiveObjects();
 }
 

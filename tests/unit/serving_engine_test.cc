@@ -16,44 +16,12 @@
 
 #include "axrt/axrt.h"
 #include "tests/support/axe_test_builder.h"
+#include "tests/unit/stand_in_model.h"
 #include "tests/unit/status_check.h"
 
 namespace {
 
 using namespace axrt_test;
-
-constexpr uint64_t kVocab = 16;
-constexpr uint64_t kBlockSize = 4;
-constexpr uint64_t kMaxBlocks = 4;  // the longest sequence: 16 tokens
-constexpr int32_t kToken = 3;       // what the stand-in samples
-
-std::vector<uint8_t> StandInModel() {
-  AxeBuilder b;
-  enum { T, S, NB };
-  const std::vector<SymbolDecl> symbols = {{"T", 64}, {"S", 8}, {"NB", 1 << 20}};
-  const uint32_t step = b.AddFunction(
-      "step", symbols,
-      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
-       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
-       {"block_tables", AXRT_AXE_DTYPE_INT32, {Symbolic(T), Fixed(kMaxBlocks)}},
-       {"logit_rows", AXRT_AXE_DTYPE_INT32, {Symbolic(S)}},
-       {"kv_cache",
-        AXRT_AXE_DTYPE_FLOAT32,
-        {Fixed(2), Fixed(2), Symbolic(NB), Fixed(1), Fixed(kBlockSize), Fixed(8)}}},
-      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S), Fixed(kVocab)}}});
-  b.Fill(step, BindOutput(0), Lit(0), Sym(S) * Lit(kVocab * 4), 0, 4);
-  const uint32_t sample = b.AddFunction(
-      "sample", {{"S", 8}},
-      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(kVocab)}},
-       {"temperature", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
-       {"top_k", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}},
-       {"top_p", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
-       {"seeds", AXRT_AXE_DTYPE_UINT64, {Symbolic(0)}},
-       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}},
-      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}});
-  b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
-  return b.Bytes();
-}
 
 // What the callback saw, per request.
 struct Seen {

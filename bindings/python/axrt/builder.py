@@ -113,6 +113,8 @@ _ALIASES: Dict[str, str] = {
 _FLOAT_DTYPES = frozenset(
     ["f16", "bf16", "f32", "f64", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz",
      "fp4_e2m1", "ue8m0"])
+# Scalar parameters of these types take negative literals (format 1.3).
+_SIGNED_INT_DTYPES = frozenset(["int8", "int16", "int32", "int64"])
 
 CodeObjectKind = Literal["cuda_cubin", "cuda_fatbin", "cuda_ptx", "host_shared_object"]
 """The kinds of code object that carry bytes (kernel libraries: Builder.kernel_library)."""
@@ -736,20 +738,32 @@ class FunctionBuilder:
         if isinstance(value, (Binding, Constant)):
             return self._memory(value, what)
         float_type = None
+        signed = False
         if isinstance(param, Scalar):
             name = _dtype_name(param.dtype, f"parameter '{param.name}'")
             float_type = name if name in _FLOAT_DTYPES else None
+            signed = name in _SIGNED_INT_DTYPES
         if float_type is None or isinstance(value, Expr):
             if isinstance(value, (float, np.floating)):
                 raise TypeError(f"{what} is a float, but the parameter is not a floating-point "
                                 "scalar")
+            if (signed and isinstance(value, (int, np.integer))
+                    and not isinstance(value, (bool, np.bool_)) and value < 0):
+                # A signed parameter's negative literal, on its own (format 1.3).
+                number = operator.index(value)
+                if number < -(1 << 63):
+                    raise ValueError(f"{what} must be at least -2**63; got {number}")
+                return {"kind": _BIND_SCALAR, "value": [(_OP_CONST, number)]}
             return {"kind": _BIND_SCALAR, "value": _expr_ops(value, self, what)}
-        # A number for a floating-point parameter: its bits as that type.
+        # A number for a floating-point parameter: its bits as that type, a
+        # negative literal when they fill 64 bits with the sign bit set (f64).
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise TypeError(f"{what} must be a number or an Expr for {float_type} parameter, "
                             f"not {type(value).__name__}")
-        return {"kind": _BIND_SCALAR,
-                "value": [(_OP_CONST, _scalar_bits(value, float_type, what))]}
+        bits = _scalar_bits(value, float_type, what)
+        if bits >= 1 << 63:
+            bits -= 1 << 64
+        return {"kind": _BIND_SCALAR, "value": [(_OP_CONST, bits)]}
 
     def dispatch(self, kernel: Kernel, grid: Union[ExprLike, Sequence[ExprLike]],
                  args: Union[Sequence[Arg], Mapping[str, Arg]]) -> None:
@@ -760,7 +774,9 @@ class FunctionBuilder:
         parameter, in order or by parameter name: a :class:`Binding` or
         :class:`Constant` for a buffer, an int or :class:`Expr` for a
         scalar. A number for a floating-point scalar parameter is encoded
-        as that type; an Expr gives its raw bits.
+        as that type; an Expr gives its raw bits. A parameter of a signed
+        type (int8 to int64, floating point) takes a negative number, on its
+        own (format 1.3: the file then requires "signed-scalars.v1").
         """
         self._owner._check_owner(kernel, "kernel")
         counts: List[ExprLike] = ([grid] if isinstance(grid, (int, Expr, np.integer))
@@ -914,7 +930,11 @@ class Builder:
                              "Builder")
 
     def require_feature(self, name: str) -> None:
-        """Declares that readers must understand feature `name` to run the file."""
+        """Declares that readers must understand feature `name` to run the file.
+
+        The format's own features that the file uses ("quantization.v1",
+        "kernel-library.v1" ...) need no call: the builder lists each one.
+        """
         self._c.add_required_feature(name)
 
     def metadata(self, key: str, value: str) -> None:

@@ -123,7 +123,9 @@ axrt_status_t thread_count(uint32_t* out) {
 axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {
   uint32_t threads = 0;
   AXRT_RETURN_IF_ERROR(thread_count(&threads));
-  out->devices.push_back(new CpuDevice(threads));
+  auto device = std::make_unique<CpuDevice>(threads);
+  out->devices.push_back(device.get());
+  device.release();
   return nullptr;
 }
 

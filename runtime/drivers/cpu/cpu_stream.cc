@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "runtime/driver.h"
 #include "runtime/drivers/cpu/cpu_driver.h"
@@ -84,6 +85,40 @@ struct CpuOp {
   trace::OpStamp stamp;  // queued while a trace ran
 };
 
+// A FIFO over a ring of slots that only grows: unlike std::deque, pushing
+// and popping in the steady state allocates nothing.
+template <typename T>
+class Ring {
+ public:
+  bool empty() const noexcept { return count_ == 0; }
+  T& front() noexcept { return slots_[head_]; }
+  void pop_front() noexcept {
+    slots_[head_] = T{};
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    --count_;
+  }
+  // Throws std::bad_alloc (the ring is unchanged then).
+  void push_back(T&& value) {
+    if (count_ == slots_.size()) grow();
+    slots_[(head_ + count_) & (slots_.size() - 1)] = std::move(value);
+    ++count_;
+  }
+
+ private:
+  void grow() {
+    std::vector<T> bigger(slots_.empty() ? 16 : slots_.size() * 2);
+    for (size_t i = 0; i < count_; ++i) {
+      bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    }
+    slots_ = std::move(bigger);
+    head_ = 0;
+  }
+
+  std::vector<T> slots_;  // a power of two in size
+  size_t head_ = 0;
+  size_t count_ = 0;
+};
+
 trace::Place place_of(const CopyEndpoint& endpoint) {
   return endpoint.buffer && endpoint.buffer->allocation()->memory_type != AXRT_MEMORY_TYPE_HOST_PINNED
              ? trace::Place::kDevice
@@ -160,8 +195,10 @@ class CpuQueue {
     ops_.push_back(std::move(op));
     set_idle(false);
     has_work_.store(true, std::memory_order_release);
+    // A worker that still polls sees has_work_: only a parked one is woken.
+    const bool wake = parked_.load(std::memory_order_relaxed);
     lock.unlock();
-    work_cv_.notify_one();
+    if (wake) work_cv_.notify_one();
   }
 
   axrt_status_t synchronize(const Stream* stream) {
@@ -171,9 +208,19 @@ class CpuQueue {
                          "would wait for itself",
                          stream ? stream->describe() : name_);
     }
-    spin_until([&] { return idle_.load(std::memory_order_acquire); });
+    if (!parked_.load(std::memory_order_acquire)) {
+      spin_until([&] { return idle_.load(std::memory_order_acquire); });
+    }
     std::unique_lock<std::mutex> lock(mutex_);
-    idle_cv_.wait(lock, [&] { return ops_.empty() && !busy_; });
+    while (!ops_.empty() || busy_) {
+      if (!busy_ && parked_.load(std::memory_order_relaxed)) {
+        // The worker sleeps, and waking it costs tens of microseconds: this
+        // thread, which would only wait, runs the queued work itself.
+        run_front_here(lock);
+        continue;
+      }
+      idle_cv_.wait(lock);
+    }
     return status_from_failure(failure_);
   }
 
@@ -201,6 +248,26 @@ class CpuQueue {
   }
 
  private:
+  // Runs the first queued operation on the calling thread, as the worker
+  // would; `lock` holds mutex_ before and after.
+  void run_front_here(std::unique_lock<std::mutex>& lock) {
+    CpuOp op = std::move(ops_.front());
+    ops_.pop_front();
+    if (ops_.empty()) has_work_.store(false, std::memory_order_relaxed);
+    busy_ = true;
+    lock.unlock();
+    const CpuQueue* const outer = t_current_queue;
+    t_current_queue = this;  // a host function here is on this stream
+    execute(op);
+    op = CpuOp{};  // drop references outside the lock
+    t_current_queue = outer;
+    lock.lock();
+    busy_ = false;
+    if (ops_.empty()) set_idle(true);
+    // Other waiters look again: the stream is idle, or there is more to run.
+    idle_cv_.notify_all();
+  }
+
   void worker_main() {
     t_current_queue = this;
     std::unique_lock<std::mutex> lock(mutex_);
@@ -210,7 +277,9 @@ class CpuQueue {
         spin_until([&] { return has_work_.load(std::memory_order_acquire); });
         lock.lock();
       }
+      parked_.store(true, std::memory_order_relaxed);
       work_cv_.wait(lock, [&] { return (!ops_.empty() && !busy_) || (closing_ && ops_.empty() && !busy_); });
+      parked_.store(false, std::memory_order_relaxed);
       if (ops_.empty()) break;  // closing and drained
       CpuOp op = std::move(ops_.front());
       ops_.pop_front();
@@ -500,11 +569,14 @@ class CpuQueue {
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable idle_cv_;
-  std::deque<CpuOp> ops_;
+  Ring<CpuOp> ops_;
   bool busy_ = false;
   bool closing_ = false;
   std::atomic<bool> idle_{true};
   std::atomic<bool> has_work_{false};
+  // The worker sleeps on work_cv_ (written under mutex_; read without it
+  // only as a hint).
+  std::atomic<bool> parked_{false};
   FailurePtr failure_;
 };
 

@@ -160,6 +160,10 @@ typedef struct CUmemPoolProps_st {
 } CUmemPoolProps;
 typedef int CUmemPool_attribute;
 enum : CUmemPool_attribute {
+  // int, 0 or 1; each 1 by default.
+  CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC = 2,
+  CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3,
   CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,  // cuuint64_t
   CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5,
   CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH = 6,

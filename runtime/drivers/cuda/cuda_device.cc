@@ -93,6 +93,15 @@ uint64_t pool_attribute(CudaDevice* self, CUmemPool_attribute attribute) {
   return value;
 }
 
+// Whether the pool may hand out a block freed on another stream whose free
+// the allocation stream is not yet ordered after, by making the allocation
+// stream wait for it (CUDA's default). Off but when memory runs out.
+CUresult set_reuse_dependencies(CudaDevice* self, bool allow) {
+  int value = allow ? 1 : 0;
+  return self->cu.cuMemPoolSetAttribute(self->pool,
+                                        CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &value);
+}
+
 axrt_status_t out_of_device_memory(CudaDevice* self, const char* call, CUresult result) {
   size_t free_bytes = 0, total_bytes = 0;
   self->cu.cuMemGetInfo(&free_bytes, &total_bytes);
@@ -119,28 +128,36 @@ axrt_status_t allocate_device_memory(CudaDevice* self, uint64_t size, uint64_t a
                          1);
   const CudaApi& cu = self->cu;
   CUdeviceptr raw = 0;
-  CUresult result;
-  const char* call;
+  const char* call = "cuMemAllocFromPoolAsync";
+  // Never waits for the device: the allocation is ordered on the allocation
+  // stream, which runs nothing but allocations and frees of blocks no work
+  // uses any more, and the pool hands it no block another stream's work may
+  // still use (internal dependencies are off, see initialize()). Streams
+  // wait for `allocation_fence` on the device before their next work.
   std::lock_guard<std::mutex> lock(self->pool_mutex);
   const uint64_t reserved_before = pool_attribute(self, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
-  {
-    call = "cuMemAllocFromPoolAsync";
+  CUresult result = cu.cuMemAllocFromPoolAsync(&raw, padded, self->pool, self->allocation_stream);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+    // Memory cached by the pool but not in use is not lost to us.
+    cu.cuMemPoolTrimTo(self->pool, 0);
     result = cu.cuMemAllocFromPoolAsync(&raw, padded, self->pool, self->allocation_stream);
-    if (result == CUDA_ERROR_OUT_OF_MEMORY) {
-      // Memory cached by the pool but not in use is not lost to us.
-      cu.cuMemPoolTrimTo(self->pool, 0);
-      result = cu.cuMemAllocFromPoolAsync(&raw, padded, self->pool, self->allocation_stream);
-    }
-    // The memory is ready for every stream once the allocation stream got
-    // there; it has nothing else queued (the cost of this wait on a GPU is
-    // what axrt_cuda_bench's allocation pair measures).
-    if (result == CUDA_SUCCESS) {
-      result = cu.cuStreamSynchronize(self->allocation_stream);
-      call = "cuStreamSynchronize";
-    }
+  }
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+    // Last, blocks that streams free in their order: the allocation stream
+    // then waits for the frees on the device, and with it every stream that
+    // waits for the fence below, but still no thread does.
+    set_reuse_dependencies(self, true);
+    result = cu.cuMemAllocFromPoolAsync(&raw, padded, self->pool, self->allocation_stream);
+    set_reuse_dependencies(self, false);
+  }
+  if (result == CUDA_SUCCESS) {
+    call = "cuEventRecord";
+    result = cu.cuEventRecord(self->allocation_fence, self->allocation_stream);
+    if (result != CUDA_SUCCESS) cu.cuMemFreeAsync(raw, self->allocation_stream);
   }
   if (result == CUDA_ERROR_OUT_OF_MEMORY) return out_of_device_memory(self, call, result);
   AXRT_RETURN_IF_ERROR(self->check(result, call));
+  self->allocation_epoch.fetch_add(1, std::memory_order_release);
   if (pool_attribute(self, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) <= reserved_before) {
     self->reuse_count.fetch_add(1, std::memory_order_relaxed);
   }
@@ -307,7 +324,8 @@ axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {
       skipped.push_back(fmt::format("device {}: {}", ordinal, axrt_status_message(status)));
       continue;
     }
-    out->devices.push_back(device.release());
+    out->devices.push_back(device.get());
+    device.release();
   }
   if (out->devices.empty()) {
     out->availability = fmt::format("no CUDA device could be used: {}", fmt::join(skipped, "; "));
@@ -681,6 +699,10 @@ axrt_status_t CudaDevice::initialize() {
     AXRT_RETURN_IF_ERROR(check(
         cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold),
         "cuMemPoolSetAttribute"));
+    // Allocations never wait for other streams' work (allocate_device_memory).
+    AXRT_RETURN_IF_ERROR(check(set_reuse_dependencies(this, false), "cuMemPoolSetAttribute"));
+    AXRT_RETURN_IF_ERROR(
+        check(cu.cuEventCreate(&allocation_fence, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
   }
   const CachingPool::Backend backend{pinned_allocate, pinned_free, this};
   pinned_pool = std::make_unique<CachingPool>(backend, uint64_t{1} << 30);
@@ -692,6 +714,21 @@ axrt_status_t CudaDevice::initialize() {
 }
 
 CudaDevice::~CudaDevice() {
+  if (releaser_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(releaser_->mutex);
+      releaser_->stop = true;
+    }
+    releaser_->wake.notify_all();
+    // Streams that hold work hold the device: none is left. The releaser
+    // may be what released the device (with the last work it was done
+    // with); it then ends on its own.
+    if (releaser_thread_.get_id() == std::this_thread::get_id()) {
+      releaser_thread_.detach();
+    } else {
+      releaser_thread_.join();
+    }
+  }
   if (reaper_thread_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(reaper_->mutex);
@@ -715,6 +752,7 @@ CudaDevice::~CudaDevice() {
       ContextScope scope(this);
       for (CUevent fence : fences_) cu.cuEventDestroy(fence);
       for (CUevent event : timing_events_) cu.cuEventDestroy(event);
+      if (allocation_fence) cu.cuEventDestroy(allocation_fence);
       if (allocation_stream) {
         cu.cuStreamSynchronize(allocation_stream);
         cu.cuStreamDestroy(allocation_stream);
@@ -777,9 +815,14 @@ void CudaDevice::mark_lost(CUresult result, const char* call) {
     what = fmt::format("device lost: {}", lost_reason_);
     lost_.store(true, std::memory_order_release);
   }
-  // Every stream of the device fails with it.
+  // Every stream of the device fails with it, and what streams hold back
+  // is abandoned by the releaser: CUDA runs nothing more, so no host
+  // function will kick it.
   std::lock_guard<std::mutex> lock(streams_mutex_);
-  for (CudaStream* stream : streams_) stream->count_failure(what);
+  for (CudaStream* stream : streams_) {
+    stream->count_failure(what);
+    if (stream->holding.load(std::memory_order_acquire)) kick(stream);
+  }
 }
 
 axrt_status_t CudaDevice::lost_status() const {
@@ -839,6 +882,89 @@ void CudaDevice::retire(CudaStream* stream) {
   // reaper, the release waits for the stream's work. This may destroy the
   // device, so nothing touches it afterwards.
   finish_stream(stream, true);
+}
+
+axrt_status_t CudaDevice::start_releaser() {
+  std::lock_guard<std::mutex> lock(releaser_->mutex);
+  if (releaser_thread_.joinable()) return nullptr;
+  try {
+    // Like the reaper, the thread owns only the shared state: the last work
+    // it is done with may release the device.
+    releaser_thread_ = std::thread([releaser = releaser_] {
+      std::unique_lock<std::mutex> lock(releaser->mutex);
+      while (true) {
+        releaser->wake.wait(lock, [&] { return releaser->stop || !releaser->streams.empty(); });
+        if (releaser->streams.empty()) return;
+        CudaStream* next = releaser->streams.front();
+        releaser->streams.pop_front();
+        next->release_queued = false;
+        next->release_busy = true;
+        lock.unlock();
+        HeldDone done;
+        release_held_work(next, &done);
+        lock.lock();
+        // The stream may be finished (deleted) from here on.
+        next->release_busy = false;
+        releaser->progress.notify_all();
+        lock.unlock();
+        done.finish();
+        lock.lock();
+      }
+    });
+  } catch (const std::system_error&) {
+    return make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                       "cannot start the thread that runs work held back behind host functions "
+                       "on {}",
+                       id());
+  }
+  return nullptr;
+}
+
+void CudaDevice::kick(CudaStream* stream) noexcept {
+  std::lock_guard<std::mutex> lock(releaser_->mutex);
+  if (stream->release_queued) return;
+  try {
+    releaser_->streams.push_back(stream);
+  } catch (...) {
+    // The stream's next call, or its synchronization, releases its work.
+    return;
+  }
+  stream->release_queued = true;
+  releaser_->wake.notify_one();
+}
+
+bool CudaDevice::leave_releaser(CudaStream* stream, bool wait) {
+  std::unique_lock<std::mutex> lock(releaser_->mutex);
+  if (stream->release_queued) {
+    std::erase(releaser_->streams, stream);
+    stream->release_queued = false;
+  }
+  auto idle = [stream] { return !stream->release_busy && stream->release_pins == 0; };
+  if (idle()) return true;
+  if (!wait) return false;
+  releaser_->progress.wait(lock, idle);
+  return true;
+}
+
+void CudaDevice::wait_for_release(std::chrono::microseconds timeout) {
+  std::unique_lock<std::mutex> lock(releaser_->mutex);
+  releaser_->progress.wait_for(lock, timeout);
+}
+
+void CudaDevice::note_released() noexcept {
+  std::lock_guard<std::mutex> lock(releaser_->mutex);
+  releaser_->progress.notify_all();
+}
+
+void CudaDevice::pin(CudaStream* stream) noexcept {
+  std::lock_guard<std::mutex> lock(releaser_->mutex);
+  ++stream->release_pins;
+}
+
+void CudaDevice::unpin(CudaStream* stream) noexcept {
+  std::lock_guard<std::mutex> lock(releaser_->mutex);
+  --stream->release_pins;
+  releaser_->progress.notify_all();
 }
 
 void CudaDevice::defer_or_run(std::function<void()> work) {

@@ -12,6 +12,13 @@
 // launch failure) marks the device lost; every later call on it fails at
 // once with DEVICE_LOST naming that first error.
 //
+// Held work (cuda_stream.cc): while a host function that may fail its stream
+// has not run, later work on the stream is held back on the host, handed to
+// CUDA once the function succeeded and skipped once it failed; a device
+// thread (the releaser) does that when no caller does it first. Pool
+// allocations are ordered on the device, never waited for (cuda_device.cc).
+// docs/cuda-driver.md ("Streams", "Memory") explains both.
+//
 // Tracing (cuda_trace.cc): work queued while a trace runs is bracketed by
 // timing events on its stream, and recorded once they completed, in trace
 // time (docs/cuda-driver.md, "Tracing and NVTX").
@@ -19,6 +26,7 @@
 #define AXRT_RUNTIME_DRIVERS_CUDA_CUDA_DRIVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,6 +72,7 @@ bool in_cuda_callback() noexcept;
 
 struct CudaDevice;
 struct CudaStream;
+class HeldRecord;
 
 // Makes the device's primary context current on this thread for the scope,
 // restoring the previous one after.
@@ -127,6 +136,29 @@ struct CudaDevice : Device {
   // the work and finishes the stream here (which may destroy the device).
   void retire(CudaStream* stream);
 
+  // The releaser: a device thread that hands a stream's held work to CUDA
+  // once what held it back is done (cuda_stream.cc). Started before the
+  // first host function that may hold work back; RESOURCE_EXHAUSTED when no
+  // thread can be had.
+  axrt_status_t start_releaser();
+  // Queues `stream` for the releaser. Any thread, host functions' included;
+  // only for streams that hold work (they outlive the queue entry).
+  void kick(CudaStream* stream) noexcept;
+  // Takes `stream` out of the releaser's queue for a caller that releases
+  // its work itself (finishing the stream). While the releaser is working on
+  // it: waits for it, or returns false when `wait` is false.
+  bool leave_releaser(CudaStream* stream, bool wait);
+  // Waits until some stream of the device stopped holding work back, at
+  // most `timeout`; note_released() says one did.
+  void wait_for_release(std::chrono::microseconds timeout);
+  void note_released() noexcept;
+  // Keeps a stream that holds work from being finished while another
+  // stream's flush hands that work over (HeldRecord::pin_stream).
+  void pin(CudaStream* stream) noexcept;
+  void unpin(CudaStream* stream) noexcept;
+  // Streams with held work or a host function holding work back.
+  std::atomic<int> held_streams{0};
+
   const CudaApi& cu;
   CUdevice cu_device;
   CUcontext context = nullptr;
@@ -135,6 +167,12 @@ struct CudaDevice : Device {
   // cuMemAlloc/cuMemFree.
   CUmemoryPool pool = nullptr;
   CUstream allocation_stream = nullptr;
+  // Recorded on `allocation_stream` behind every pool allocation, counted by
+  // `allocation_epoch`: a stream waits for it (on the device) before its
+  // first work after an allocation, instead of the allocation waiting for
+  // the allocation stream on the host.
+  CUevent allocation_fence = nullptr;
+  std::atomic<uint64_t> allocation_epoch{0};
   std::unique_ptr<CachingPool> fallback_pool;
   std::unique_ptr<CachingPool> pinned_pool;
   bool cluster_launch = false;
@@ -187,6 +225,19 @@ struct CudaDevice : Device {
   };
   std::shared_ptr<Reaper> reaper_ = std::make_shared<Reaper>();
   std::thread reaper_thread_;
+
+  // Shared with the releaser thread, which may outlive the device as the
+  // reaper does. The queue's streams hold work, so they stay alive;
+  // CudaStream's release_* fields are guarded by `mutex`.
+  struct Releaser {
+    std::mutex mutex;
+    std::condition_variable wake;      // a stream was queued, or stop
+    std::condition_variable progress;  // the releaser finished a stream
+    std::deque<CudaStream*> streams;
+    bool stop = false;
+  };
+  std::shared_ptr<Releaser> releaser_ = std::make_shared<Releaser>();
+  std::thread releaser_thread_;
 };
 
 // A stream failure that later work and events see: the first host function
@@ -196,7 +247,115 @@ struct StreamFailure {
   FailurePtr failure;
 };
 
+// A stream's failure, shared with the host calls that check a record of the
+// stream on another stream (which may run after the stream is gone).
+class FailureState {
+ public:
+  // The failure if it came before operation `sequence`.
+  FailurePtr before(uint64_t sequence) const;
+  FailurePtr get() const;
+  // Keeps the first failure; false when there was one already.
+  bool set(uint64_t sequence, FailurePtr failure);
+
+ private:
+  mutable std::mutex mutex_;
+  StreamFailure failure_;
+};
+
 struct HostCall;
+
+// What taking held work off its queue does with it.
+enum class Disposition {
+  kIssue,    // hand it to CUDA
+  kSkip,     // the stream failed before it: complete it without running it
+  kAbandon,  // the device is lost: CUDA runs nothing more
+};
+
+// An operation a stream holds back, in its place, while a host function that
+// may fail the stream has not run (cuda_stream.cc).
+class HeldOp {
+ public:
+  explicit HeldOp(uint64_t sequence) : sequence(sequence) {}
+  virtual ~HeldOp() = default;
+  HeldOp(const HeldOp&) = delete;
+  HeldOp& operator=(const HeldOp&) = delete;
+
+  // Called once, under the stream's order_mutex. An error when issuing fails
+  // the stream from this operation on.
+  virtual axrt_status_t run(Disposition how) = 0;
+  // Called once after run(), with no lock held: what may not run under one
+  // (a user's function).
+  virtual void after_run() noexcept {}
+
+  const uint64_t sequence;  // the operation's place on its stream
+  // A wait for a record another stream still holds back: not run before
+  // that record is issued.
+  std::shared_ptr<HeldRecord> after;
+
+ private:
+  friend class HeldDone;
+  std::unique_ptr<HeldOp> done_next_;
+};
+
+// Held work a drain is done with. Its after_run() and destruction wait until
+// the owner holds no lock (finish(), or the destructor: declare it before
+// the locks), since they may run a user's function or release the last
+// reference to buffers, events and streams. Adding never allocates.
+class HeldDone {
+ public:
+  HeldDone() = default;
+  ~HeldDone() { finish(); }
+  HeldDone(const HeldDone&) = delete;
+  HeldDone& operator=(const HeldDone&) = delete;
+
+  void add(std::unique_ptr<HeldOp> op) noexcept;
+  void finish() noexcept;
+
+ private:
+  std::unique_ptr<HeldOp> head_;
+  HeldOp* tail_ = nullptr;
+};
+
+// A record of an event that its stream held back (see HeldOp). Whoever waits
+// for that record (a host, another stream, a native queue) waits for `fence`,
+// recorded on the stream at the record's place when it reaches CUDA; the
+// event's own CUevent stands for its latest record only.
+class HeldRecord {
+ public:
+  HeldRecord(CudaDevice* device, CudaStream* stream, CUevent fence);
+  ~HeldRecord();  // gives the fence back
+  HeldRecord(const HeldRecord&) = delete;
+  HeldRecord& operator=(const HeldRecord&) = delete;
+
+  // Whether it reached CUDA (or was given up with its device). Then
+  // `settled` says whether its failure was known by then: false when a host
+  // function that may still fail the stream came before it (a native wait
+  // made the stream hand it over early).
+  bool issued() const noexcept { return issued_.load(std::memory_order_acquire); }
+  bool settled() const noexcept { return settled_.load(std::memory_order_acquire); }
+  void mark_issued(bool settled) noexcept;
+  // Waits until issued(); false once `deadline` passed first.
+  bool wait_issued(std::chrono::steady_clock::time_point deadline);
+  // Streams whose next held work is a wait for this record, kicked when it
+  // is issued. add_waiter() is false when it was issued already.
+  bool add_waiter(CudaStream* stream);
+  void remove_waiter(CudaStream* stream) noexcept;
+  // The stream, kept from being finished until its device's unpin(); null
+  // once issued.
+  CudaStream* pin_stream();
+
+  const Ref<Device> device;
+  // Valid until issued(): the stream holds the record until then.
+  CudaStream* const stream;
+  const CUevent fence;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable issued_cv_;
+  std::vector<CudaStream*> waiters_;
+  std::atomic<bool> issued_{false};
+  std::atomic<bool> settled_{false};
+};
 
 struct CudaStream : Stream {
   explicit CudaStream(CudaDevice* device);
@@ -205,24 +364,48 @@ struct CudaStream : Stream {
   CudaDevice* cuda_device() const noexcept { return static_cast<CudaDevice*>(device.get()); }
 
   // The stream's failure if it failed before operation `sequence`.
-  FailurePtr failure_before(uint64_t sequence) const;
-  FailurePtr failure() const;
+  FailurePtr failure_before(uint64_t sequence) const { return failure_->before(sequence); }
+  FailurePtr failure() const { return failure_->get(); }
+  const std::shared_ptr<FailureState>& failure_state() const noexcept { return failure_; }
   void fail(uint64_t sequence, FailurePtr failure);
   // Counts the stream's first failure (its own or its device's loss) in the
   // device's counters and records it in a running trace as `what`.
   void count_failure(std::string_view what) noexcept;
 
-  // Keeps `keep` (buffers, batches) alive until the work enqueued so far
-  // completed; returns what already completed.
+  // Keeps `keep` (buffers, batches) alive until the work handed to CUDA so
+  // far completed. Under `order_mutex`.
   axrt_status_t retain_until_done(std::vector<Ref<Object>> keep, CommandBatchPtr batch,
                                   std::vector<Ref<Buffer>> returns);
-  // Releases what completed work held; everything when `all`.
+  // Releases what completed work held; everything when `all`. Never under
+  // `order_mutex`: what it releases may finish streams.
   void reap(bool all);
 
   CUstream stream = nullptr;
   CUstream staging_stream = nullptr;  // copies through pinned chunks
   std::atomic<uint64_t> sequence{0};  // operations enqueued
-  std::atomic<bool> has_host_work{false};
+
+  // Work held back behind host functions (cuda_stream.cc). Every operation
+  // that hands work to `stream` takes `order_mutex`, so that operations go
+  // to CUDA whole and in their order; it is never held while waiting for the
+  // device or running a user's function.
+  std::mutex order_mutex;
+  // Under order_mutex: the latest host call handed to CUDA that may fail the
+  // stream and is not known to have run, the work enqueued after it, and
+  // the allocation_epoch of the device the stream last waited for.
+  std::shared_ptr<HostCall> gate;
+  std::deque<std::unique_ptr<HeldOp>> held;
+  uint64_t allocations_seen = 0;
+  // gate || !held.empty(): written under order_mutex, read anywhere.
+  std::atomic<bool> holding{false};
+  // Under the device's releaser mutex: queued for the releaser, being
+  // released by it, pinned by flushes.
+  bool release_queued = false;
+  bool release_busy = false;
+  int release_pins = 0;
+  // Set once axrt_stream_get_native_handle() handed `stream` out: other
+  // libraries then enqueue onto it directly, so the stream holds nothing
+  // back any more (under order_mutex; read anywhere).
+  std::atomic<bool> native_handed_out{false};
 
   // Pinned chunks for pageable copies, created at the first one.
   struct StagingChunk {
@@ -235,7 +418,7 @@ struct CudaStream : Stream {
 
   // Host work queued and not yet known to have run (cuda_stream.cc).
   std::mutex host_calls_mutex;
-  std::vector<std::unique_ptr<HostCall>> host_calls;
+  std::vector<std::shared_ptr<HostCall>> host_calls;
 
   // Operations queued while a trace ran, recorded once they completed.
   StreamTrace trace;
@@ -243,8 +426,7 @@ struct CudaStream : Stream {
   std::atomic<bool> named_for_tools{false};
 
  private:
-  mutable std::mutex failure_mutex_;
-  StreamFailure failure_;
+  std::shared_ptr<FailureState> failure_ = std::make_shared<FailureState>();
   std::atomic<bool> failure_counted_{false};
 
   struct Pending {
@@ -261,13 +443,14 @@ struct CudaEvent : Event {
   explicit CudaEvent(CudaDevice* device);
 
   CUevent event = nullptr;
-  // Where and when the latest record happened, for failures it carries.
+  // Where and when the latest record happened, for failures it carries, and
+  // its HeldRecord when its stream held it back (null when it went to CUDA at
+  // once, and then its failure was known by then). Taken after a stream's
+  // order_mutex, never before one.
   std::mutex record_mutex;
   Ref<Stream> recorded_on;
   uint64_t recorded_sequence = 0;
-
-  // The failure the latest record completed with, if any.
-  FailurePtr record_failure();
+  std::shared_ptr<HeldRecord> held_record;
 };
 
 bool is_cuda_event(const Event* event) noexcept;
@@ -276,6 +459,9 @@ axrt_status_t create_stream(Device* device, Stream** out_stream);
 // Finishes a released stream: false, doing nothing, while its work still
 // runs and `wait` is false.
 bool finish_stream(CudaStream* stream, bool wait);
+// The releaser's step: hands the held work of `stream` to CUDA as far as it
+// may go now.
+void release_held_work(CudaStream* stream, HeldDone* done);
 axrt_status_t create_event(Device* device, Event** out_event);
 axrt_status_t synchronize_device(CudaDevice* device);
 axrt_status_t load_code(Device* device, DeviceCodeKind kind, std::string_view target,

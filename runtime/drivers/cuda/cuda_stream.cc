@@ -3,6 +3,13 @@
 // completes. Copies from and to pageable host memory go through pinned
 // chunks: a second CUDA stream copies between the chunk and the user's
 // memory (host functions) while the first moves the previous chunk (DMA).
+//
+// A host function that may fail its stream (a user's function, a wait for an
+// event of another driver, the check of a record handed to CUDA early) holds
+// back the work enqueued after it: that work waits on the host, in order
+// (CudaStream::held), until the function ran, and then goes to CUDA, or is
+// skipped when the function failed, its event records and deallocations
+// still completed. docs/cuda-driver.md ("Streams") explains the design.
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -25,10 +32,81 @@ void leave_cuda_callback() noexcept;
 struct HostCall {
   CudaStream* stream = nullptr;
   uint64_t sequence = 0;
+  // May fail the stream: the stream holds back what follows until it ran.
+  bool gating = false;
   std::function<axrt_status_t(axrt_status_t told)> body;
   std::atomic<bool> claimed{false};
   std::atomic<bool> finished{false};
 };
+
+// --- FailureState, HeldRecord ---------------------------------------------
+
+FailurePtr FailureState::before(uint64_t sequence) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.failure && failure_.sequence < sequence) return failure_.failure;
+  return nullptr;
+}
+
+FailurePtr FailureState::get() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_.failure;
+}
+
+bool FailureState::set(uint64_t sequence, FailurePtr failure) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.failure) return false;
+  failure_ = StreamFailure{sequence, std::move(failure)};
+  return true;
+}
+
+HeldRecord::HeldRecord(CudaDevice* device, CudaStream* stream, CUevent fence)
+    : device(device), stream(stream), fence(fence) {}
+
+HeldRecord::~HeldRecord() { static_cast<CudaDevice*>(device.get())->recycle_fence(fence); }
+
+void HeldRecord::mark_issued(bool settled) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (issued()) return;
+  settled_.store(settled, std::memory_order_release);
+  issued_.store(true, std::memory_order_release);
+  issued_cv_.notify_all();
+  // Kicked under the lock: a waiter that leaves the list after this point
+  // is queued already, and its finishing takes it out of the queue.
+  for (CudaStream* waiter : waiters_) waiter->cuda_device()->kick(waiter);
+  waiters_.clear();
+}
+
+bool HeldRecord::wait_issued(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    issued_cv_.wait(lock, [&] { return issued(); });
+    return true;
+  }
+  return issued_cv_.wait_until(lock, deadline, [&] { return issued(); });
+}
+
+bool HeldRecord::add_waiter(CudaStream* waiter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (issued()) return false;
+  if (std::find(waiters_.begin(), waiters_.end(), waiter) == waiters_.end()) {
+    waiters_.push_back(waiter);
+  }
+  return true;
+}
+
+void HeldRecord::remove_waiter(CudaStream* waiter) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase(waiters_, waiter);
+}
+
+CudaStream* HeldRecord::pin_stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (issued()) return nullptr;
+  // The stream holds this record until it is issued, which takes this
+  // mutex: pinned now, it stays until unpinned.
+  stream->cuda_device()->pin(stream);
+  return stream;
+}
 
 namespace {
 
@@ -40,7 +118,12 @@ CudaStream* cuda(Stream* stream) { return static_cast<CudaStream*>(stream); }
 // Host calls that CUDA may still invoke after their stream was destroyed
 // with its device lost. Kept, reachable, for the life of the process.
 std::mutex g_orphans_mutex;
-std::vector<std::unique_ptr<HostCall>>* g_orphans = nullptr;
+std::vector<std::shared_ptr<HostCall>>* g_orphans = nullptr;
+
+// Taken before any stream's order_mutex by whatever hands another stream's
+// held work to CUDA early (a flush), so that flushes, which lock a chain of
+// streams, never wait for each other in a cycle.
+std::mutex g_flush_mutex;
 
 void run_host_call(HostCall* call, axrt_status_t told) {
   axrt_status_t result = call->body(told);
@@ -63,13 +146,19 @@ void host_call_trampoline(void* user_data) {
   }
   enter_cuda_callback();
   CudaStream* stream = call->stream;
+  CudaDevice* device = stream->cuda_device();
+  const bool gating = call->gating;
   FailurePtr failure = stream->failure_before(call->sequence);
   StatusPtr told(failure ? status_from_failure(failure)
-                         : (stream->cuda_device()->is_lost() ? stream->cuda_device()->lost_status()
-                                                             : nullptr));
+                         : (device->is_lost() ? device->lost_status() : nullptr));
   run_host_call(call, told.get());
   leave_cuda_callback();
+  // The call may be reaped from here on; the stream lives until CUDA saw
+  // this function return.
   call->finished.store(true, std::memory_order_release);
+  // What the call held back may go on (or be skipped) now. A lost device
+  // has the releaser abandon held work on its own.
+  if (gating && !device->is_lost()) device->kick(stream);
 }
 
 }  // namespace
@@ -82,24 +171,10 @@ CudaStream::CudaStream(CudaDevice* d) : Stream(&kCudaStreamVtable) { device = Re
 
 CudaStream::~CudaStream() = default;
 
-FailurePtr CudaStream::failure_before(uint64_t op_sequence) const {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  if (failure_.failure && failure_.sequence < op_sequence) return failure_.failure;
-  return nullptr;
-}
-
-FailurePtr CudaStream::failure() const {
-  std::lock_guard<std::mutex> lock(failure_mutex_);
-  return failure_.failure;
-}
-
 void CudaStream::fail(uint64_t op_sequence, FailurePtr f) {
-  {
-    std::lock_guard<std::mutex> lock(failure_mutex_);
-    if (failure_.failure) return;
-    failure_ = StreamFailure{op_sequence, f};
-  }
-  count_failure(f->message);
+  const std::string_view what = f->message;
+  if (!failure_->set(op_sequence, f)) return;
+  count_failure(what);
 }
 
 void CudaStream::count_failure(std::string_view what) noexcept {
@@ -116,7 +191,6 @@ void CudaStream::count_failure(std::string_view what) noexcept {
 
 axrt_status_t CudaStream::retain_until_done(std::vector<Ref<Object>> keep, CommandBatchPtr batch,
                                             std::vector<Ref<Buffer>> returns) {
-  reap(false);
   if (keep.empty() && !batch && returns.empty()) return nullptr;
   CudaDevice* d = cuda_device();
   Pending pending;
@@ -163,7 +237,7 @@ void CudaStream::reap(bool all) {
   done.clear();  // releases outside the lock
   {
     std::lock_guard<std::mutex> lock(host_calls_mutex);
-    std::erase_if(host_calls, [](const std::unique_ptr<HostCall>& call) {
+    std::erase_if(host_calls, [](const std::shared_ptr<HostCall>& call) {
       return call->finished.load(std::memory_order_acquire);
     });
   }
@@ -176,36 +250,192 @@ void CudaStream::reap(bool all) {
   }
 }
 
+// --- Held work ----------------------------------------------------------------
+
+void HeldDone::add(std::unique_ptr<HeldOp> op) noexcept {
+  HeldOp* raw = op.get();
+  if (tail_) {
+    tail_->done_next_ = std::move(op);
+  } else {
+    head_ = std::move(op);
+  }
+  tail_ = raw;
+}
+
+void HeldDone::finish() noexcept {
+  // One at a time: a long chain must not be destroyed recursively.
+  while (head_) {
+    std::unique_ptr<HeldOp> op = std::move(head_);
+    head_ = std::move(op->done_next_);
+    op->after_run();
+  }
+  tail_ = nullptr;
+}
+
 namespace {
+
+// Held work that runs a callable: `f(how)`.
+template <class F>
+class HeldCall final : public HeldOp {
+ public:
+  HeldCall(uint64_t sequence, F f) : HeldOp(sequence), f_(std::move(f)) {}
+  axrt_status_t run(Disposition how) override { return f_(how); }
+
+ private:
+  F f_;
+};
+
+template <class F>
+std::unique_ptr<HeldOp> make_held(uint64_t sequence, F f) {
+  return std::make_unique<HeldCall<F>>(sequence, std::move(f));
+}
+
+// Under order_mutex: keeps `holding` (and the device's count) up to date.
+void update_holding(CudaStream* s) {
+  const bool holding = s->gate != nullptr || !s->held.empty();
+  if (holding == s->holding.load(std::memory_order_relaxed)) return;
+  s->holding.store(holding, std::memory_order_release);
+  CudaDevice* d = s->cuda_device();
+  if (holding) {
+    d->held_streams.fetch_add(1, std::memory_order_acq_rel);
+  } else {
+    d->held_streams.fetch_sub(1, std::memory_order_acq_rel);
+    d->note_released();
+  }
+}
+
+void flush_locked(CudaStream* s, const HeldRecord* through, HeldDone* done);
+
+// Under s->order_mutex: hands held work to CUDA in order, as far as it may
+// go: up to a host function that may fail the stream and has not run yet, or
+// up to a wait for a record that another stream still holds back (the
+// stream is then kicked when that record is issued). Work behind a failure
+// is skipped, work of a lost device abandoned. A flush (`all`, or `through`
+// a record of this stream; the caller holds g_flush_mutex) hands work over
+// whatever holds it back, first flushing the records of other streams it
+// waits for.
+void drain(CudaStream* s, HeldDone* done, bool all = false,
+           const HeldRecord* through = nullptr) {
+  CudaDevice* d = s->cuda_device();
+  ContextScope scope(d);
+  for (;;) {
+    const bool lost = d->is_lost();
+    if (s->gate && (lost || s->gate->finished.load(std::memory_order_acquire))) s->gate.reset();
+    const bool forcing = all || (through && !through->issued());
+    if (s->held.empty() || (s->gate && !forcing)) break;
+    HeldOp& next = *s->held.front();
+    const Disposition how = lost                                  ? Disposition::kAbandon
+                            : s->failure_before(next.sequence)    ? Disposition::kSkip
+                                                                  : Disposition::kIssue;
+    if (how == Disposition::kIssue && next.after && !next.after->issued()) {
+      if (forcing) {
+        if (CudaStream* other = next.after->pin_stream()) {
+          flush_locked(other, next.after.get(), done);
+          other->cuda_device()->unpin(other);
+        }
+        if (!next.after->issued()) break;  // flushing issues it; never loop
+      } else if (next.after->add_waiter(s)) {
+        break;
+      }
+      continue;
+    }
+    std::unique_ptr<HeldOp> op = std::move(s->held.front());
+    s->held.pop_front();
+    if (op->after) op->after->remove_waiter(s);
+    // Work handed over later than its enqueue has no caller to tell.
+    if (axrt_status_t status =
+            guard("work held back behind a host function", [&] { return op->run(how); })) {
+      if (how == Disposition::kIssue && !d->is_lost()) {
+        s->fail(op->sequence, make_failure(status));
+      } else {
+        axrt_status_free(status);  // skipped or abandoned work fails nothing more
+      }
+    }
+    done->add(std::move(op));
+  }
+  update_holding(s);
+}
+
+void flush_locked(CudaStream* s, const HeldRecord* through, HeldDone* done) {
+  std::lock_guard<std::mutex> lock(s->order_mutex);
+  drain(s, done, false, through);
+}
+
+// Under s->order_mutex: whether new work may go to CUDA now, after the held
+// work that may.
+bool ready(CudaStream* s, HeldDone* done) {
+  if (!s->holding.load(std::memory_order_relaxed)) return true;
+  if (!in_cuda_callback()) drain(s, done);
+  return !s->holding.load(std::memory_order_relaxed);
+}
+
+// Under s->order_mutex: queues `op` behind the work the stream holds.
+axrt_status_t hold(CudaStream* s, std::unique_ptr<HeldOp> op) {
+  s->held.push_back(std::move(op));
+  update_holding(s);
+  return nullptr;
+}
+
+// Hands the held work of `s` to CUDA, or skips it, waiting for what holds it
+// back (synchronize). An error is one of CUDA's while waiting; after the
+// device's loss the held work is abandoned and the caller's next wait says
+// so.
+axrt_status_t release_held(CudaStream* s) {
+  CudaDevice* d = s->cuda_device();
+  while (s->holding.load(std::memory_order_acquire)) {
+    std::shared_ptr<HostCall> gate;
+    {
+      HeldDone done;
+      std::lock_guard<std::mutex> lock(s->order_mutex);
+      drain(s, &done);
+      gate = s->gate;
+    }
+    if (!s->holding.load(std::memory_order_acquire)) break;
+    if (!gate) {
+      // A record another stream holds back; that stream goes on by itself.
+      d->wait_for_release(std::chrono::milliseconds(1));
+      continue;
+    }
+    const CUresult result = d->cu.cuStreamSynchronize(s->stream);
+    if (result != CUDA_SUCCESS) {
+      axrt_status_t status = d->check(result, "cuStreamSynchronize");
+      if (!d->is_lost()) return status;
+      axrt_status_free(status);
+    }
+  }
+  return nullptr;
+}
 
 // Runs, on this thread, every host call of `stream` CUDA has not run: the
 // device is lost and CUDA will run nothing more.
 void run_abandoned_calls(CudaStream* stream) {
-  std::vector<HostCall*> pending;
+  std::vector<std::shared_ptr<HostCall>> pending;
   {
     std::lock_guard<std::mutex> lock(stream->host_calls_mutex);
-    for (auto& call : stream->host_calls) pending.push_back(call.get());
+    pending = stream->host_calls;
   }
   StatusPtr lost(stream->cuda_device()->lost_status());
-  for (HostCall* call : pending) {
+  for (const auto& call : pending) {
     if (call->claimed.exchange(true, std::memory_order_acq_rel)) continue;
-    run_host_call(call, lost.get());
+    run_host_call(call.get(), lost.get());
   }
 }
 
-// Queues `body` on `stream` as host work.
-axrt_status_t enqueue_host_call(CudaStream* stream, CUstream on,
-                                std::function<axrt_status_t(axrt_status_t)> body) {
-  auto call = std::make_unique<HostCall>();
+// Queues `body` on `on` (the stream's CUDA stream or its staging stream) as
+// host work at `sequence`. A `gating` call (on the stream itself) holds back
+// the work enqueued after it until it ran. Under order_mutex.
+axrt_status_t enqueue_host_call(CudaStream* stream, CUstream on, uint64_t sequence,
+                                std::function<axrt_status_t(axrt_status_t)> body, bool gating) {
+  auto call = std::make_shared<HostCall>();
   call->stream = stream;
-  call->sequence = stream->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  call->sequence = sequence;
+  call->gating = gating;
   call->body = std::move(body);
   HostCall* raw = call.get();
   {
     std::lock_guard<std::mutex> lock(stream->host_calls_mutex);
-    stream->host_calls.push_back(std::move(call));
+    stream->host_calls.push_back(call);
   }
-  stream->has_host_work.store(true, std::memory_order_release);
   CudaDevice* d = stream->cuda_device();
   const CUresult result = d->cu.cuLaunchHostFunc(on, host_call_trampoline, raw);
   if (result != CUDA_SUCCESS) {
@@ -213,6 +443,40 @@ axrt_status_t enqueue_host_call(CudaStream* stream, CUstream on,
     raw->finished.store(true);
     return d->check(result, "cuLaunchHostFunc");
   }
+  if (gating) {
+    stream->gate = std::move(call);
+    update_holding(stream);
+  }
+  return nullptr;
+}
+
+// A step of a staged copy on the staging stream: it never fails, so it holds
+// nothing back.
+axrt_status_t enqueue_staging_call(CudaStream* s,
+                                   std::function<axrt_status_t(axrt_status_t)> body) {
+  return enqueue_host_call(s, s->staging_stream, s->sequence.load(std::memory_order_relaxed),
+                           std::move(body), false);
+}
+
+// Whether a host call enqueued now on `s` may fail it, and so holds back what
+// follows: not once the stream failed (the call is told, and cannot change
+// the failure), nor once other libraries enqueue onto the stream directly.
+bool may_gate(const CudaStream* s) {
+  return !s->native_handed_out.load(std::memory_order_relaxed) && !s->failure();
+}
+
+// Under order_mutex, before work that may touch device memory: the stream
+// waits, on the device, for the pool allocations made since it last did
+// (they are ordered on the device's allocation stream; see
+// allocate_device_memory in cuda_device.cc). One atomic load when there were
+// none.
+axrt_status_t wait_for_allocations(CudaStream* s) {
+  CudaDevice* d = s->cuda_device();
+  const uint64_t epoch = d->allocation_epoch.load(std::memory_order_acquire);
+  if (epoch == s->allocations_seen) return nullptr;
+  AXRT_RETURN_IF_ERROR(d->check(d->cu.cuStreamWaitEvent(s->stream, d->allocation_fence, 0),
+                                "cuStreamWaitEvent"));
+  s->allocations_seen = epoch;
   return nullptr;
 }
 
@@ -386,7 +650,7 @@ axrt_status_t copy_staged(CudaStream* s, std::byte* host, uint64_t host_pitch, C
         AXRT_RETURN_IF_ERROR(d->check(cu.cuStreamWaitEvent(s->staging_stream, chunk.free, 0),
                                       "cuStreamWaitEvent"));
       }
-      AXRT_RETURN_IF_ERROR(enqueue_host_call(s, s->staging_stream, [p, staged](axrt_status_t) {
+      AXRT_RETURN_IF_ERROR(enqueue_staging_call(s, [p, staged](axrt_status_t) {
         gather(staged, p.host, p.host_pitch, p.width, p.rows);
         return axrt_status_t{nullptr};
       }));
@@ -408,7 +672,7 @@ axrt_status_t copy_staged(CudaStream* s, std::byte* host, uint64_t host_pitch, C
       // Staging stream: empty the chunk into the user's memory.
       AXRT_RETURN_IF_ERROR(d->check(cu.cuStreamWaitEvent(s->staging_stream, chunk_ready, 0),
                                     "cuStreamWaitEvent"));
-      AXRT_RETURN_IF_ERROR(enqueue_host_call(s, s->staging_stream, [p, staged](axrt_status_t) {
+      AXRT_RETURN_IF_ERROR(enqueue_staging_call(s, [p, staged](axrt_status_t) {
         scatter(p.host, p.host_pitch, staged, p.width, p.rows);
         return axrt_status_t{nullptr};
       }));
@@ -579,149 +843,6 @@ void name_for_tools(CudaStream* s) noexcept {
 #endif
 }
 
-// What every copy, fill and batch checks first: the device is not lost, and
-// work enqueued once the stream is known to have failed never runs.
-axrt_status_t begin_work(CudaStream* s) {
-  AXRT_RETURN_IF_ERROR(s->cuda_device()->enter());
-  if (FailurePtr failure = s->failure()) return status_from_failure(failure);
-  name_for_tools(s);
-  return nullptr;
-}
-
-void stream_destroy(Stream* stream) {
-  CudaStream* s = cuda(stream);
-  CudaDevice* d = s->cuda_device();
-  // Releasing a stream does not wait for its work: what is still running
-  // finishes the stream later (CudaDevice::retire).
-  d->defer_or_run([s, d] {
-    if (!finish_stream(s, false)) d->retire(s);
-  });
-}
-
-axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
-  CudaStream* s = cuda(stream);
-  CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(begin_work(s));
-  ContextScope scope(d);
-  TraceScope traced;
-  if (trace::active()) traced.start(s, copy_record(copy));
-  s->sequence.fetch_add(1, std::memory_order_relaxed);
-  AXRT_RETURN_IF_ERROR(run_copy(s, copy));
-  traced.finish();
-  std::vector<Ref<Object>> keep;
-  if (copy.src.buffer) keep.emplace_back(copy.src.buffer);
-  if (copy.dst.buffer) keep.emplace_back(copy.dst.buffer);
-  return s->retain_until_done(std::move(keep), nullptr, {});
-}
-
-axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint64_t length,
-                          uint64_t pattern, uint32_t pattern_size) {
-  CudaStream* s = cuda(stream);
-  CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(begin_work(s));
-  ContextScope scope(d);
-  TraceScope traced;
-  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kFill, length));
-  s->sequence.fetch_add(1, std::memory_order_relaxed);
-  AXRT_RETURN_IF_ERROR(run_fill(s, buffer, offset, length, pattern, pattern_size));
-  traced.finish();
-  std::vector<Ref<Object>> keep;
-  keep.emplace_back(buffer);
-  return s->retain_until_done(std::move(keep), nullptr, {});
-}
-
-axrt_status_t stream_launch_host_func(Stream* stream, axrt_host_func_t func, void* user_data) {
-  CudaStream* s = cuda(stream);
-  CudaDevice* d = s->cuda_device();
-  if (d->is_lost()) {
-    // CUDA runs nothing more on a lost device; the function still runs
-    // once, told why, and what it returns changes nothing.
-    StatusPtr lost(d->lost_status());
-    axrt_status_free(func(user_data, lost.get()));
-    return nullptr;
-  }
-  AXRT_RETURN_IF_ERROR(d->enter());
-  name_for_tools(s);
-  ContextScope scope(d);
-  TraceScope traced;
-  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kHostFunction));
-  AXRT_RETURN_IF_ERROR(enqueue_host_call(s, s->stream, [func, user_data](axrt_status_t told) {
-    return func(user_data, told);
-  }));
-  traced.finish();
-  return nullptr;
-}
-
-axrt_status_t ensure_event(CudaEvent* e) {
-  if (e->event) return nullptr;
-  CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
-  const unsigned flags =
-      (e->flags & AXRT_EVENT_FLAG_DISABLE_TIMING) ? CU_EVENT_DISABLE_TIMING : CU_EVENT_DEFAULT;
-  return d->check(d->cu.cuEventCreate(&e->event, flags), "cuEventCreate");
-}
-
-axrt_status_t stream_record_event(Stream* stream, Event* event) {
-  CudaStream* s = cuda(stream);
-  CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(d->enter());
-  name_for_tools(s);
-  auto* e = static_cast<CudaEvent*>(event);
-  ContextScope scope(d);
-  std::lock_guard<std::mutex> lock(e->record_mutex);
-  AXRT_RETURN_IF_ERROR(ensure_event(e));
-  TraceScope traced;
-  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kEventRecord));
-  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  AXRT_RETURN_IF_ERROR(d->check(d->cu.cuEventRecord(e->event, s->stream), "cuEventRecord"));
-  traced.finish();
-  e->recorded_on = Ref<Stream>(stream);
-  e->recorded_sequence = sequence;
-  return nullptr;
-}
-
-axrt_status_t stream_wait_event(Stream* stream, Event* event) {
-  CudaStream* s = cuda(stream);
-  CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(d->enter());
-  name_for_tools(s);
-  ContextScope scope(d);
-  std::vector<Ref<Object>> keep;
-  keep.emplace_back(event);
-  TraceScope traced;
-  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kEventWait));
-  if (is_cuda_event(event)) {
-    auto* e = static_cast<CudaEvent*>(event);
-    bool watch_failure = false;
-    {
-      std::lock_guard<std::mutex> lock(e->record_mutex);
-      AXRT_RETURN_IF_ERROR(d->check(d->cu.cuStreamWaitEvent(s->stream, e->event, 0),
-                                    "cuStreamWaitEvent"));
-      auto* source = static_cast<CudaStream*>(e->recorded_on.get());
-      watch_failure = source && source->has_host_work.load(std::memory_order_acquire);
-    }
-    if (FailurePtr failure = e->record_failure()) {
-      s->fail(s->sequence.fetch_add(1, std::memory_order_relaxed) + 1, std::move(failure));
-    } else if (watch_failure) {
-      // The record may still complete with a failure from a host function:
-      // look once it has.
-      AXRT_RETURN_IF_ERROR(enqueue_host_call(s, s->stream, [e](axrt_status_t) -> axrt_status_t {
-        FailurePtr failure = e->record_failure();
-        return failure ? status_from_failure(failure) : nullptr;
-      }));
-    }
-    traced.finish();
-    return s->retain_until_done(std::move(keep), nullptr, {});
-  }
-  // An event of another driver: the stream waits on the callback thread.
-  AXRT_RETURN_IF_ERROR(
-      enqueue_host_call(s, s->stream, [event](axrt_status_t told) -> axrt_status_t {
-        if (told) return nullptr;
-        return event->vtable->wait(event, AXRT_TIMEOUT_INFINITE);
-      }));
-  traced.finish();
-  return s->retain_until_done(std::move(keep), nullptr, {});
-}
-
 // Hands device-local memory of the stream-ordered pool back on the stream
 // (cuMemFreeAsync), so that the pool reuses it after the work before.
 // `*out_freed` says whether it did; other memory waits for the stream.
@@ -747,33 +868,476 @@ axrt_status_t free_on_stream(CudaStream* s, Buffer* buffer, bool* out_freed) {
   return nullptr;
 }
 
+// What every copy, fill and batch checks first: the device is not lost, and
+// work enqueued once the stream is known to have failed never runs.
+axrt_status_t begin_work(CudaStream* s) {
+  AXRT_RETURN_IF_ERROR(s->cuda_device()->enter());
+  if (FailurePtr failure = s->failure()) return status_from_failure(failure);
+  name_for_tools(s);
+  return nullptr;
+}
+
+void stream_destroy(Stream* stream) {
+  CudaStream* s = cuda(stream);
+  CudaDevice* d = s->cuda_device();
+  // Releasing a stream does not wait for its work: what is still running
+  // or held back finishes the stream later (CudaDevice::retire).
+  d->defer_or_run([s, d] {
+    if (!finish_stream(s, false)) d->retire(s);
+  });
+}
+
+// Each operation below has an issue_* function that hands it to CUDA, under
+// the stream's order_mutex: at once when the stream holds nothing back, else
+// when its held turn comes (an error then fails the stream, as no caller is
+// left to tell). Held work is stamped for traces when it is enqueued.
+
+axrt_status_t issue_copy(CudaStream* s, const CopyCommand& copy, std::vector<Ref<Object>> keep,
+                         const trace::OpStamp& stamp) {
+  AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
+  TraceScope traced;
+  if (trace::recording(stamp)) traced.start(s, copy_record(copy), stamp);
+  AXRT_RETURN_IF_ERROR(run_copy(s, copy));
+  traced.finish();
+  return s->retain_until_done(std::move(keep), nullptr, {});
+}
+
+axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
+  CudaStream* s = cuda(stream);
+  AXRT_RETURN_IF_ERROR(begin_work(s));
+  ContextScope scope(s->cuda_device());
+  s->reap(false);
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  std::vector<Ref<Object>> keep;
+  if (copy.src.buffer) keep.emplace_back(copy.src.buffer);
+  if (copy.dst.buffer) keep.emplace_back(copy.dst.buffer);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (ready(s, &done)) return issue_copy(s, copy, std::move(keep), stamp);
+  return hold(s, make_held(sequence, [s, copy, keep = std::move(keep), stamp](
+                                         Disposition how) mutable -> axrt_status_t {
+    return how == Disposition::kIssue ? issue_copy(s, copy, std::move(keep), stamp) : nullptr;
+  }));
+}
+
+axrt_status_t issue_fill(CudaStream* s, Ref<Buffer> buffer, uint64_t offset, uint64_t length,
+                         uint64_t pattern, uint32_t pattern_size, const trace::OpStamp& stamp) {
+  AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
+  TraceScope traced;
+  if (trace::recording(stamp)) {
+    traced.start(s, operation_record(trace::OpKind::kFill, length), stamp);
+  }
+  AXRT_RETURN_IF_ERROR(run_fill(s, buffer.get(), offset, length, pattern, pattern_size));
+  traced.finish();
+  std::vector<Ref<Object>> keep;
+  keep.emplace_back(std::move(buffer));
+  return s->retain_until_done(std::move(keep), nullptr, {});
+}
+
+axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint64_t length,
+                          uint64_t pattern, uint32_t pattern_size) {
+  CudaStream* s = cuda(stream);
+  AXRT_RETURN_IF_ERROR(begin_work(s));
+  ContextScope scope(s->cuda_device());
+  s->reap(false);
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  Ref<Buffer> target(buffer);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (ready(s, &done)) {
+    return issue_fill(s, std::move(target), offset, length, pattern, pattern_size, stamp);
+  }
+  return hold(s, make_held(sequence, [=, target = std::move(target)](
+                                         Disposition how) mutable -> axrt_status_t {
+    if (how != Disposition::kIssue) return nullptr;
+    return issue_fill(s, std::move(target), offset, length, pattern, pattern_size, stamp);
+  }));
+}
+
+axrt_status_t issue_host_func(CudaStream* s, axrt_host_func_t func, void* user_data,
+                              uint64_t sequence, bool gating, const trace::OpStamp& stamp) {
+  TraceScope traced;
+  if (trace::recording(stamp)) {
+    traced.start(s, operation_record(trace::OpKind::kHostFunction), stamp);
+  }
+  AXRT_RETURN_IF_ERROR(enqueue_host_call(
+      s, s->stream, sequence,
+      [func, user_data](axrt_status_t told) { return func(user_data, told); }, gating));
+  traced.finish();
+  return nullptr;
+}
+
+// A user's host function held back. It runs exactly once: in its turn on the
+// stream, told of a failure before it; or, when it cannot be handed to CUDA
+// (the device was lost), on the thread that finds that out, once no lock is
+// held, told why.
+class HeldHostFunc final : public HeldOp {
+ public:
+  HeldHostFunc(CudaStream* stream, axrt_host_func_t func, void* user_data, uint64_t sequence,
+               const trace::OpStamp& stamp)
+      : HeldOp(sequence), stream_(stream), func_(func), user_data_(user_data), stamp_(stamp) {}
+
+  axrt_status_t run(Disposition how) override {
+    if (how == Disposition::kAbandon) {
+      told_.reset(stream_->cuda_device()->lost_status());
+      return nullptr;
+    }
+    // Behind a failure it is told, and cannot fail the stream again.
+    const bool gating = how == Disposition::kIssue && may_gate(stream_);
+    axrt_status_t status = issue_host_func(stream_, func_, user_data_, sequence, gating, stamp_);
+    if (status) {
+      told_.reset(axrt_status_create(axrt_status_code(status), axrt_status_message(status)));
+    }
+    return status;
+  }
+
+  void after_run() noexcept override {
+    if (told_) axrt_status_free(func_(user_data_, told_.get()));
+  }
+
+ private:
+  CudaStream* stream_;  // only in run()
+  axrt_host_func_t func_;
+  void* user_data_;
+  trace::OpStamp stamp_;
+  StatusPtr told_;  // set when the function runs here rather than on the stream
+};
+
+axrt_status_t stream_launch_host_func(Stream* stream, axrt_host_func_t func, void* user_data) {
+  CudaStream* s = cuda(stream);
+  CudaDevice* d = s->cuda_device();
+  if (d->is_lost()) {
+    // CUDA runs nothing more on a lost device; the function still runs
+    // once, told why, and what it returns changes nothing.
+    StatusPtr lost(d->lost_status());
+    axrt_status_free(func(user_data, lost.get()));
+    return nullptr;
+  }
+  AXRT_RETURN_IF_ERROR(d->enter());
+  name_for_tools(s);
+  ContextScope scope(d);
+  AXRT_RETURN_IF_ERROR(d->start_releaser());
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (ready(s, &done)) return issue_host_func(s, func, user_data, sequence, may_gate(s), stamp);
+  return hold(s, std::make_unique<HeldHostFunc>(s, func, user_data, sequence, stamp));
+}
+
+axrt_status_t ensure_event(CudaEvent* e) {
+  if (e->event) return nullptr;
+  CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
+  const unsigned flags =
+      (e->flags & AXRT_EVENT_FLAG_DISABLE_TIMING) ? CU_EVENT_DISABLE_TIMING : CU_EVENT_DEFAULT;
+  return d->check(d->cu.cuEventCreate(&e->event, flags), "cuEventCreate");
+}
+
+// A held record reaches CUDA: its fence for those waiting for it, and the
+// event itself when this is still its latest record. Skipped work before it
+// does not keep it from completing: it then reports the failure.
+axrt_status_t issue_held_record(CudaStream* s, CudaEvent* e, HeldRecord& record,
+                                uint64_t sequence, const trace::OpStamp& stamp,
+                                Disposition how) {
+  if (how == Disposition::kAbandon) {
+    record.mark_issued(false);  // waiters find the device lost
+    return nullptr;
+  }
+  CudaDevice* d = s->cuda_device();
+  if (how == Disposition::kIssue) AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
+  TraceScope traced;
+  if (trace::recording(stamp)) {
+    traced.start(s, operation_record(trace::OpKind::kEventRecord), stamp);
+  }
+  // A flush may hand the record over before a host function that can still
+  // fail the stream: its failure is then known only once it completed.
+  const bool settled = s->gate == nullptr;
+  CUresult result = d->cu.cuEventRecord(record.fence, s->stream);
+  if (result == CUDA_SUCCESS) {
+    std::lock_guard<std::mutex> lock(e->record_mutex);
+    if (e->held_record.get() == &record) result = d->cu.cuEventRecord(e->event, s->stream);
+  }
+  axrt_status_t status = d->check(result, "cuEventRecord");
+  if (status && !d->is_lost()) {
+    // No caller is left to tell: the record completes with the failure.
+    s->fail(sequence - 1, make_failure(axrt_status_create(axrt_status_code(status),
+                                                          axrt_status_message(status))));
+  }
+  if (!status) traced.finish();
+  record.mark_issued(settled);
+  return status;
+}
+
+axrt_status_t stream_record_event(Stream* stream, Event* event) {
+  CudaStream* s = cuda(stream);
+  CudaDevice* d = s->cuda_device();
+  AXRT_RETURN_IF_ERROR(d->enter());
+  name_for_tools(s);
+  auto* e = static_cast<CudaEvent*>(event);
+  ContextScope scope(d);
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const bool now = ready(s, &done);
+  std::lock_guard<std::mutex> lock(e->record_mutex);
+  AXRT_RETURN_IF_ERROR(ensure_event(e));
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (now) {
+    // An event recorded after an allocation covers it too.
+    AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
+    TraceScope traced;
+    if (trace::recording(stamp)) {
+      traced.start(s, operation_record(trace::OpKind::kEventRecord), stamp);
+    }
+    AXRT_RETURN_IF_ERROR(d->check(d->cu.cuEventRecord(e->event, s->stream), "cuEventRecord"));
+    traced.finish();
+    e->recorded_on = Ref<Stream>(stream);
+    e->recorded_sequence = sequence;
+    e->held_record.reset();
+    return nullptr;
+  }
+  CUevent fence = nullptr;
+  AXRT_RETURN_IF_ERROR(d->acquire_fence(&fence));
+  std::shared_ptr<HeldRecord> record;
+  try {
+    record = std::make_shared<HeldRecord>(d, s, fence);
+  } catch (...) {
+    d->recycle_fence(fence);
+    throw;
+  }
+  e->recorded_on = Ref<Stream>(stream);
+  e->recorded_sequence = sequence;
+  e->held_record = record;
+  return hold(s, make_held(sequence, [s, held_event = Ref<Event>(event), record, sequence,
+                                      stamp](Disposition how) {
+    return issue_held_record(s, static_cast<CudaEvent*>(held_event.get()), *record, sequence,
+                             stamp, how);
+  }));
+}
+
+// After a wait for a record of `source` (operation `source_sequence`): the
+// waiting stream fails with the record's failure, at once when it is known
+// (`settled`), else once the record was reached, by a host call that checks
+// (and so holds back what follows).
+axrt_status_t check_record(CudaStream* s, const std::shared_ptr<FailureState>& source,
+                           uint64_t source_sequence, bool settled, uint64_t sequence) {
+  if (!source) return nullptr;
+  if (FailurePtr failure = source->before(source_sequence)) {
+    s->fail(sequence, std::move(failure));
+    return nullptr;
+  }
+  if (settled || s->failure()) return nullptr;
+  return enqueue_host_call(
+      s, s->stream, sequence,
+      [source, source_sequence](axrt_status_t) -> axrt_status_t {
+        FailurePtr failure = source->before(source_sequence);
+        return failure ? status_from_failure(failure) : nullptr;
+      },
+      may_gate(s));
+}
+
+axrt_status_t issue_wait(CudaStream* s, CUevent target, const std::shared_ptr<FailureState>& source,
+                         uint64_t source_sequence, bool settled, uint64_t sequence,
+                         Ref<Object> keep_event, const trace::OpStamp& stamp) {
+  CudaDevice* d = s->cuda_device();
+  TraceScope traced;
+  if (trace::recording(stamp)) traced.start(s, operation_record(trace::OpKind::kEventWait), stamp);
+  if (target) {
+    AXRT_RETURN_IF_ERROR(
+        d->check(d->cu.cuStreamWaitEvent(s->stream, target, 0), "cuStreamWaitEvent"));
+  }
+  AXRT_RETURN_IF_ERROR(check_record(s, source, source_sequence, settled, sequence));
+  traced.finish();
+  std::vector<Ref<Object>> keep;
+  keep.emplace_back(std::move(keep_event));
+  return s->retain_until_done(std::move(keep), nullptr, {});
+}
+
+// A wait for an event of another driver (a CPU event): the stream waits on
+// the callback thread, and fails with the event's failure.
+axrt_status_t issue_foreign_wait(CudaStream* s, Ref<Object> event, uint64_t sequence,
+                                 const trace::OpStamp& stamp) {
+  TraceScope traced;
+  if (trace::recording(stamp)) {
+    traced.start(s, operation_record(trace::OpKind::kEventWait), stamp);
+  }
+  Event* raw = static_cast<Event*>(event.get());
+  AXRT_RETURN_IF_ERROR(enqueue_host_call(
+      s, s->stream, sequence,
+      [raw](axrt_status_t told) -> axrt_status_t {
+        if (told) return nullptr;
+        return raw->vtable->wait(raw, AXRT_TIMEOUT_INFINITE);
+      },
+      may_gate(s)));
+  traced.finish();
+  std::vector<Ref<Object>> keep;
+  keep.emplace_back(std::move(event));
+  return s->retain_until_done(std::move(keep), nullptr, {});
+}
+
+// Hands the latest record of `e` to CUDA now if its stream still holds it
+// back, so that a stream that holds nothing back (one whose native queue was
+// handed out) or a native queue can wait for it on the device. Takes
+// g_flush_mutex: no order_mutex may be held.
+void flush_record(CudaEvent* e) {
+  if (in_cuda_callback()) return;  // no CUDA call there
+  HeldDone done;
+  std::lock_guard<std::mutex> flush(g_flush_mutex);
+  std::shared_ptr<HeldRecord> record;
+  {
+    std::lock_guard<std::mutex> lock(e->record_mutex);
+    record = e->held_record;
+  }
+  if (!record) return;
+  if (CudaStream* source = record->pin_stream()) {
+    flush_locked(source, record.get(), &done);
+    source->cuda_device()->unpin(source);
+  }
+}
+
+axrt_status_t stream_wait_event(Stream* stream, Event* event) {
+  CudaStream* s = cuda(stream);
+  CudaDevice* d = s->cuda_device();
+  AXRT_RETURN_IF_ERROR(d->enter());
+  name_for_tools(s);
+  ContextScope scope(d);
+  s->reap(false);
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  if (!is_cuda_event(event)) {
+    AXRT_RETURN_IF_ERROR(d->start_releaser());
+    HeldDone done;
+    std::lock_guard<std::mutex> order(s->order_mutex);
+    const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (ready(s, &done)) return issue_foreign_wait(s, Ref<Object>(event), sequence, stamp);
+    return hold(s, make_held(sequence, [s, held_event = Ref<Object>(event), sequence, stamp](
+                                           Disposition how) mutable -> axrt_status_t {
+      // After a failure a wait has nothing left to order.
+      if (how != Disposition::kIssue) return nullptr;
+      return issue_foreign_wait(s, std::move(held_event), sequence, stamp);
+    }));
+  }
+  auto* e = static_cast<CudaEvent*>(event);
+  // A stream whose native queue was handed out holds nothing back, so it
+  // cannot wait for a record held back by another stream: that record goes
+  // to CUDA now (the wait then covers the host functions before it).
+  if (s->native_handed_out.load(std::memory_order_acquire)) flush_record(e);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const bool now = ready(s, &done);
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::shared_ptr<HeldRecord> record;
+  std::shared_ptr<FailureState> source;
+  uint64_t source_sequence = 0;
+  {
+    std::lock_guard<std::mutex> lock(e->record_mutex);
+    record = e->held_record;
+    if (auto* from = static_cast<CudaStream*>(e->recorded_on.get())) {
+      source = from->failure_state();
+      source_sequence = e->recorded_sequence;
+    }
+    if (!record) {
+      // The record went to CUDA with its failure known.
+      if (now) {
+        return issue_wait(s, e->event, source, source_sequence, true, sequence,
+                          Ref<Object>(event), stamp);
+      }
+      // This stream holds work back. The wait goes to CUDA now, while the
+      // event still stands for this record, ahead of that work: the record
+      // waits for nothing the stream holds, so this delays that work at
+      // most. Its failure is checked in its turn.
+      AXRT_RETURN_IF_ERROR(
+          d->check(d->cu.cuStreamWaitEvent(s->stream, e->event, 0), "cuStreamWaitEvent"));
+    }
+  }
+  if (!record) {
+    return hold(s, make_held(sequence, [s, source, source_sequence, sequence,
+                                        held_event = Ref<Object>(event),
+                                        stamp](Disposition how) mutable -> axrt_status_t {
+      if (how != Disposition::kIssue) return nullptr;
+      return issue_wait(s, nullptr, source, source_sequence, true, sequence,
+                        std::move(held_event), stamp);
+    }));
+  }
+  // The record was held back by its stream: wait for its fence once it is
+  // issued, in this stream's order (issued at once when it may be).
+  AXRT_RETURN_IF_ERROR(d->start_releaser());
+  auto op = make_held(sequence, [s, record, source, source_sequence, sequence,
+                                 held_event = Ref<Object>(event),
+                                 stamp](Disposition how) mutable -> axrt_status_t {
+    if (how != Disposition::kIssue) return nullptr;
+    return issue_wait(s, record->fence, source, source_sequence, record->settled(), sequence,
+                      std::move(held_event), stamp);
+  });
+  op->after = record;
+  AXRT_RETURN_IF_ERROR(hold(s, std::move(op)));
+  if (!in_cuda_callback()) drain(s, &done);
+  return nullptr;
+}
+
+axrt_status_t issue_deallocate(CudaStream* s, Ref<Buffer> buffer, const trace::OpStamp& stamp) {
+  AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
+  TraceScope traced;
+  if (trace::recording(stamp)) {
+    traced.start(s, operation_record(trace::OpKind::kDeallocate), stamp);
+  }
+  bool freed = false;
+  AXRT_RETURN_IF_ERROR(free_on_stream(s, buffer.get(), &freed));
+  traced.finish();
+  if (freed) return nullptr;
+  std::vector<Ref<Buffer>> returns;
+  returns.push_back(std::move(buffer));
+  return s->retain_until_done({}, nullptr, std::move(returns));
+}
+
 axrt_status_t stream_deallocate_buffer(Stream* stream, Buffer* buffer) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
   AXRT_RETURN_IF_ERROR(d->enter());
   name_for_tools(s);
   ContextScope scope(d);
-  TraceScope traced;
-  if (trace::active()) traced.start(s, operation_record(trace::OpKind::kDeallocate));
-  bool freed = false;
-  AXRT_RETURN_IF_ERROR(free_on_stream(s, buffer, &freed));
-  traced.finish();
-  if (freed) return nullptr;
-  std::vector<Ref<Buffer>> returns;
-  returns.emplace_back(buffer);
-  return s->retain_until_done({}, nullptr, std::move(returns));
+  s->reap(false);
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  Ref<Buffer> target(buffer);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (ready(s, &done)) return issue_deallocate(s, std::move(target), stamp);
+  // Held memory goes back in its turn even after a failure; with the device
+  // lost, at once.
+  return hold(s, make_held(sequence, [s, target = std::move(target),
+                                      stamp](Disposition how) mutable -> axrt_status_t {
+    if (how == Disposition::kAbandon) {
+      buffer_return_memory(target.get());
+      return nullptr;
+    }
+    return issue_deallocate(s, std::move(target), stamp);
+  }));
 }
 
-axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
-  CudaStream* s = cuda(stream);
+// Gives back the arena of a batch that will not run: nothing on the device
+// uses it.
+void return_arena(CudaStream* s, CommandBatch& batch) {
+  Buffer* arena = batch.arena;
+  if (!arena || !arena->claim_memory_return()) return;
   CudaDevice* d = s->cuda_device();
-  AXRT_RETURN_IF_ERROR(begin_work(s));
-  ContextScope scope(d);
+  d->vtable->deallocate(d, arena->memory_type, arena->block);
+}
+
+// Launches the commands of `batch`. A failure is returned, not given to the
+// stream: the caller decides which operation of the stream failed.
+axrt_status_t issue_batch(CudaStream* s, CommandBatchPtr batch, const trace::OpStamp& stamp) {
+  if (axrt_status_t status = wait_for_allocations(s)) {
+    return_arena(s, *batch);
+    return status;
+  }
   // Tools see the launches inside a range named by the function.
   nvtx::Range range(batch->trace_name ? batch->trace_name : "function");
   TraceScope traced;
-  if (trace::active()) traced.start(s, function_record(*batch), batch->commands.size());
-  s->sequence.fetch_add(1, std::memory_order_relaxed);
+  if (trace::recording(stamp)) {
+    traced.start(s, function_record(*batch), stamp, batch->commands.size());
+  }
   for (size_t i = 0; i < batch->commands.size(); ++i) {
     const BatchCommand& command = batch->commands[i];
     axrt_status_t status = nullptr;
@@ -808,7 +1372,7 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
       // back then (reap). The command's failure is the one to report: a
       // fence failing as well (the device lost) adds nothing to it.
       StatusPtr(s->retain_until_done({}, std::move(batch), {}));
-      return fail_with(s, status);
+      return status;
     }
     if (traced.active()) traced.command(command_trace_record(command, batch->command_base + i));
   }
@@ -819,10 +1383,28 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
     bool freed = false;
     if (axrt_status_t status = free_on_stream(s, batch->arena, &freed)) {
       StatusPtr(s->retain_until_done({}, std::move(batch), {}));
-      return fail_with(s, status);
+      return status;
     }
   }
   return s->retain_until_done({}, std::move(batch), {});
+}
+
+axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
+  CudaStream* s = cuda(stream);
+  AXRT_RETURN_IF_ERROR(begin_work(s));
+  ContextScope scope(s->cuda_device());
+  s->reap(false);
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (ready(s, &done)) return fail_with(s, issue_batch(s, std::move(batch), stamp));
+  return hold(s, make_held(sequence, [s, batch = std::move(batch),
+                                      stamp](Disposition how) mutable -> axrt_status_t {
+    if (how == Disposition::kIssue) return issue_batch(s, std::move(batch), stamp);
+    return_arena(s, *batch);
+    return nullptr;
+  }));
 }
 
 axrt_status_t stream_synchronize(Stream* stream) {
@@ -836,6 +1418,7 @@ axrt_status_t stream_synchronize(Stream* stream) {
   }
   AXRT_RETURN_IF_ERROR(d->enter());
   ContextScope scope(d);
+  AXRT_RETURN_IF_ERROR(release_held(s));
   // The staging stream's last steps precede the stream's, but it is idle
   // only once it noted them done.
   CUresult result = d->cu.cuStreamSynchronize(s->stream);
@@ -845,6 +1428,7 @@ axrt_status_t stream_synchronize(Stream* stream) {
   if (result != CUDA_SUCCESS) {
     axrt_status_t status = d->check(result, "cuStreamSynchronize");
     if (d->is_lost()) {
+      StatusPtr(release_held(s));  // abandons what is still held
       run_abandoned_calls(s);
       s->reap(true);
     }
@@ -861,8 +1445,14 @@ axrt_status_t stream_query(Stream* stream, bool* out_idle) {
   AXRT_RETURN_IF_ERROR(d->enter());
   ContextScope scope(d);
   bool idle = true;
+  if (s->holding.load(std::memory_order_acquire) && !in_cuda_callback()) {
+    HeldDone done;
+    std::lock_guard<std::mutex> order(s->order_mutex);
+    drain(s, &done);
+  }
+  idle = !s->holding.load(std::memory_order_acquire);
   for (CUstream stream : {s->stream, s->staging_stream}) {
-    if (!stream) continue;
+    if (!stream || !idle) continue;
     const CUresult result = d->cu.cuStreamQuery(stream);
     if (result == CUDA_ERROR_NOT_READY) {
       idle = false;
@@ -876,9 +1466,24 @@ axrt_status_t stream_query(Stream* stream, bool* out_idle) {
   return nullptr;
 }
 
+// Other libraries enqueue onto the handle directly, in order with the
+// stream's own work: from now on the stream holds nothing back (what it
+// holds goes to CUDA now), and host functions that fail it no longer keep
+// later work from running, as on a plain CUDA stream.
 axrt_status_t stream_get_native_handle(Stream* stream, void** out_handle) {
   CudaStream* s = cuda(stream);
-  AXRT_RETURN_IF_ERROR(s->cuda_device()->enter());
+  CudaDevice* d = s->cuda_device();
+  AXRT_RETURN_IF_ERROR(d->enter());
+  if (!s->native_handed_out.load(std::memory_order_acquire)) {
+    ContextScope scope(d);
+    HeldDone done;
+    std::lock_guard<std::mutex> flush(g_flush_mutex);
+    std::lock_guard<std::mutex> order(s->order_mutex);
+    s->native_handed_out.store(true, std::memory_order_release);
+    if (!in_cuda_callback()) drain(s, &done, true);
+    // What the other library enqueues may use buffers allocated so far.
+    AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
+  }
   *out_handle = s->stream;
   return nullptr;
 }
@@ -909,17 +1514,46 @@ void event_destroy(Event* event) {
   });
 }
 
+// The latest record of an event as of a call: what stands for it in CUDA
+// (the event, or the fence of a record its stream held back, which stays
+// that record's even when the event is recorded again) and how to find the
+// failure it completes with.
+struct LatestRecord {
+  std::shared_ptr<HeldRecord> held;
+  std::shared_ptr<FailureState> source;
+  uint64_t sequence = 0;
+  CUevent target = nullptr;
+
+  bool waiting_on_host() const { return held && !held->issued(); }
+  FailurePtr failure() const { return source ? source->before(sequence) : nullptr; }
+};
+
+LatestRecord latest_record(CudaEvent* e) {
+  std::lock_guard<std::mutex> lock(e->record_mutex);
+  LatestRecord r;
+  r.held = e->held_record;
+  if (auto* from = static_cast<CudaStream*>(e->recorded_on.get())) {
+    r.source = from->failure_state();
+    r.sequence = e->recorded_sequence;
+  }
+  r.target = r.held ? r.held->fence : e->event;
+  return r;
+}
+
 axrt_status_t event_query(Event* event, bool* out_complete) {
   auto* e = static_cast<CudaEvent*>(event);
   CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
   AXRT_RETURN_IF_ERROR(d->enter());
-  const CUresult result = d->cu.cuEventQuery(e->event);
+  const LatestRecord record = latest_record(e);
+  // A record its stream still holds back has not even reached CUDA.
+  const CUresult result =
+      record.waiting_on_host() ? CUDA_ERROR_NOT_READY : d->cu.cuEventQuery(record.target);
   if (result == CUDA_ERROR_NOT_READY) {
     *out_complete = false;
     return nullptr;
   }
   AXRT_RETURN_IF_ERROR(d->check(result, "cuEventQuery"));
-  if (FailurePtr failure = e->record_failure()) return status_from_failure(failure);
+  if (FailurePtr failure = record.failure()) return status_from_failure(failure);
   if (trace::active()) poll_recording_stream(e);
   *out_complete = true;
   return nullptr;
@@ -929,26 +1563,42 @@ axrt_status_t event_wait(Event* event, uint64_t timeout_ns) {
   auto* e = static_cast<CudaEvent*>(event);
   CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
   AXRT_RETURN_IF_ERROR(d->enter());
+  const LatestRecord record = latest_record(e);
+  const bool forever = timeout_ns == AXRT_TIMEOUT_INFINITE;
+  const auto deadline =
+      forever ? std::chrono::steady_clock::time_point::max()
+              : std::chrono::steady_clock::now() +
+                    std::chrono::nanoseconds(std::min<uint64_t>(timeout_ns, uint64_t{1} << 62));
+  auto timed_out = [&] {
+    return make_status(AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                       "axrt_event_wait: {} did not complete within {} ns", e->describe(),
+                       timeout_ns);
+  };
+  if (record.waiting_on_host()) {
+    // The record goes to CUDA once the host function before it ran, which a
+    // host function waiting here could keep from ever happening.
+    if (in_cuda_callback()) {
+      return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                         "axrt_event_wait: called from a host function while the latest record "
+                         "of {} waits behind a host function of its stream",
+                         e->describe());
+    }
+    if (!record.held->wait_issued(deadline)) return timed_out();
+  }
   CUresult result;
-  if (timeout_ns == AXRT_TIMEOUT_INFINITE && !in_cuda_callback()) {
-    result = d->cu.cuEventSynchronize(e->event);
+  if (forever && !in_cuda_callback()) {
+    result = d->cu.cuEventSynchronize(record.target);
   } else {
     // Poll: CUDA has no timed wait. Short sleeps first, longer ones later.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(
-                              std::min<uint64_t>(timeout_ns, uint64_t{1} << 62));
     auto pause = std::chrono::microseconds(2);
-    while ((result = d->cu.cuEventQuery(e->event)) == CUDA_ERROR_NOT_READY) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        return make_status(AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
-                           "axrt_event_wait: {} did not complete within {} ns", e->describe(),
-                           timeout_ns);
-      }
+    while ((result = d->cu.cuEventQuery(record.target)) == CUDA_ERROR_NOT_READY) {
+      if (std::chrono::steady_clock::now() >= deadline) return timed_out();
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
   }
   AXRT_RETURN_IF_ERROR(d->check(result, "cuEventSynchronize"));
-  if (FailurePtr failure = e->record_failure()) return status_from_failure(failure);
+  if (FailurePtr failure = record.failure()) return status_from_failure(failure);
   if (trace::active()) poll_recording_stream(e);
   return nullptr;
 }
@@ -965,9 +1615,13 @@ axrt_status_t event_elapsed_time(Event* start, Event* end, int64_t* out_nanoseco
   return nullptr;
 }
 
-// Every axrt record is a cuEventRecord on the recording stream's CUDA stream,
-// in stream order behind its host functions and cross-driver waits, so the
-// CUDA event stands for the latest record exactly.
+// Every axrt record that reaches CUDA is a cuEventRecord on the recording
+// stream's CUDA stream, in stream order behind its host functions and
+// cross-driver waits, so the CUDA event stands for the latest record exactly.
+// A record its stream still holds back is handed to CUDA first (with the
+// stream's work before it, even behind a host function that has not run:
+// a native queue can only wait for what CUDA has), and the wait is for its
+// fence.
 axrt_status_t event_enqueue_native_wait(Event* event, void* native_stream) {
   auto* e = static_cast<CudaEvent*>(event);
   CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
@@ -975,17 +1629,43 @@ axrt_status_t event_enqueue_native_wait(Event* event, void* native_stream) {
   // The special handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) name the
   // default streams of the current context.
   ContextScope scope(d);
-  std::lock_guard<std::mutex> lock(e->record_mutex);
-  auto* source = static_cast<CudaStream*>(e->recorded_on.get());
-  if (FailurePtr failure = source ? source->failure_before(e->recorded_sequence) : nullptr) {
+  auto refuse_failure = [&](const FailurePtr& failure) {
     // A native queue cannot fail, so it is not made to wait for a failure.
     return make_status(failure->code,
                        "axrt_event_enqueue_native_wait: the latest record of {} completes with a "
                        "failure, so no native stream is made to wait for it: {}",
                        e->describe(), failure->message);
+  };
+  CUresult result = CUDA_SUCCESS;
+  for (;;) {
+    LatestRecord record;
+    {
+      std::lock_guard<std::mutex> lock(e->record_mutex);
+      record.held = e->held_record;
+      if (auto* from = static_cast<CudaStream*>(e->recorded_on.get())) {
+        record.source = from->failure_state();
+        record.sequence = e->recorded_sequence;
+      }
+      if (!record.held) {
+        if (FailurePtr failure = record.failure()) return refuse_failure(failure);
+        result = d->cu.cuStreamWaitEvent(static_cast<CUstream>(native_stream), e->event, 0);
+        break;
+      }
+    }
+    if (record.waiting_on_host()) {
+      if (in_cuda_callback()) {
+        return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                           "axrt_event_enqueue_native_wait: called from a host function while "
+                           "the latest record of {} waits behind a host function of its stream",
+                           e->describe());
+      }
+      flush_record(e);
+      continue;  // the latest record now, which may have changed
+    }
+    if (FailurePtr failure = record.failure()) return refuse_failure(failure);
+    result = d->cu.cuStreamWaitEvent(static_cast<CUstream>(native_stream), record.held->fence, 0);
+    break;
   }
-  const CUresult result =
-      d->cu.cuStreamWaitEvent(static_cast<CUstream>(native_stream), e->event, 0);
   if (result == CUDA_ERROR_INVALID_HANDLE) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                        "axrt_event_enqueue_native_wait: `native_stream` {} is not a live CUstream "
@@ -1003,12 +1683,32 @@ const EventVtable kCudaEventVtable = {
     .enqueue_native_wait = event_enqueue_native_wait,
 };
 
+// Before a released stream is finished: nothing held back any more, and the
+// releaser done with it. Without `wait`, only a stream that holds nothing
+// qualifies, and no order_mutex is taken (this may run while another
+// stream's lock is held, from references released under it).
+bool settle_held_work(CudaStream* s, bool wait) {
+  CudaDevice* d = s->cuda_device();
+  if (!wait) return !s->holding.load(std::memory_order_acquire) && d->leave_releaser(s, false);
+  d->leave_releaser(s, true);
+  // A CUDA error other than the device's loss while waiting leaves what is
+  // held to be dropped with the stream: nothing could run it.
+  StatusPtr(release_held(s));
+  return true;
+}
+
 }  // namespace
+
+void release_held_work(CudaStream* s, HeldDone* done) {
+  std::lock_guard<std::mutex> lock(s->order_mutex);
+  drain(s, done);
+}
 
 bool finish_stream(CudaStream* s, bool wait) {
   CudaDevice* d = s->cuda_device();
   {
     ContextScope scope(d);
+    if (!settle_held_work(s, wait)) return false;
     if (!d->is_lost()) {
       for (CUstream stream : {s->stream, s->staging_stream}) {
         if (!stream) continue;
@@ -1020,6 +1720,8 @@ bool finish_stream(CudaStream* s, bool wait) {
         if (state != CUDA_SUCCESS) StatusPtr(d->check(state, "cuStreamQuery"));
       }
     }
+    // A host call that ran meanwhile may have queued the stream again.
+    if (!d->leave_releaser(s, wait)) return false;
     d->remove_stream(s);
     if (d->is_lost()) run_abandoned_calls(s);
     s->reap(true);
@@ -1037,7 +1739,7 @@ bool finish_stream(CudaStream* s, bool wait) {
     std::lock_guard<std::mutex> lock(g_orphans_mutex);
     for (auto& call : s->host_calls) {
       if (call->finished.load(std::memory_order_acquire)) continue;
-      if (!g_orphans) g_orphans = new std::vector<std::unique_ptr<HostCall>>();
+      if (!g_orphans) g_orphans = new std::vector<std::shared_ptr<HostCall>>();
       g_orphans->push_back(std::move(call));
     }
   }
@@ -1060,12 +1762,6 @@ const StreamVtable kCudaStreamVtable = {
 };
 
 CudaEvent::CudaEvent(CudaDevice* d) : Event(&kCudaEventVtable) { device = Ref<Device>(d); }
-
-FailurePtr CudaEvent::record_failure() {
-  std::lock_guard<std::mutex> lock(record_mutex);
-  auto* source = static_cast<CudaStream*>(recorded_on.get());
-  return source ? source->failure_before(recorded_sequence) : nullptr;
-}
 
 bool is_cuda_event(const Event* event) noexcept { return event->vtable == &kCudaEventVtable; }
 
@@ -1108,11 +1804,19 @@ axrt_status_t synchronize_device(CudaDevice* device) {
   }
   AXRT_RETURN_IF_ERROR(device->enter());
   ContextScope scope(device);
-  // What the streams hold is released at their next call; their traced work
-  // is recorded now, while the trace that wants it may still run.
-  AXRT_RETURN_IF_ERROR(device->check(device->cu.cuCtxSynchronize(), "cuCtxSynchronize"));
+  // Work held back behind host functions reaches CUDA once they ran: the
+  // device is waited for until, before a wait, no stream held any. What the
+  // streams hold is released at their next call; their traced work is
+  // recorded now, while the trace that wants it may still run.
+  for (;;) {
+    const bool holding = device->held_streams.load(std::memory_order_acquire) != 0;
+    AXRT_RETURN_IF_ERROR(device->check(device->cu.cuCtxSynchronize(), "cuCtxSynchronize"));
+    if (!holding) break;
+    device->wait_for_release(std::chrono::milliseconds(1));
+  }
   if (trace::active()) device->poll_traced_streams();
   return nullptr;
 }
 
 }  // namespace axrt::cuda
+

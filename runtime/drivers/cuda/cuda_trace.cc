@@ -189,8 +189,9 @@ void StreamTrace::record(CudaDevice* device, TracedWork& work) noexcept {
 
 // --- TraceScope -------------------------------------------------------------
 
-void TraceScope::start(CudaStream* stream, const trace::Record& record, size_t commands) noexcept {
-  const int64_t queued = trace::now();
+void TraceScope::start(CudaStream* stream, const trace::Record& record,
+                       const trace::OpStamp& stamp, size_t commands) noexcept {
+  if (!trace::recording(stamp)) return;
   // Streams the runtime made for itself have no track; on a callback thread
   // no CUDA call is allowed.
   if (stream->trace_track == 0 || !stream->trace.has_room() || in_cuda_callback()) return;
@@ -206,10 +207,10 @@ void TraceScope::start(CudaStream* stream, const trace::Record& record, size_t c
     trace::Record& r = work->records.front();
     r.begin = 0;
     r.end = 0;
-    r.flow = trace::current_flow();
-    r.session = trace::session();
+    r.flow = stamp.flow;
+    r.session = stamp.session;
     r.track = stream->trace_track;
-    r.a[0] = queued;
+    r.a[0] = stamp.queued;
     stream_ = stream;
     work_ = std::move(work);
   } catch (...) {

@@ -76,8 +76,8 @@ class StreamTrace {
 // trace runs: start() before the operation's first CUDA call, command()
 // after each command of a function call, finish() once it is all queued.
 // An operation that failed to queue gives its events back when the scope
-// ends. Callers call start() only while trace::active(); a scope never
-// started (or that could not trace) does nothing.
+// ends. Callers call start() only while trace::recording() their stamp; a
+// scope never started (or that could not trace) does nothing.
 class TraceScope {
  public:
   TraceScope() = default;
@@ -87,11 +87,14 @@ class TraceScope {
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;
 
-  // `record`: the operation's kind, names and arguments; the queue time,
-  // flow and track are added here. `commands`: how many command() calls
-  // follow. Untraced when the stream has no track, too much traced work
+  // `record`: the operation's kind, names and arguments. `stamp`: what
+  // trace::stamp() gave when the operation was enqueued, its queue time and
+  // flow (a stream may hold work back until later); the track is added here.
+  // `commands`: how many command() calls follow. Untraced unless the stamp's
+  // trace still runs, and when the stream has no track, too much traced work
   // waits, or no event can be had.
-  void start(CudaStream* stream, const trace::Record& record, size_t commands = 0) noexcept;
+  void start(CudaStream* stream, const trace::Record& record, const trace::OpStamp& stamp,
+             size_t commands = 0) noexcept;
   // The command described by `record` was queued.
   void command(const trace::Record& record) noexcept;
   void finish() noexcept {

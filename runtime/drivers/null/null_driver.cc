@@ -440,7 +440,9 @@ axrt_status_t create_stream(Device*, Stream** out_stream) {
 // A real driver looks for its hardware here and, finding none, returns OK
 // with no devices and a sentence in `availability` saying why.
 axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {
-  out->devices.push_back(new NullDevice());
+  auto device = std::make_unique<NullDevice>();
+  out->devices.push_back(device.get());
+  device.release();
   return nullptr;
 }
 

@@ -1,0 +1,220 @@
+/* axrt serving engine: many generation requests over one language model,
+ * scheduled step by step (continuous batching) over one paged KV cache.
+ *
+ * The engine drives an executable that follows the serving contract of
+ * docs/serving.md (the files `axrt.llm convert` writes follow it):
+ *   - `step(tokens i32[T], positions i32[T], block_tables i32[T, MB],
+ *          logit_rows i32[S], kv_cache f32[L, 2, NB, KVH, BS, D] mutable)
+ *        -> logits f32[S, V]`
+ *     appends any mix of tokens of any sequences to the cache (token t at
+ *     `positions[t]` of the sequence whose block table is row t) and returns
+ *     the logits after the tokens `logit_rows` names;
+ *   - `sample(logits f32[S, V], temperature f32[S], top_k i32[S],
+ *            top_p f32[S], seeds u64[S], positions i32[S]) -> tokens i32[S]`.
+ * The engine reads every size it needs (layers, heads, block size, the
+ * longest sequence, the vocabulary, the most tokens and sequences a step
+ * takes) from these signatures.
+ *
+ * Threading: the engine runs its steps on a thread of its own. Every
+ * function here is thread-safe. The event callback is called on the
+ * engine's thread, never while an engine lock is held, one event at a time;
+ * it may call axrt_engine_add_request, axrt_engine_cancel and
+ * axrt_engine_query_stats, but not axrt_engine_destroy. */
+#ifndef AXRT_SERVING_H_
+#define AXRT_SERVING_H_
+
+#include "axrt/base.h"
+#include "axrt/executable.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct axrt_engine_s* axrt_engine_t;
+
+/* Why a request ended (axrt_engine_event_t.finish). */
+typedef uint32_t axrt_finish_reason_t;
+enum {
+  AXRT_FINISH_NONE = 0,      /* not finished: more events follow */
+  AXRT_FINISH_STOP = 1,      /* the event's token is one of the request's stop ids */
+  AXRT_FINISH_LENGTH = 2,    /* max_tokens tokens were generated */
+  AXRT_FINISH_CANCELLED = 3, /* axrt_engine_cancel, or the engine was destroyed */
+  AXRT_FINISH_ERROR = 4,     /* the device failed; the event's status says how */
+};
+
+/* One event of one request: a generated token, its end, or both. */
+typedef struct axrt_engine_event_t {
+  size_t struct_size;
+  uint64_t request_id;
+  /* The generated token, or -1 when the event carries none (cancelled,
+   * error). */
+  int32_t token;
+  /* The token's index among the request's generated tokens (0 first). */
+  uint32_t index;
+  axrt_finish_reason_t finish;
+  /* Why, for AXRT_FINISH_ERROR; NULL otherwise. Borrowed for the call. */
+  axrt_status_t status;
+  /* With AXRT_REQUEST_FLAG_LOGITS: the `vocab_size` logits the token was
+   * sampled from; NULL otherwise. Borrowed for the call. */
+  const float* logits;
+  uint32_t vocab_size;
+  /* With AXRT_REQUEST_FLAG_LOGPROBS: the token's log-probability under the
+   * model's distribution (log-softmax of the logits, before temperature),
+   * and the `top_count` most likely tokens with theirs, most likely first
+   * (borrowed for the call). 0 and NULL otherwise. */
+  float logprob;
+  uint32_t top_count;
+  const int32_t* top_tokens;
+  const float* top_logprobs;
+  /* The prompt's length, and how many of its tokens the prefix cache
+   * supplied (on the first event of a request; 0 on later ones). */
+  uint32_t prompt_tokens;
+  uint32_t cached_tokens;
+} axrt_engine_event_t;
+
+typedef void (*axrt_engine_callback_t)(void* user_data, const axrt_engine_event_t* event);
+
+/* Engine behaviour (axrt_engine_options_t.flags). */
+typedef uint32_t axrt_engine_flags_t;
+enum {
+  /* A prompt is prefilled in one step or not at all; off, a long prompt is
+   * split over several steps under the step's token budget. */
+  AXRT_ENGINE_FLAG_NO_CHUNKED_PREFILL = 1u << 0,
+  /* No automatic prefix caching: blocks are never shared between requests. */
+  AXRT_ENGINE_FLAG_NO_PREFIX_CACHING = 1u << 1,
+};
+
+typedef struct axrt_engine_options_t {
+  size_t struct_size;
+  const void* next;
+  /* The KV cache: `num_blocks` blocks, or when 0 as many as
+   * `kv_cache_bytes` holds, or when both are 0 enough for `max_running`
+   * sequences of the longest length. */
+  uint32_t num_blocks;
+  uint64_t kv_cache_bytes;
+  /* The most tokens one step runs (0: the step function's bound). */
+  uint32_t max_step_tokens;
+  /* The most sequences running at once (0: the step function's bound on
+   * S). */
+  uint32_t max_running;
+  /* The most requests waiting; add_request refuses more with UNAVAILABLE
+   * (0: no limit). */
+  uint32_t max_waiting;
+  axrt_engine_flags_t flags;
+  /* Called with every event (see the threading note above); required. */
+  axrt_engine_callback_t callback;
+  void* user_data;
+} axrt_engine_options_t;
+
+#define AXRT_ENGINE_OPTIONS_INIT \
+  { sizeof(axrt_engine_options_t), NULL, 0, 0, 0, 0, 0, 0, NULL, NULL }
+
+/* Request behaviour (axrt_request_t.flags). */
+typedef uint32_t axrt_request_flags_t;
+enum {
+  AXRT_REQUEST_FLAG_LOGITS = 1u << 0,   /* events carry the logits */
+  AXRT_REQUEST_FLAG_LOGPROBS = 1u << 1, /* events carry log-probabilities */
+};
+
+/* The most alternatives a request may ask for (axrt_request_t.top_logprobs). */
+#define AXRT_ENGINE_MAX_TOP_LOGPROBS 20
+
+typedef struct axrt_request_t {
+  size_t struct_size;
+  const void* next;
+  /* The caller's name for the request, unique among its live requests. */
+  uint64_t id;
+  /* At least one token id, each in [0, vocabulary); copied. */
+  const int32_t* prompt;
+  size_t prompt_length;
+  /* At least 1; prompt_length + max_tokens must fit the longest sequence. */
+  uint32_t max_tokens;
+  /* Generating one of these ends the request (the token is delivered);
+   * copied. */
+  const int32_t* stop_ids;
+  size_t stop_id_count;
+  /* Sampling: greedy when temperature is 0; else from softmax(logits /
+   * temperature) over the top_k most likely tokens (0: all), then the
+   * smallest set reaching probability top_p (in (0, 1]). The seed makes a
+   * sampled request reproducible: its tokens depend on the seed, the
+   * prompt and the options only, never on the other requests. */
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
+  axrt_request_flags_t flags;
+  /* With AXRT_REQUEST_FLAG_LOGPROBS: alternatives per token, at most
+   * AXRT_ENGINE_MAX_TOP_LOGPROBS. */
+  uint32_t top_logprobs;
+} axrt_request_t;
+
+#define AXRT_REQUEST_INIT \
+  { sizeof(axrt_request_t), NULL, 0, NULL, 0, 1, NULL, 0, 0.0f, 0, 1.0f, 0, 0, 0 }
+
+typedef struct axrt_engine_stats_t {
+  size_t struct_size;
+  const void* next;
+  uint32_t running;          /* sequences holding KV blocks */
+  uint32_t waiting;          /* admitted requests not yet running (preempted ones too) */
+  uint32_t kv_blocks_total;
+  uint32_t kv_blocks_used;   /* held by a request */
+  uint32_t kv_blocks_cached; /* free, still holding a reusable prefix */
+  uint32_t block_size;       /* tokens per block */
+  uint64_t kv_slots_used;    /* token slots of held blocks written, or being
+                                written by the step in flight */
+  uint64_t steps;
+  uint64_t prompt_tokens;    /* of every request started */
+  uint64_t cached_prompt_tokens; /* of those, supplied by the prefix cache */
+  uint64_t computed_tokens;  /* tokens run through the model (recomputes too) */
+  uint64_t generated_tokens;
+  uint64_t preemptions;
+  uint64_t requests_finished;
+  uint64_t requests_cancelled;
+  uint64_t requests_rejected; /* refused by add_request */
+} axrt_engine_stats_t;
+
+#define AXRT_ENGINE_STATS_INIT \
+  { sizeof(axrt_engine_stats_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Creates an engine running `executable`'s `step` and `sample` functions
+ * on its device, with a KV cache allocated there, and starts its thread.
+ * INVALID_ARGUMENT names what the executable or the options lack;
+ * RESOURCE_EXHAUSTED when the cache does not fit. `options` is read during
+ * the call only; the engine retains the executable; the caller owns
+ * `*out_engine` (axrt_engine_destroy), written on success only. */
+AXRT_API axrt_status_t axrt_engine_create(axrt_executable_t executable,
+                                          const axrt_engine_options_t* options,
+                                          axrt_engine_t* out_engine);
+
+/* Queues a request (first come, first served). `request` and the arrays it
+ * points to are read during the call only (copied). Events follow through
+ * the callback. Refused, with nothing queued: INVALID_ARGUMENT for a bad
+ * request (naming the field), or one that can never fit (a prompt longer
+ * than the longest sequence, or needing more blocks than the cache has);
+ * ALREADY_EXISTS for an id in use; UNAVAILABLE when max_waiting requests
+ * wait; FAILED_PRECONDITION when the engine has failed. */
+AXRT_API axrt_status_t axrt_engine_add_request(axrt_engine_t engine, const axrt_request_t* request);
+
+/* Ends request `id`: once this returns OK no further token of it is
+ * delivered, its last event is AXRT_FINISH_CANCELLED, and its blocks are
+ * freed before that event. NOT_FOUND when no live request has that id (it
+ * may have just finished). */
+AXRT_API axrt_status_t axrt_engine_cancel(axrt_engine_t engine, uint64_t id);
+
+/* Writes a snapshot of the engine's counters into `*out_stats`, as far as
+ * its struct_size goes (INVALID_ARGUMENT below the fields' start). */
+AXRT_API axrt_status_t axrt_engine_query_stats(axrt_engine_t engine,
+                                               axrt_engine_stats_t* out_stats);
+
+/* Stops the engine: the step in flight completes, every live request ends
+ * with AXRT_FINISH_CANCELLED (delivered before this returns), and the cache
+ * and the engine's thread go away. NULL is a no-op. Must not be called from
+ * the callback. Unlike the handles of axrt.h, an engine is not looked up in
+ * the handle table: a destroyed engine must not be passed again. */
+AXRT_API void axrt_engine_destroy(axrt_engine_t engine);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AXRT_SERVING_H_ */

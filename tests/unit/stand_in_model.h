@@ -1,0 +1,51 @@
+// The serving engine's stand-in model: `step` and `sample` with the
+// serving contract's signatures (docs/serving.md) whose commands are fills,
+// every logit 0 and every token kToken, so that the engine's
+// lifecycle runs fast and under the sanitizers (serving_engine_test,
+// fault_injection_test).
+#ifndef AXRT_TESTS_UNIT_STAND_IN_MODEL_H_
+#define AXRT_TESTS_UNIT_STAND_IN_MODEL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "tests/support/axe_test_builder.h"
+
+namespace axrt_test {
+
+inline constexpr uint64_t kVocab = 16;
+inline constexpr uint64_t kBlockSize = 4;
+inline constexpr uint64_t kMaxBlocks = 4;  // the longest sequence: 16 tokens
+inline constexpr int32_t kToken = 3;       // what the stand-in samples
+
+inline std::vector<uint8_t> StandInModel() {
+  AxeBuilder b;
+  enum { T, S, NB };
+  const std::vector<SymbolDecl> symbols = {{"T", 64}, {"S", 8}, {"NB", 1 << 20}};
+  const uint32_t step = b.AddFunction(
+      "step", symbols,
+      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
+       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
+       {"block_tables", AXRT_AXE_DTYPE_INT32, {Symbolic(T), Fixed(kMaxBlocks)}},
+       {"logit_rows", AXRT_AXE_DTYPE_INT32, {Symbolic(S)}},
+       {"kv_cache",
+        AXRT_AXE_DTYPE_FLOAT32,
+        {Fixed(2), Fixed(2), Symbolic(NB), Fixed(1), Fixed(kBlockSize), Fixed(8)}}},
+      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S), Fixed(kVocab)}}});
+  b.Fill(step, BindOutput(0), Lit(0), Sym(S) * Lit(kVocab * 4), 0, 4);
+  const uint32_t sample = b.AddFunction(
+      "sample", {{"S", 8}},
+      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(kVocab)}},
+       {"temperature", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+       {"top_k", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}},
+       {"top_p", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+       {"seeds", AXRT_AXE_DTYPE_UINT64, {Symbolic(0)}},
+       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}},
+      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}});
+  b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
+  return b.Bytes();
+}
+
+}  // namespace axrt_test
+
+#endif  // AXRT_TESTS_UNIT_STAND_IN_MODEL_H_
