@@ -100,46 +100,54 @@ const DeviceVtable kCpuDeviceVtable = {
 };
 
 constexpr uint32_t kMaxThreads = 1024;
+constexpr uint32_t kMaxDevices = 64;
 
-// The device's thread count: AXRT_CPU_THREADS when set, else one per
-// hardware thread.
-axrt_status_t thread_count(uint32_t* out) {
-  *out = std::max(1u, std::thread::hardware_concurrency());
-  const char* value = std::getenv("AXRT_CPU_THREADS");
+// A whole number from 1 to `max` in environment variable `name`; `*out`
+// is left alone when the variable is unset or empty.
+axrt_status_t read_count(const char* name, const char* what, uint32_t max, uint32_t* out) {
+  const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return nullptr;
   char* end = nullptr;
   errno = 0;
   const unsigned long long parsed = std::strtoull(value, &end, 10);
   if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || parsed < 1 ||
-      parsed > kMaxThreads) {
+      parsed > max) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                       "AXRT_CPU_THREADS='{}' is not a thread count (a whole number from 1 to {})",
-                       value, kMaxThreads);
+                       "{}='{}' is not {} (a whole number from 1 to {})", name, value, what, max);
   }
   *out = static_cast<uint32_t>(parsed);
   return nullptr;
 }
 
+// AXRT_CPU_DEVICES devices (1 when unset), each with AXRT_CPU_THREADS
+// threads, else an equal share of the hardware threads (at least one).
 axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {
-  uint32_t threads = 0;
-  AXRT_RETURN_IF_ERROR(thread_count(&threads));
-  auto device = std::make_unique<CpuDevice>(threads);
-  out->devices.push_back(device.get());
-  device.release();
+  uint32_t count = 1;
+  AXRT_RETURN_IF_ERROR(read_count("AXRT_CPU_DEVICES", "a device count", kMaxDevices, &count));
+  uint32_t threads = std::max(1u, std::thread::hardware_concurrency() / count);
+  AXRT_RETURN_IF_ERROR(read_count("AXRT_CPU_THREADS", "a thread count", kMaxThreads, &threads));
+  out->devices.reserve(count);
+  for (uint32_t ordinal = 0; ordinal < count; ++ordinal) {
+    auto device = std::make_unique<CpuDevice>(ordinal, count, threads);
+    out->devices.push_back(device.get());
+    device.release();
+  }
   return nullptr;
 }
 
 }  // namespace
 
-CpuDevice::CpuDevice(uint32_t threads) : Device(&kCpuDeviceVtable) {
-  const uint64_t memory = physical_memory();
+CpuDevice::CpuDevice(uint32_t ordinal, uint32_t count, uint32_t threads)
+    : Device(&kCpuDeviceVtable) {
+  // The devices of one host share its memory.
+  const uint64_t memory = physical_memory() / count;
   axrt_device_properties_t& p = properties;
   p.struct_size = sizeof(p);
-  fmt::format_to_n(p.id, sizeof(p.id) - 1, "cpu:0");
+  fmt::format_to_n(p.id, sizeof(p.id) - 1, "cpu:{}", ordinal);
   fmt::format_to_n(p.driver, sizeof(p.driver) - 1, "cpu");
   fmt::format_to_n(p.name, sizeof(p.name) - 1, "{}", cpu_model_name());
   p.type = AXRT_DEVICE_TYPE_CPU;
-  p.ordinal = 0;
+  p.ordinal = ordinal;
   p.flags = AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY | AXRT_DEVICE_FLAG_EVENT_TIMING |
             AXRT_DEVICE_FLAG_STREAM_ORDERED_ALLOCATION;
   p.compute_units = threads;

@@ -21,8 +21,10 @@ namespace axrt::cpu {
 class CpuQueue;
 
 struct CpuDevice : Device {
-  // `threads` workgroup threads, the caller's included (compute_units).
-  explicit CpuDevice(uint32_t threads);
+  // Device `ordinal` of `count` ("cpu:<ordinal>", a `count`-th of the host's
+  // memory) with `threads` workgroup threads, the caller's included
+  // (compute_units).
+  CpuDevice(uint32_t ordinal, uint32_t count, uint32_t threads);
   ~CpuDevice();
 
   std::unique_ptr<CachingPool> device_pool;
