@@ -83,6 +83,14 @@ TEST_CASE("AXRT_CPU_DEVICES gives that many CPU devices, each its own", "[multi]
       CHECK(BytesInUse(in.devices[i]) == before[i]);
     }
   }
+  // A stream of cpu:1 does not take cpu:2's device memory (no peer
+  // copies yet; docs/multi-device.md).
+  axrt_stream_t stream = nullptr;
+  REQUIRE_CALL_OK(axrt_stream_create(in.devices[1], nullptr, &stream));
+  std::vector<unsigned char> host(16);
+  REQUIRE_CALL_FAILS(axrt_stream_copy_to_host(stream, buffer, 0, host.data(), host.size()),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "cpu:2", "cannot reach");
+  axrt_stream_release(stream);
   axrt_buffer_release(buffer);
   CHECK(BytesInUse(in.devices[2]) == before[2]);
 }
