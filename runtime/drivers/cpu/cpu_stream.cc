@@ -266,6 +266,8 @@ class CpuQueue {
     if (ops_.empty()) set_idle(true);
     // Other waiters look again: the stream is idle, or there is more to run.
     idle_cv_.notify_all();
+    // A worker told to close while this ran parked again: it may go now.
+    if (closing_ && ops_.empty()) work_cv_.notify_one();
   }
 
   void worker_main() {
