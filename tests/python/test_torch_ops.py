@@ -192,3 +192,13 @@ def test_refusals(exe, ops, tmp_path):
     assert single["f"].backward is None
     y = torch.ops.axrt_test_single.f(torch.ones(4))
     torch.testing.assert_close(y, torch.full((4,), 2.0))
+
+
+def test_element_types_are_named_as_signatures_name_them():
+    # Signatures say "int32", "fp8_e4m3fn" (axrt_dtype_name); each maps to
+    # torch's type of the same width and kind.
+    assert axt.DTYPES["int32"] is torch.int32
+    assert axt.DTYPES["uint8"] is torch.uint8
+    assert axt.DTYPES["bf16"] is torch.bfloat16
+    assert axt.DTYPES["fp8_e4m3fn"] is torch.float8_e4m3fn
+    assert "int4" not in axt.DTYPES

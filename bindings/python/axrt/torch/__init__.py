@@ -35,17 +35,14 @@ __all__ = ["register", "backward_name", "Registered", "DTYPES"]
 
 BACKWARD_SUFFIX = "_backward"
 
-# axrt dtype names (the signature's) to torch dtypes, where torch has one.
+# axrt dtype names (the signature's) to torch dtypes, where torch has one:
+# the runtime's table of element types with their numpy (and ml_dtypes)
+# counterparts, whose names are torch's too. Sub-byte types have none.
 DTYPES: Dict[str, torch.dtype] = {
-    "bool": torch.bool, "i8": torch.int8, "u8": torch.uint8, "i16": torch.int16,
-    "i32": torch.int32, "i64": torch.int64, "f16": torch.float16, "bf16": torch.bfloat16,
-    "f32": torch.float32, "f64": torch.float64,
+    _name: getattr(torch, _np.name)
+    for _name, (_, _bits, _np) in _axrt.DTYPES.items()
+    if _np is not None and _bits % 8 == 0 and hasattr(torch, _np.name)
 }
-for _name, _attr in (("u16", "uint16"), ("u32", "uint32"), ("u64", "uint64"),
-                     ("f8e4m3fn", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2"),
-                     ("f8e4m3fnuz", "float8_e4m3fnuz"), ("f8e5m2fnuz", "float8_e5m2fnuz")):
-    if hasattr(torch, _attr):
-        DTYPES[_name] = getattr(torch, _attr)
 
 _lock = threading.Lock()
 # One torch.library.Library per namespace, kept alive for the process: the
@@ -269,8 +266,6 @@ def register(target: Union["_axrt.Function", "_axrt.Executable"], namespace: str
             lib = torch.library.Library(namespace, "FRAGMENT")
             _libraries[namespace] = lib
         out: Dict[str, Registered] = {}
-        # Backward functions first, so that forwards can name them.
-        plans.sort(key=lambda p: not p[0].name.endswith(BACKWARD_SUFFIX))
         for f, key, _ in plans:
             lib.define(_schema(f, f.name))
             lib.impl(f.name, _make_impl(f), key)
