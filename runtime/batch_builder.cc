@@ -50,13 +50,12 @@ axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatc
       *out = v.literal;
       return nullptr;
     }
-    // The message names the command only when it fails: nothing is
-    // formatted (or allocated) on the way that succeeds. It comes back as
-    // ": reason".
-    axrt_status_t status = evaluate_value(v, symbols, bound, names, std::string(), out);
+    // The command is named only when it fails: nothing is formatted (or
+    // allocated) on the way that succeeds.
+    axrt_status_t status = evaluate_value(v, symbols, bound, names, out);
     if (!status) return nullptr;
     StatusPtr owned(status);
-    return api.error(axrt_status_code(status), "{} command {} {}{}", f.label, c, field,
+    return api.error(axrt_status_code(status), "{} command {} {}: {}", f.label, c, field,
                      axrt_status_message(status));
   };
   for (size_t c = 0; c < f.commands.size(); ++c) {

@@ -1,60 +1,34 @@
 #include "runtime/buffer.h"
 
 #include <bit>
-#include <mutex>
 #include <new>
 
 #include "base/fault.h"
 #include "runtime/api.h"
+#include "base/spent_list.h"
 
 namespace axrt {
 namespace {
 
-// Buffer objects of buffers that are gone, kept for the next ones: a call
-// allocates its arena (and often its outputs) every time, and the objects
-// need not come from the heap each time. Never destroyed: buffers may be
-// released while the process exits.
-class SpentBuffers {
- public:
-  Buffer* take() {
-    void* storage = nullptr;
-    {
-      std::lock_guard lock(mutex_);
-      if (count_ > 0) storage = slots_[--count_];
-    }
-    if (storage == nullptr) return new Buffer();
-    return new (storage) Buffer();
-  }
-  void put(Buffer* buffer) noexcept {
-    buffer->~Buffer();
-    {
-      std::lock_guard lock(mutex_);
-      if (count_ < kKeep) {
-        slots_[count_++] = buffer;
-        return;
-      }
-    }
-    ::operator delete(static_cast<void*>(buffer));
-  }
-
- private:
-  static constexpr size_t kKeep = 64;
-  std::mutex mutex_;
-  void* slots_[kKeep] = {};
-  size_t count_ = 0;
-};
-
-SpentBuffers& spent_buffers() {
-  static auto* spent = new SpentBuffers();
+// The storage of buffer objects that are gone, kept for the next ones: a
+// call allocates its arena (and often its outputs) every time, and the
+// objects need not come from the heap each time. Never destroyed: buffers
+// may be released while the process exits.
+SpentList<void, 64>& spent_buffers() {
+  static auto* spent = new SpentList<void, 64>();
   return *spent;
 }
 
-Buffer* new_buffer() { return spent_buffers().take(); }
+Buffer* new_buffer() {
+  void* storage = spent_buffers().take();
+  return storage ? new (storage) Buffer() : new Buffer();
+}
 
 void destroy_buffer(Object* object) {
   auto* buffer = static_cast<Buffer*>(object);
   if (!buffer->root) buffer_return_memory(buffer);
-  spent_buffers().put(buffer);
+  buffer->~Buffer();
+  if (!spent_buffers().put(buffer)) ::operator delete(static_cast<void*>(buffer));
 }
 
 const char* memory_type_name(axrt_memory_type_t type) {

@@ -34,15 +34,11 @@ void CommandBatchDeleter::operator()(CommandBatch* batch) const noexcept {
 }
 
 BatchCache::~BatchCache() {
-  for (size_t i = 0; i < count_; ++i) delete spent_[i];
+  spent_.drain([](CommandBatch* batch) { delete batch; });
 }
 
 CommandBatchPtr BatchCache::take() {
-  CommandBatch* batch = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    if (count_ > 0) batch = spent_[--count_];
-  }
+  CommandBatch* batch = spent_.take();
   if (batch == nullptr) batch = new CommandBatch();
   batch->cache = this;
   return CommandBatchPtr(batch);
@@ -53,14 +49,7 @@ void BatchCache::put(CommandBatch* batch) noexcept {
   // the batch is stored and the lock released.
   const Ref<Object> owner = std::move(batch->owner);
   batch->clear();
-  {
-    std::lock_guard lock(mutex_);
-    if (count_ < kKeep) {
-      spent_[count_++] = batch;
-      return;
-    }
-  }
-  delete batch;
+  if (!spent_.put(batch)) delete batch;
 }
 
 }  // namespace axrt

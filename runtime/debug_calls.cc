@@ -333,7 +333,6 @@ struct CallRecord {
   Ref<Object> executable;  // keeps `function` alive
   const Function* function = nullptr;
   const Executable* exe = nullptr;
-  bool check_finite = false;
   fs::path directory;  // the call's folder; empty: no dumps
   uint32_t number = 0;
   std::unique_ptr<std::byte[]> staging;
@@ -586,13 +585,20 @@ Capture capture_of(const CallState& call, const BufferSource& source) {
   return c;
 }
 
-// One command of `whole` as a batch of its own.
-CommandBatchPtr command_batch(const CommandBatch& whole, uint32_t c) {
-  auto batch = std::make_unique<CommandBatch>();
+// An empty batch named as `whole` is, its commands numbered from `base`.
+CommandBatchPtr batch_like(const CommandBatch& whole, uint32_t base) {
+  CommandBatchPtr batch(new CommandBatch());
   batch->label = whole.label;
   batch->trace_name = whole.trace_name;
   batch->trace_detail = whole.trace_detail;
-  batch->command_base = whole.command_base + c;
+  batch->command_base = base;
+  batch->owner = whole.owner;
+  return batch;
+}
+
+// One command of `whole` as a batch of its own.
+CommandBatchPtr command_batch(const CommandBatch& whole, uint32_t c) {
+  CommandBatchPtr batch = batch_like(whole, whole.command_base + c);
   BatchCommand command = whole.commands[c];
   if (command.kind == BatchCommand::Kind::kDispatch) {
     batch->args.assign((command.args_size + 7) / 8, 0);
@@ -603,7 +609,6 @@ CommandBatchPtr command_batch(const CommandBatch& whole, uint32_t c) {
   }
   batch->commands.push_back(command);
   batch->buffers = whole.buffers;
-  batch->owner = whole.owner;
   return batch;
 }
 
@@ -661,7 +666,6 @@ axrt_status_t submit_debug_call(const ApiCall& api, const CallState& call, const
   record->executable = Ref<Object>(call.executable);
   record->function = &f;
   record->exe = &exe;
-  record->check_finite = check;
   record->input_baselines.resize(call.inputs.size());
   record->output_baselines.resize(call.outputs.size());
   if (dumping) {
@@ -786,12 +790,7 @@ axrt_status_t submit_debug_call(const ApiCall& api, const CallState& call, const
   }
   if (arena) {
     // An empty batch that only returns the arena, after the last reader.
-    auto last = std::make_unique<CommandBatch>();
-    last->label = batch->label;
-    last->trace_name = batch->trace_name;
-    last->trace_detail = batch->trace_detail;
-    last->command_base = static_cast<uint32_t>(f.commands.size());
-    last->owner = batch->owner;
+    CommandBatchPtr last = batch_like(*batch, static_cast<uint32_t>(f.commands.size()));
     last->buffers.emplace_back(arena);
     last->arena = arena;
     AXRT_RETURN_IF_ERROR(api.prefix(stream->vtable->submit_batch(stream, std::move(last))));

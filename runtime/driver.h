@@ -52,6 +52,7 @@
 #include "axrt/stream.h"
 #include "base/status.h"
 #include "runtime/object.h"
+#include "base/spent_list.h"
 #include "trace/trace.h"
 
 namespace axrt {
@@ -66,8 +67,6 @@ struct Stream;
 // Drops a batch: back to its cache, or deleted. Drivers drop batches like
 // any unique_ptr.
 struct CommandBatchDeleter {
-  CommandBatchDeleter() = default;
-  CommandBatchDeleter(std::default_delete<CommandBatch>) noexcept {}  // NOLINT: implicit
   void operator()(CommandBatch* batch) const noexcept;
 };
 using CommandBatchPtr = std::unique_ptr<CommandBatch, CommandBatchDeleter>;
@@ -78,7 +77,13 @@ using CommandBatchPtr = std::unique_ptr<CommandBatch, CommandBatchDeleter>;
 
 // What a driver found when asked for its devices.
 struct DriverDevices {
-  std::vector<Device*> devices;  // owned; adopted by the instance
+  DriverDevices() = default;
+  DriverDevices(const DriverDevices&) = delete;
+  DriverDevices& operator=(const DriverDevices&) = delete;
+  // Destroys the devices the instance did not adopt (runtime/instance.cc).
+  ~DriverDevices();
+
+  std::vector<Device*> devices;  // owned until the instance adopts them
   // Why there are no devices ("libcuda.so.1 not found"); empty otherwise.
   std::string availability;
 };
@@ -483,10 +488,7 @@ class BatchCache {
   void put(CommandBatch* batch) noexcept;
 
  private:
-  static constexpr size_t kKeep = 8;  // batches in flight per function, enough
-  std::mutex mutex_;
-  CommandBatch* spent_[kKeep] = {};
-  size_t count_ = 0;
+  SpentList<CommandBatch, 8> spent_;  // batches in flight per function, enough
 };
 
 // What a driver records in a trace for `command`, command `index` of its

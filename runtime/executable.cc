@@ -31,8 +31,7 @@ void destroy_executable(Object* object) {
 
 axrt_status_t evaluate_value(const ValueSource& value, std::span<const uint64_t> symbols,
                              std::span<const bool> symbols_bound,
-                             std::span<const std::string> symbol_names, const std::string& what,
-                             uint64_t* out) {
+                             std::span<const std::string> symbol_names, uint64_t* out) {
   if (!value.expr) {
     *out = value.literal;
     return nullptr;
@@ -40,7 +39,7 @@ axrt_status_t evaluate_value(const ValueSource& value, std::span<const uint64_t>
   uint64_t stack[16];
   size_t depth = 0;
   auto fail = [&](const char* reason) {
-    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: {}", what, reason);
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}", reason);
   };
   for (const axe::ExprOp* op : *value.expr->ops()) {
     const axe::ExprOpcode opcode = op->opcode();
@@ -52,7 +51,7 @@ axrt_status_t evaluate_value(const ValueSource& value, std::span<const uint64_t>
       const auto s = static_cast<size_t>(op->operand());
       if (s >= symbols.size() || !symbols_bound[s]) {
         return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                           "{}: symbol '{}' has no value: no input of the call names it", what,
+                           "symbol '{}' has no value: no input of the call names it",
                            s < symbol_names.size() ? symbol_names[s] : std::to_string(s));
       }
       stack[depth++] = symbols[s];

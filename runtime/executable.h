@@ -163,11 +163,10 @@ axrt_status_t load_executable(Device* device, std::unique_ptr<axe::AxeFile> file
                               const LoadParams& params, Ref<Executable>* out);
 
 // Evaluates `value` with the call's symbol values; `symbols_bound` says
-// which have one. Errors name `what`.
+// which have one. Errors say why, for the caller to say where.
 axrt_status_t evaluate_value(const ValueSource& value, std::span<const uint64_t> symbols,
                              std::span<const bool> symbols_bound,
-                             std::span<const std::string> symbol_names, const std::string& what,
-                             uint64_t* out);
+                             std::span<const std::string> symbol_names, uint64_t* out);
 
 // Writes scalar `value` into `block` at `patch`'s offset; false when it does
 // not fit the patch's integer type (a signed one when `patch.negative`).

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <span>
+#include <utility>
 #include <string_view>
 
 #include "kernels/cpu/library.h"
@@ -13,10 +13,14 @@
 #include "runtime/kernel_library.h"
 
 namespace axrt {
-namespace {
 
-// Room reserved for each driver's devices before it enumerates them.
-constexpr size_t kDevicesPerDriver = 16;
+DriverDevices::~DriverDevices() {
+  for (Device* device : devices) {
+    if (device != nullptr) device->vtable->destroy(device);
+  }
+}
+
+namespace {
 
 void destroy_instance(Object* object) {
   auto* instance = static_cast<Instance*>(object);
@@ -119,29 +123,20 @@ AXRT_API axrt_status_t axrt_instance_create(const axrt_instance_options_t* optio
         new Instance(), [](Instance* i) { destroy_instance(i); });
     instance->destroy = destroy_instance;
     for (const DriverFactory* factory : factories) {
-      // Adopt first so that devices are destroyed on every path: room is made
-      // before the driver runs, and devices that still find none (a driver
-      // that found more than it said) are destroyed here.
+      // Adopted first, so that devices are destroyed on every path; what
+      // is not adopted `found` destroys.
       DriverDevices found;
-      instance->devices.reserve(instance->devices.size() + kDevicesPerDriver);
-      axrt_status_t status = factory->enumerate_devices(instance.get(), &found);
+      const StatusPtr status(factory->enumerate_devices(instance.get(), &found));
+      instance->devices.reserve(instance->devices.size() + found.devices.size());
       for (Device*& device : found.devices) {
         device->instance = instance.get();
         device->owner = instance.get();
-        try {
-          instance->devices.push_back(device);
-        } catch (...) {
-          for (Device* left : std::span(&device, found.devices.data() + found.devices.size())) {
-            left->vtable->destroy(left);
-          }
-          if (status) axrt_status_free(status);
-          throw;
-        }
+        instance->devices.push_back(std::exchange(device, nullptr));
       }
       if (status) {
-        StatusPtr owned(status);
-        return api.error(axrt_status_code(status), "driver '{}' failed to enumerate devices: {}",
-                         factory->name, axrt_status_message(status));
+        return api.error(axrt_status_code(status.get()),
+                         "driver '{}' failed to enumerate devices: {}", factory->name,
+                         axrt_status_message(status.get()));
       }
       instance->drivers.push_back(Instance::DriverEntry{
           factory->name, found.availability, static_cast<uint32_t>(found.devices.size())});

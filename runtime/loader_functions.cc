@@ -24,7 +24,7 @@ bool fold_constant(const axe::Expr* expr, uint64_t* out, bool* overflow) {
   }
   // An expression that fails (an overflow, a division by zero) is left to
   // each call, which reports why.
-  StatusPtr failed(evaluate_value(ValueSource{expr, 0}, {}, {}, {}, "", out));
+  StatusPtr failed(evaluate_value(ValueSource{expr, 0}, {}, {}, {}, out));
   *overflow = failed != nullptr;
   return true;
 }
@@ -182,6 +182,7 @@ axrt_status_t check_dispatches(const LoadContext& ctx) {
 axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
   const auto* functions = ctx.meta.functions();
   if (!functions) return nullptr;
+  const char* const trace_executable = trace::intern(ctx.name);
   for (const axe::Function* fb : *functions) {
     auto function = std::make_unique<Function>();
     Function& f = *function;
@@ -192,7 +193,7 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
     f.label = fmt::format("function '{}' of executable '{}'", f.name, ctx.name);
     f.arena_label = fmt::format("arena of {}", f.label);
     f.trace_name = trace::intern(f.name);
-    f.trace_executable = trace::intern(ctx.name);
+    f.trace_executable = trace_executable;
     if (fb->symbols() && fb->symbols()->size() > kMaxSymbols) {
       return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
                          "{}: function '{}' has {} symbolic dimensions; this runtime binds at "

@@ -457,11 +457,12 @@ void Engine::token_event(Sequence* s, uint32_t row, bool have_logits,
   out.push_back(std::move(e));
 }
 
-void Engine::fail_all(axrt_status_t status, std::vector<PendingEvent>& out) {
+void Engine::end_all(axrt_finish_reason_t finish, axrt_status_t status,
+                     std::vector<PendingEvent>& out) {
   // One at a time, copying nothing: an event that does not fit in memory
   // leaves its sequence for the next try.
   while (Sequence* s = scheduler_->any()) {
-    out.push_back(end_event(s, AXRT_FINISH_ERROR, status));
+    out.push_back(end_event(s, finish, status));
     scheduler_->finish(s);
   }
 }
@@ -472,7 +473,7 @@ void Engine::fail_out_of_memory(std::unique_lock<std::mutex>& lock,
       make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "axrt engine: out of host memory"));
   for (;;) {
     try {
-      fail_all(status.get(), events);
+      end_all(AXRT_FINISH_ERROR, status.get(), events);
       return;
     } catch (const std::bad_alloc&) {
       // Not even the events fit: wait for memory to come back.
@@ -481,12 +482,6 @@ void Engine::fail_out_of_memory(std::unique_lock<std::mutex>& lock,
       lock.lock();
     }
   }
-}
-
-bool Engine::stream_failed() const {
-  bool idle = false;
-  const StatusPtr status(axrt_stream_query(stream_, &idle));
-  return status != nullptr;
 }
 
 void Engine::deliver(std::vector<PendingEvent>& events) {
@@ -667,10 +662,7 @@ bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEve
   }
   cancels_.clear();
   if (stopping_) {
-    while (Sequence* s = scheduler_->any()) {
-      events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
-      scheduler_->finish(s);
-    }
+    end_all(AXRT_FINISH_CANCELLED, nullptr, events);
     lock.unlock();
     deliver(events);
     return false;
@@ -716,8 +708,9 @@ bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEve
                              "axrt engine: out of host memory for a step"));
   }
   // A step that failed part-way may have left copies into the staging
-  // buffers queued: they finish before anything touches those again.
-  if (status) axrt_status_free(axrt_stream_synchronize(stream_));
+  // buffers queued: they finish before anything touches those again. What
+  // that says is whether the stream itself failed (it stays failed).
+  const StatusPtr stream_failure(status ? axrt_stream_synchronize(stream_) : nullptr);
   lock.lock();
   if (step_begin) trace_step(plan, step_begin);
   ++counters_.steps;
@@ -726,11 +719,11 @@ bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEve
     // Memory that ran short fails the step's requests only; anything
     // else, or a stream that failed, fails the engine.
     if (axrt_status_code(status.get()) != AXRT_STATUS_CODE_RESOURCE_EXHAUSTED ||
-        stream_failed()) {
+        stream_failure) {
       failure_.reset(axrt_status_create(axrt_status_code(status.get()),
                                         axrt_status_message(status.get())));
     }
-    fail_all(status.get(), events);
+    end_all(AXRT_FINISH_ERROR, status.get(), events);
     return true;
   }
   scheduler_->complete(plan);

@@ -71,8 +71,6 @@ class Engine {
   // Ends every request in flight with RESOURCE_EXHAUSTED, however short
   // memory stays.
   void fail_out_of_memory(std::unique_lock<std::mutex>& lock, std::vector<PendingEvent>& events);
-  // Whether the engine's stream has failed (it stays failed).
-  bool stream_failed() const;
   // Records the step that ran `plan` from `begin` into a running trace.
   void trace_step(const StepPlan& plan, int64_t begin) const;
   // Runs `plan` on the device; the sampled tokens (and logits, when
@@ -81,7 +79,9 @@ class Engine {
   void deliver(std::vector<PendingEvent>& events);
   PendingEvent end_event(Sequence* s, axrt_finish_reason_t finish, axrt_status_t status);
   void token_event(Sequence* s, uint32_t row, bool have_logits, std::vector<PendingEvent>& out);
-  void fail_all(axrt_status_t status, std::vector<PendingEvent>& out);
+  // Ends every request in flight with `finish` (and `status`, borrowed).
+  void end_all(axrt_finish_reason_t finish, axrt_status_t status,
+               std::vector<PendingEvent>& out);
 
   axrt_executable_t executable_ = nullptr;
   axrt_function_t step_ = nullptr;

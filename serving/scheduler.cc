@@ -56,12 +56,6 @@ Sequence* Scheduler::any() const {
   return waiting_.empty() ? nullptr : waiting_.front();
 }
 
-std::vector<Sequence*> Scheduler::all() const {
-  std::vector<Sequence*> result(running_.begin(), running_.end());
-  result.insert(result.end(), waiting_.begin(), waiting_.end());
-  return result;
-}
-
 void Scheduler::release_blocks(Sequence* s) {
   // Last block first: the free list then evicts a sequence's tail before
   // its head, which more requests share.

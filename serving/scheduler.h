@@ -108,7 +108,6 @@ class Scheduler {
   size_t waiting_count() const { return waiting_.size(); }
   const std::vector<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
-  std::vector<Sequence*> all() const;
   // One sequence, running or waiting; null when there is none. Allocates
   // nothing (for ending them all when memory is short).
   Sequence* any() const;

@@ -149,10 +149,11 @@ AXRT_API const char* axrt_status_code_name(axrt_status_code_t code);
  * the missing fields take their defaults. A larger struct (from a newer
  * header) is accepted only when the fields this library does not know are
  * all zero (UNIMPLEMENTED otherwise). A `struct_size` below the 16-byte
- * header, not a multiple of sizeof(size_t) (no header's sizeof is), or more
- * than 64 KiB beyond this library's struct is INVALID_ARGUMENT. Query
- * structs are filled up to `struct_size` bytes; bytes beyond this library's
- * struct are left as they were.
+ * header is INVALID_ARGUMENT; so is, for options structs, one that is not a
+ * multiple of sizeof(size_t) (no header's sizeof is) or more than 64 KiB
+ * beyond this library's struct. Query structs are filled up to
+ * `struct_size` bytes; bytes beyond this library's struct are left as they
+ * were.
  *
  * Every extension starts with axrt_extension_header_t. A function that is
  * given an extension type it does not take fails with UNIMPLEMENTED naming

@@ -196,7 +196,9 @@ typedef struct axrt_stream_statistics_t {
 #define AXRT_STREAM_STATISTICS_INIT \
   { sizeof(axrt_stream_statistics_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
-/* Fills `*out_statistics` for the streams of `device`. */
+/* Fills `*out_statistics` for the streams of `device`: counts since the
+ * device was created. Thread-safe; each field is read on its own, so the
+ * fields are not one snapshot while other threads queue work. */
 AXRT_API axrt_status_t axrt_device_query_stream_statistics(
     axrt_device_t device, axrt_stream_statistics_t* out_statistics);
 

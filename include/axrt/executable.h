@@ -378,7 +378,9 @@ typedef struct axrt_invoke_options_t {
  * `options` may be NULL.
  *
  * Errors are returned before anything is queued and name the function, the
- * argument and both shapes. A kernel that fails at run time fails `stream`
+ * argument and both shapes (with a debugging flag, a failure to queue the
+ * checks or dumps may come after part of the call was queued; the stream
+ * then runs what was queued). A kernel that fails at run time fails `stream`
  * (sticky) with the kernel's name and message. Thread-safe; calls on one
  * stream run in the order they were made. */
 AXRT_API axrt_status_t axrt_function_invoke(axrt_function_t function, axrt_stream_t stream,

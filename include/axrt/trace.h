@@ -38,8 +38,8 @@ extern "C" {
 typedef struct axrt_trace_options_t {
   size_t struct_size;
   const void* next;
-  /* The file axrt_instance_trace_stop writes (required). Created or
-   * truncated when the trace stops; the start checks that it can be. */
+  /* The file axrt_instance_trace_stop writes (required). Created (or
+   * truncated) when the trace starts, and written when it stops. */
   const char* path;
   /* The most events the trace keeps; 0 means 1,048,576 (about 96 MiB of
    * buffers at most). Buffers grow as events arrive. */

@@ -5,10 +5,12 @@
  * tracing) and checks every result against values it computes itself.
  *
  * Usage: abi_client_1_0 <scratch directory> */
+#define _POSIX_C_SOURCE 200809L /* getpid */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "axrt/axrt.h"
 #include "axrt/dlpack.h"
@@ -28,7 +30,9 @@ typedef struct path_t {
 /* The file `name` in the scratch directory. */
 static path_t scratch_path(const char* name) {
   path_t path;
-  const int n = snprintf(path.text, sizeof(path.text), "%s/%s", g_scratch, name);
+  /* Per process: two runs may share the directory. */
+  const int n = snprintf(path.text, sizeof(path.text), "%s/%ld.%s", g_scratch, (long)getpid(),
+                         name);
   CHECK(n > 0 && (size_t)n < sizeof(path.text));
   return path;
 }

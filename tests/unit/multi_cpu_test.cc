@@ -130,7 +130,11 @@ TEST_CASE("every CPU device runs its own streams at once", "[multi]") {
 }
 
 TEST_CASE("a bad AXRT_CPU_DEVICES is refused, naming it", "[multi]") {
-  const std::string saved = std::getenv("AXRT_CPU_DEVICES");
+  // Put back however the case ends: later cases read it.
+  struct Restore {
+    std::string saved = std::getenv("AXRT_CPU_DEVICES");
+    ~Restore() { setenv("AXRT_CPU_DEVICES", saved.c_str(), 1); }
+  } restore;
   for (const char* bad : {"0", "65", "-1", "two", "4x"}) {
     REQUIRE(setenv("AXRT_CPU_DEVICES", bad, 1) == 0);
     axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
@@ -140,5 +144,4 @@ TEST_CASE("a bad AXRT_CPU_DEVICES is refused, naming it", "[multi]") {
                        AXRT_STATUS_CODE_INVALID_ARGUMENT, "AXRT_CPU_DEVICES", bad);
     CHECK(instance == nullptr);
   }
-  REQUIRE(setenv("AXRT_CPU_DEVICES", saved.c_str(), 1) == 0);
 }

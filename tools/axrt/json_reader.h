@@ -12,8 +12,8 @@
 // escapes in strings become U+FFFD, as base/json_writer.h writes them.
 //
 // Two ways to read: json_parse() into a JsonValue tree, or json_read() with
-// a JsonHandler that receives the values in document order, so a large file
-// (a trace of a million events) is read one piece at a time.
+// a JsonHandler that receives the values in document order, so that a large
+// text (a trace of a million events) is never built into one tree.
 #ifndef AXRT_TOOLS_AXRT_JSON_READER_H_
 #define AXRT_TOOLS_AXRT_JSON_READER_H_
 

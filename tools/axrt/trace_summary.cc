@@ -226,8 +226,8 @@ class Accumulator {
 
 // Reads a trace a piece at a time: each event of the event array, and
 // `otherData`, is built as a tree and handed on; everything else is only
-// checked to be JSON. Memory stays that of one event, however long the
-// trace.
+// checked to be JSON. Beside the file's text, memory holds one event's
+// tree, however long the trace.
 class TraceReader : public JsonHandler {
  public:
   explicit TraceReader(TraceSummary* summary) : summary_(summary), events_(summary) {}

@@ -311,10 +311,7 @@ class CpuQueue {
       failure_ = failure;
     }
     device_->counters.stream_failures.fetch_add(1, std::memory_order_relaxed);
-    if (trace::active()) {
-      StatusPtr status(status_from_failure(failure));
-      trace::instant(track, axrt_status_message(status.get()), name_);
-    }
+    if (trace::active()) trace::instant(track, failure->message, name_);
   }
 
   FailurePtr current_failure() {
@@ -641,7 +638,8 @@ axrt_status_t stream_launch_host_func(Stream* stream, axrt_host_func_t func, voi
   op.stamp = trace::stamp(stream->trace_track);
   op.func = func;
   op.user_data = user_data;
-  // Never inline: the function may block, and it must run on a runtime thread.
+  // Never inline: the function may block, and it must not run within this
+  // call (stream.h: a runtime thread, or a thread synchronizing the stream).
   queue_of(stream).submit(std::move(op), false);
   return nullptr;
 }
