@@ -135,15 +135,72 @@ typedef struct axrt_device_properties_t {
   uint32_t max_workgroup_invocations;
   uint32_t max_workgroup_count[3];
   uint32_t max_shared_memory_per_workgroup; /* bytes */
+  /* A later field (a struct_size that stops before it leaves it
+   * unwritten): the NUMA node the device is attached to (CUDA: of its PCI bus; CPU
+   * devices: the node of the host memory they allocate from), or -1 when
+   * the system does not say. */
+  int32_t numa_node;
 } axrt_device_properties_t;
 
 #define AXRT_DEVICE_PROPERTIES_INIT                                          \
   { sizeof(axrt_device_properties_t), NULL, {0}, {0}, {0}, 0, 0, 0, 0, 0, 0, \
-    0, 0, 0, {0, 0, 0}, 0, {0, 0, 0}, 0 }
+    0, 0, 0, {0, 0, 0}, 0, {0, 0, 0}, 0, -1 }
 
 /* Fills `*out_properties` (whose struct_size the caller sets). */
 AXRT_API axrt_status_t axrt_device_query_properties(
     axrt_device_t device, axrt_device_properties_t* out_properties);
+
+/* ---------------------------------------------------------------------- */
+/* Topology: how two devices reach each other's memory                     */
+/* ---------------------------------------------------------------------- */
+
+/* The path between two devices (axrt_device_peer_info_t.link). */
+typedef uint32_t axrt_device_link_t;
+enum {
+  /* No direct path: copies between the two are staged through host memory. */
+  AXRT_DEVICE_LINK_NONE = 0,
+  /* The same device. */
+  AXRT_DEVICE_LINK_SELF = 1,
+  /* Both devices' memory is host memory (CPU devices): any of them reads and
+   * writes the other's directly. */
+  AXRT_DEVICE_LINK_HOST_MEMORY = 2,
+  /* Peer-to-peer over PCIe. */
+  AXRT_DEVICE_LINK_PCIE = 3,
+  /* Peer-to-peer over NVLink. */
+  AXRT_DEVICE_LINK_NVLINK = 4,
+};
+
+typedef struct axrt_device_peer_info_t {
+  size_t struct_size;
+  const void* next;
+  /* `device` can read and write `peer`'s memory directly (its copies need
+   * no staging). */
+  bool direct_access;
+  /* Atomic operations of `device` on `peer`'s memory are native. */
+  bool native_atomics;
+  axrt_device_link_t link;
+  /* NVLink: the links between the two devices; 0 for other paths. */
+  uint32_t link_count;
+  /* The driver's relative rank of the path among this device's peers
+   * (CUDA's P2P performance rank; lower is faster); 0 when not ranked. */
+  int32_t performance_rank;
+} axrt_device_peer_info_t;
+
+#define AXRT_DEVICE_PEER_INFO_INIT \
+  { sizeof(axrt_device_peer_info_t), NULL, false, false, 0, 0, 0 }
+
+/* Fills `*out_info` (whose struct_size the caller sets) with how `device`
+ * reaches the memory of `peer`, a device of the same instance (or `device`
+ * itself: AXRT_DEVICE_LINK_SELF). Devices of different drivers reach each
+ * other through host memory: direct access only when both devices' memory
+ * is host memory. `axrt devices --topology` prints the matrix. Thread-safe. */
+AXRT_API axrt_status_t axrt_device_query_peer(axrt_device_t device,
+                                              axrt_device_t peer,
+                                              axrt_device_peer_info_t* out_info);
+
+/* The name of `link` ("nvlink", "pcie", "host-memory", "self", "none"), or
+ * "unknown". */
+AXRT_API const char* axrt_device_link_name(axrt_device_link_t link);
 
 /* Blocks until all work on every stream of `device` has completed. Returns
  * OK even if a stream failed: stream failures are reported by that stream. */

@@ -54,10 +54,20 @@ AXRT_API void axrt_stream_retain(axrt_stream_t stream);
  * the queued work finish, then frees the stream; it does not wait. */
 AXRT_API void axrt_stream_release(axrt_stream_t stream);
 
+/* Writes a new reference to the device `stream` belongs to. The caller
+ * releases it. */
+AXRT_API axrt_status_t axrt_stream_get_device(axrt_stream_t stream,
+                                              axrt_device_t* out_device);
+
 /* Copies `length` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
- * Both buffers must be reachable by the stream's device (its own buffers, or
- * host-pinned buffers of any device). The ranges may not overlap when the
- * buffers share an allocation. Retains both buffers until done. */
+ * The buffers may belong to any devices of the stream's instance: a copy
+ * between two devices (a peer copy) runs on the stream like any other copy,
+ * directly when the devices can reach each other's memory
+ * (axrt_device_query_peer), else staged through host memory. The stream
+ * orders it only against its own work: make it wait for the other device's
+ * work with an event (axrt_stream_wait_event) before reading what that
+ * device wrote. The ranges may not overlap when the buffers share an
+ * allocation. Retains both buffers until done. */
 AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream,
                                                axrt_buffer_t src,
                                                uint64_t src_offset,

@@ -1,0 +1,203 @@
+/* axrt device groups: collectives across the devices of one process.
+ *
+ * A group is an ordered set of distinct devices of one instance, its
+ * members; a member's index in the group is its rank. A collective names,
+ * for every member, the stream it runs on and the buffers it reads and
+ * writes, and is queued on those streams like any other operation: it
+ * starts on a member once the work queued earlier on that member's stream
+ * completed, and the work queued later waits for it. Every call queues on
+ * all members at once, so the members see the group's collectives in one
+ * order; collectives of one group are queued under one lock, and the
+ * caller keeps collectives of different groups that share streams in one
+ * order on every stream (as with any collective library).
+ *
+ * Backends: the members' driver decides how the work is done.
+ *   - "cpu": CPU devices; the runtime's own implementation over their host
+ *     memory. All-reduce and reduce-scatter are rings (each member reduces
+ *     the chunk its left neighbour passes on), all-gather a ring of copies,
+ *     broadcast a flat tree (each member copies from the root), send/recv a
+ *     direct copy. Every member ends with bit-identical results.
+ *   - "nccl": CUDA devices, through NCCL (libnccl.so.2, loaded at run time;
+ *     AXRT_NCCL_LIBRARY names another file), one communicator per member.
+ * Members of different drivers cannot form a group (UNIMPLEMENTED).
+ *
+ * Failure. A member fails when its stream has failed by the time a
+ * collective reaches it, when it does not reach a collective within the
+ * group's timeout while the others wait for it, when its device is lost,
+ * or when the application calls axrt_group_abort(). The first failure
+ * aborts the group: the collectives waiting, queued or queued later fail
+ * at once on every member with ABORTED (DEADLINE_EXCEEDED on the members
+ * that timed out), which fails those streams as any failed operation does,
+ * and the message names the member that failed and why;
+ * axrt_group_query_info() tells the same. An aborted group stays aborted:
+ * destroy it, and build a new group, with new streams, on the devices that
+ * remain (docs/multi-device.md, "Failure and recovery").
+ *
+ * Every function here is thread-safe. */
+#ifndef AXRT_GROUP_H_
+#define AXRT_GROUP_H_
+
+#include "axrt/base.h"
+#include "axrt/device.h"
+#include "axrt/memory.h"
+#include "axrt/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct axrt_group_s* axrt_group_t;
+
+/* How a reducing collective combines the members' elements. */
+typedef uint32_t axrt_reduce_op_t;
+enum {
+  AXRT_REDUCE_SUM = 0,
+  AXRT_REDUCE_MAX = 1,
+  AXRT_REDUCE_MIN = 2,
+};
+
+typedef struct axrt_group_options_t {
+  size_t struct_size;
+  const void* next;
+  /* A name for messages and traces, copied; NULL: "group". */
+  const char* label;
+  /* How long a member that reached a collective waits for the others
+   * before the group aborts, in nanoseconds; 0: the default, 300 s;
+   * UINT64_MAX: no limit. */
+  uint64_t timeout_ns;
+  /* "cpu" or "nccl"; NULL or "": the backend of the members' driver. */
+  const char* backend;
+} axrt_group_options_t;
+
+#define AXRT_GROUP_OPTIONS_INIT { sizeof(axrt_group_options_t), NULL, NULL, 0, NULL }
+
+/* Creates a group of the `count` (at least 1) distinct `devices`, rank i
+ * being devices[i]; `options` may be NULL. Retains the devices. The caller
+ * owns `*out_group`. */
+AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t count,
+                                         const axrt_group_options_t* options,
+                                         axrt_group_t* out_group);
+
+/* Destroys `group`. NULL is a no-op. Collectives already queued still run
+ * (or fail, if the group aborted); destroying never waits for them. */
+AXRT_API void axrt_group_destroy(axrt_group_t group);
+
+/* Whether a group can still run collectives. */
+typedef uint32_t axrt_group_state_t;
+enum {
+  AXRT_GROUP_STATE_ACTIVE = 0,
+  AXRT_GROUP_STATE_ABORTED = 1,
+};
+
+typedef struct axrt_group_info_t {
+  size_t struct_size;
+  const void* next;
+  char label[64];
+  char backend[16];        /* "cpu", "nccl" */
+  uint32_t size;           /* members */
+  axrt_group_state_t state;
+  /* The rank whose failure aborted the group, or -1 (active, or aborted
+   * by axrt_group_abort() without a rank). */
+  int32_t failed_rank;
+  /* Why the group aborted: the failure's code and message ("member 2
+   * (cpu:2) ..."); OK and "" while active. */
+  axrt_status_code_t failure_code;
+  char failure[256];
+  uint64_t collectives;    /* collectives queued since creation */
+} axrt_group_info_t;
+
+#define AXRT_GROUP_INFO_INIT \
+  { sizeof(axrt_group_info_t), NULL, {0}, {0}, 0, 0, -1, 0, {0}, 0 }
+
+/* Fills `*out_info` (whose struct_size the caller sets). */
+AXRT_API axrt_status_t axrt_group_query_info(axrt_group_t group, axrt_group_info_t* out_info);
+
+/* Writes a new reference to the device of `rank`; OUT_OF_RANGE past the
+ * last member. The caller releases it. */
+AXRT_API axrt_status_t axrt_group_get_device(axrt_group_t group, size_t rank,
+                                             axrt_device_t* out_device);
+
+/* Aborts `group` as if member `rank` had failed with `reason` (copied; NULL:
+ * "aborted by the application"); `rank` -1 names no member. The group's
+ * waiting and queued collectives fail at once (NCCL: its communicators are
+ * aborted). Aborting an aborted group does nothing (the first failure
+ * stays). OUT_OF_RANGE for a rank past the last member. */
+AXRT_API axrt_status_t axrt_group_abort(axrt_group_t group, int32_t rank, const char* reason);
+
+/* One member's part of a collective: the stream it runs on (a stream of
+ * the member's device) and the buffers it reads (`send`) and writes
+ * (`recv`), each with a byte offset, on the member's device. `send` and
+ * `recv` may be the same range (in place); other overlaps are
+ * INVALID_ARGUMENT. The buffers are retained until the collective ran. */
+typedef struct axrt_collective_member_t {
+  axrt_stream_t stream;
+  axrt_buffer_t send_buffer;
+  uint64_t send_offset;
+  axrt_buffer_t recv_buffer;
+  uint64_t recv_offset;
+} axrt_collective_member_t;
+
+/* Element types of collectives: INT8, UINT8, INT32, UINT32, INT64, UINT64,
+ * FLOAT16, BFLOAT16, FLOAT32 and FLOAT64. Integers wrap on overflow; 16-bit
+ * floats are reduced in float32 and rounded to nearest-even at every step
+ * (as each ring step stores its partial). Counts are in elements; 0 is
+ * valid and still orders the members' streams. Every function below takes
+ * `members`, one entry per rank. */
+
+/* Each member's `recv` becomes the reduction of every member's `send`:
+ * `count` elements. */
+AXRT_API axrt_status_t axrt_group_all_reduce(axrt_group_t group,
+                                             const axrt_collective_member_t* members,
+                                             uint64_t count, axrt_dtype_t dtype,
+                                             axrt_reduce_op_t op);
+
+/* Each member's `recv` (size x `count` elements) becomes every member's
+ * `send` (`count` elements), rank 0 first. In place when a member's send
+ * range is its own slot of recv. */
+AXRT_API axrt_status_t axrt_group_all_gather(axrt_group_t group,
+                                             const axrt_collective_member_t* members,
+                                             uint64_t count, axrt_dtype_t dtype);
+
+/* Member r's `recv` (`count` elements) becomes the reduction of block r of
+ * every member's `send` (size x `count` elements). In place when a
+ * member's recv range is block r of its own send. */
+AXRT_API axrt_status_t axrt_group_reduce_scatter(axrt_group_t group,
+                                                 const axrt_collective_member_t* members,
+                                                 uint64_t count, axrt_dtype_t dtype,
+                                                 axrt_reduce_op_t op);
+
+/* Every member's `recv` (`count` elements) becomes the `send` of member
+ * `root`. Only the root's send is read; the others' may be NULL. */
+AXRT_API axrt_status_t axrt_group_broadcast(axrt_group_t group,
+                                            const axrt_collective_member_t* members,
+                                            uint64_t count, axrt_dtype_t dtype, size_t root);
+
+/* A point-to-point transfer: `count` elements of `src_rank`'s buffer, on
+ * its stream, into `dst_rank`'s buffer, on its stream (the two ranks
+ * differ). Both streams wait for the transfer: the sender's buffer may be
+ * reused, and the receiver's read, by work queued after it. */
+typedef struct axrt_group_transfer_t {
+  size_t src_rank;
+  axrt_stream_t src_stream;
+  axrt_buffer_t src_buffer;
+  uint64_t src_offset;
+  size_t dst_rank;
+  axrt_stream_t dst_stream;
+  axrt_buffer_t dst_buffer;
+  uint64_t dst_offset;
+  uint64_t count;
+  axrt_dtype_t dtype;
+} axrt_group_transfer_t;
+
+/* Queues `transfer_count` transfers as one operation (each send with its
+ * receive, NCCL: within one group call); the members they name take part,
+ * the others do not. */
+AXRT_API axrt_status_t axrt_group_send_recv(axrt_group_t group,
+                                            const axrt_group_transfer_t* transfers,
+                                            size_t transfer_count);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* AXRT_GROUP_H_ */
