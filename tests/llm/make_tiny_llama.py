@@ -1,10 +1,10 @@
 """Builds the tiny Llama checkpoints the model-path tests run, and their references.
 
-    python3 tests/llm/make_tiny_llama.py [OUT_DIR]
+    python3 tests/llm/make_tiny_llama.py [OUT_DIR [MODEL ...]]
 
 needs torch, transformers and tokenizers. Everything is made here from fixed
 seeds; nothing is downloaded. OUT_DIR (default: tests/llm/data) receives,
-per model:
+per model (every model of MODELS, or the MODELs named):
 
     <model>/config.json, model.safetensors, tokenizer.json, ...
         a Hugging Face checkpoint written by transformers' save_pretrained
@@ -32,8 +32,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
-# The two models: a Llama 2 shape (separate lm_head, plain rope) and a
-# Llama 3 shape (tied embeddings, llama3 rope scaling, attention bias off).
+# A Llama 2 shape (separate lm_head, plain rope), a Llama 3 shape (tied
+# embeddings, llama3 rope scaling, attention bias off), and one whose heads,
+# KV heads and MLP split evenly over 2 and 4 ranks for the tensor-parallel
+# tests, with biases on every projection (o_proj and down_proj included).
 MODELS = {
     "tiny-llama": dict(
         vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=4,
@@ -47,6 +49,12 @@ MODELS = {
         rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                       "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
         bos_token_id=1, eos_token_id=2, initializer_range=0.06, seed=4321),
+    "tiny-llama-tp": dict(
+        vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=256,
+        rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+        attention_bias=True, mlp_bias=True,
+        bos_token_id=1, eos_token_id=2, initializer_range=0.06, seed=2468),
 }
 
 # Prompts as token ids (the first starts with the BOS id). Lengths cross
@@ -83,11 +91,14 @@ def build_model(name: str, spec: dict, out: Path):
     torch.manual_seed(seed)
     config = LlamaConfig(**spec)
     model = LlamaForCausalLM(config).to(torch.float32).eval()
-    # Norm weights start at 1; give them some spread so the tests see them.
+    # Norm weights start at 1 and biases at 0; give them some spread so the
+    # tests see them.
     with torch.no_grad():
         for module_name, param in model.named_parameters():
             if "norm" in module_name:
                 param.copy_(1.0 + 0.2 * torch.randn_like(param))
+            elif module_name.endswith(".bias"):
+                param.copy_(0.1 * torch.randn_like(param))
     model_dir = out / name
     model_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(model_dir, safe_serialization=True)
@@ -214,8 +225,14 @@ def main(argv: list) -> int:
 
     torch.set_num_threads(1)
     out = Path(argv[1]) if len(argv) > 1 else HERE / "data"
+    names = argv[2:] or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"unknown models {unknown}; known: {', '.join(MODELS)}", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
-    for name, spec in MODELS.items():
+    for name in names:
+        spec = MODELS[name]
         build_model(name, spec, out)
         for mode in WEIGHT_MODES:
             model = load_model(out / name, mode)

@@ -16,7 +16,7 @@ import axrt.llm
 from axrt.llm import UnsupportedModelError
 
 DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
-MODELS = ("tiny-llama", "tiny-llama3")
+MODELS = ("tiny-llama", "tiny-llama3", "tiny-llama-tp")
 # Logits agree with transformers within this fraction of the largest |logit|
 # of the same position.
 F32_TOLERANCE = 1e-4

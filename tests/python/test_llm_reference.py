@@ -20,7 +20,7 @@ def _script():
     return module
 
 
-@pytest.mark.parametrize("model", ["tiny-llama", "tiny-llama3"])
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-llama3", "tiny-llama-tp"])
 @pytest.mark.parametrize("weights", ["f32", "bf16", "int8", "int4"])
 def test_committed_references_are_what_transformers_computes(model, weights):
     script = _script()
