@@ -3,6 +3,7 @@
 // checks of the arguments, and failure, abort and rebuilding on the members
 // that remain. tests/python/test_group.py compares against numpy at every
 // size; this file covers the C API's contract.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -105,6 +106,21 @@ std::vector<float> random_floats(uint64_t n, uint32_t seed) {
   return v;
 }
 
+// Counts the elements of a result that fail a check, so that a test makes
+// one assertion per result rather than one per element.
+struct Mismatches {
+  uint64_t count = 0;
+  uint64_t first = 0;
+  void check(bool ok, uint64_t index) {
+    if (!ok && count++ == 0) first = index;
+  }
+};
+#define REQUIRE_NO_MISMATCH(m)                                         \
+  do {                                                                 \
+    INFO((m).count << " elements wrong, the first at " << (m).first); \
+    REQUIRE((m).count == 0);                                           \
+  } while (false)
+
 void sync_all(const std::vector<axrt_stream_t>& streams, size_t count) {
   for (size_t i = 0; i < count; ++i) REQUIRE_CALL_OK(axrt_stream_synchronize(streams[i]));
 }
@@ -143,15 +159,16 @@ void check_all_reduce_f32(Instance& in, uint32_t members, uint64_t n, axrt_reduc
     if (r == 0) first = got;
     REQUIRE(got == first);  // bit-identical on every member
   }
+  Mismatches bad;
   for (uint64_t i = 0; i < n; ++i) {
     double expect = inputs[0][i];
     for (uint32_t r = 1; r < members; ++r) {
       const double x = inputs[r][i];
       expect = op == AXRT_REDUCE_SUM ? expect + x : op == AXRT_REDUCE_MAX ? std::max(expect, x) : std::min(expect, x);
     }
-    INFO("element " << i << " of " << n);
-    REQUIRE(std::abs(first[i] - expect) <= 1e-5 * members * 4);
+    bad.check(std::abs(first[i] - expect) <= 1e-5 * members * 4, i);
   }
+  REQUIRE_NO_MISMATCH(bad);
 }
 
 }  // namespace
@@ -210,6 +227,7 @@ TEST_CASE("all-reduce of integers wraps exactly; 16-bit floats round each step",
     const auto got8 = i8[r]->read<int8_t>();
     const auto got16 = f16[r]->read<uint16_t>();
     const auto gotb = bf16[r]->read<uint16_t>();
+    Mismatches bad;
     for (uint64_t i = 0; i < n; ++i) {
       uint32_t sum = 0;
       int8_t low = 127;
@@ -220,12 +238,13 @@ TEST_CASE("all-reduce of integers wraps exactly; 16-bit floats round each step",
         fsum += axrt::half_to_float(axrt::float_to_half(vf[m][i]));
         fmax = std::max<double>(fmax, axrt::bfloat16_to_float(axrt::float_to_bfloat16(vf[m][i])));
       }
-      REQUIRE(got32[i] == static_cast<int32_t>(sum));
-      REQUIRE(got8[i] == low);
+      bad.check(got32[i] == static_cast<int32_t>(sum), i);
+      bad.check(got8[i] == low, i);
       // Three roundings to half of partial sums below 16: each within 2^-7.
-      REQUIRE(std::abs(axrt::half_to_float(got16[i]) - fsum) <= 3 * 0.0078125 + 1e-6);
-      REQUIRE(axrt::bfloat16_to_float(gotb[i]) == fmax);  // max is exact
+      bad.check(std::abs(axrt::half_to_float(got16[i]) - fsum) <= 3 * 0.0078125 + 1e-6, i);
+      bad.check(axrt::bfloat16_to_float(gotb[i]) == fmax, i);  // max is exact
     }
+    REQUIRE_NO_MISMATCH(bad);
   }
 }
 
@@ -252,12 +271,14 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     sync_all(in.streams, kDevices);
     for (uint32_t r = 0; r < kDevices; ++r) {
       const auto got = big[r]->read<float>();
+      Mismatches bad;
       for (uint32_t b = 0; b < kDevices; ++b) {
         for (uint64_t i = 0; i < n; ++i) {
           // Block b came from member b: its big block b (in place) or its small's start.
-          REQUIRE(got[b * n + i] == values[b][(in_place ? b * n : 0) + i]);
+          bad.check(got[b * n + i] == values[b][(in_place ? b * n : 0) + i], b * n + i);
         }
       }
+      REQUIRE_NO_MISMATCH(bad);
     }
     // Reduce-scatter of fresh values: member r gets block r's sums.
     for (uint32_t r = 0; r < kDevices; ++r) {
@@ -270,11 +291,13 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     sync_all(in.streams, kDevices);
     for (uint32_t r = 0; r < kDevices; ++r) {
       const auto got = (in_place ? big[r] : small[r])->read<float>();
+      Mismatches bad;
       for (uint64_t i = 0; i < n; ++i) {
         double expect = 0;
         for (uint32_t m = 0; m < kDevices; ++m) expect += values[m][r * n + i];
-        REQUIRE(std::abs(got[(in_place ? r * n : 0) + i] - expect) <= 1e-4);
+        bad.check(std::abs(got[(in_place ? r * n : 0) + i] - expect) <= 1e-4, i);
       }
+      REQUIRE_NO_MISMATCH(bad);
     }
     // Broadcast from member 2.
     for (uint32_t r = 0; r < kDevices; ++r) {
@@ -286,7 +309,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     sync_all(in.streams, kDevices);
     for (uint32_t r = 0; r < kDevices; ++r) {
       const auto got = (in_place || r != 2 ? small[r] : big[r])->read<float>();
-      for (uint64_t i = 0; i < n; ++i) REQUIRE(got[i] == values[2][i]);
+      REQUIRE(std::equal(got.begin(), got.begin() + n, values[2].begin()));
     }
   }
 }
@@ -530,8 +553,10 @@ TEST_CASE("many collectives from several threads on one group stay in one order"
   sync_all(in.streams, kDevices);
   for (uint32_t r = 0; r < kDevices; ++r) {
     const auto got = bufs[r]->read<int32_t>();
-    for (uint64_t i = 0; i < n * 4; ++i) REQUIRE(got[i] == 1024);  // 4^5
-    for (uint64_t i = n * 4; i < n * 8; ++i) REQUIRE(got[i] == 1);
+    Mismatches bad;
+    for (uint64_t i = 0; i < n * 4; ++i) bad.check(got[i] == 1024, i);  // 4^5
+    for (uint64_t i = n * 4; i < n * 8; ++i) bad.check(got[i] == 1, i);
+    REQUIRE_NO_MISMATCH(bad);
   }
   REQUIRE(g.info().collectives == 20);
 }
