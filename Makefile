@@ -108,6 +108,8 @@ bench: bench-build
 	  $(BENCH_OUT)/axrt_cuda_bench.json
 	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/python_bench.py \
 	  --json $(BENCH_RAW)/python_bench.json
+	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/collective_bench.py \
+	  --json $(BENCH_RAW)/collective_bench.json
 	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/matmul_vs_onnxruntime.py \
 	  --kernel-bench $(BENCH_DIR)/tests/bench/axrt_matmul_kernel_bench \
 	  --json $(BENCH_RAW)/matmul_vs_onnxruntime.json

@@ -19,6 +19,7 @@ set(layers
   "format/"
   "kernels/"
   "serving/"
+  "group/"
   "tools/axrt/"
   "bindings/python/"
   "examples/"
@@ -41,6 +42,8 @@ set(allowed_runtime/ "axrt/" "base/" "trace/trace.h" "format/" "kernels/cpu/libr
 # The serving engine is a client of the public API inside the library.
 # It records its steps into a running trace.
 set(allowed_serving/ "axrt/" "base/" "trace/trace.h" "serving/")
+# Device groups too: a client of the public API inside the library.
+set(allowed_group/ "axrt/" "base/" "trace/trace.h" "group/")
 # The tool is a client of the public API that also reads files itself.
 set(allowed_tools/axrt/ "axrt/" "base/" "format/" "tools/axrt/")
 # Clients of the public API only.
@@ -52,7 +55,7 @@ set(allowed_fuzz/ "axrt/" "base/" "format/")
 
 # The project's top-level folders and the public header root: an include
 # that starts with one of these is the project's own.
-set(own_roots axrt base trace format kernels runtime serving tools bindings abi tests fuzz examples)
+set(own_roots axrt base trace format kernels runtime serving group tools bindings abi tests fuzz examples)
 
 set(failures 0)
 foreach(layer IN LISTS layers)

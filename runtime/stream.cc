@@ -164,6 +164,16 @@ AXRT_API void axrt_stream_retain(axrt_stream_t stream) { retain_handle<Stream>(s
 
 AXRT_API void axrt_stream_release(axrt_stream_t stream) { release_handle<Stream>(stream); }
 
+AXRT_API axrt_status_t axrt_stream_get_device(axrt_stream_t stream, axrt_device_t* out_device) {
+  static constexpr ApiCall api("axrt_stream_get_device");
+  Stream* self = nullptr;
+  AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
+  AXRT_RETURN_IF_ERROR(api.require_pointer(out_device, "out_device"));
+  object_retain(self->device.get());
+  *out_device = to_handle<axrt_device_t>(self->device.get());
+  return nullptr;
+}
+
 AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream, axrt_buffer_t src,
                                                uint64_t src_offset, axrt_buffer_t dst,
                                                uint64_t dst_offset, uint64_t length) {

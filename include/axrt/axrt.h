@@ -52,6 +52,7 @@
 #include "axrt/event.h"
 #include "axrt/executable.h"
 #include "axrt/format.h"
+#include "axrt/group.h"
 #include "axrt/kernel_abi.h"
 #include "axrt/memory.h"
 #include "axrt/serving.h"

@@ -2768,3 +2768,142 @@ BAD_ARGUMENTS(axrt_device_query_stream_statistics) {
     return axrt_device_query_stream_statistics(device, o);
   });
 }
+
+// ---------------------------------------------------------------------------
+// group.h (what collectives compute is group_test.cc and tests/python/test_group.py)
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// A group of cpu:0 alone, and one member's part over the fixture's buffer.
+struct WalkGroup {
+  explicit WalkGroup(const World& world) {
+    EXPECT_OK(axrt_group_create(&world.device, 1, nullptr, &group));
+    member = {world.stream, world.buffer, 0, world.buffer, 0};
+  }
+  ~WalkGroup() { axrt_group_destroy(group); }
+  WalkGroup(const WalkGroup&) = delete;
+  WalkGroup& operator=(const WalkGroup&) = delete;
+  axrt_group_t group = nullptr;
+  axrt_collective_member_t member{};
+};
+
+}  // namespace
+
+BAD_ARGUMENTS(axrt_group_create) {
+  axrt_group_t group = nullptr;
+  EXPECT_INVALID(axrt_group_create(nullptr, 1, nullptr, &group), "NULL");
+  EXPECT_INVALID(axrt_group_create(&device, 1, nullptr, nullptr), "NULL");
+  EXPECT_INVALID(axrt_group_create(&device, 0, nullptr, &group), "at least one device");
+  axrt_device_t none = nullptr;
+  EXPECT_INVALID(axrt_group_create(&none, 1, nullptr, &group), "devices[0] is NULL");
+  EXPECT_RELEASED(axrt_group_create(reinterpret_cast<axrt_device_t*>(&stream), 1, nullptr, &group),
+                  "stream");
+  axrt_group_options_t options = AXRT_GROUP_OPTIONS_INIT;
+  options.struct_size = 4;
+  EXPECT_INVALID(axrt_group_create(&device, 1, &options, &group), "struct_size");
+  options.struct_size = sizeof options;
+  options.backend = "carrier-pigeon";
+  EXPECT_INVALID(axrt_group_create(&device, 1, &options, &group), "unknown backend");
+  CHECK(group == nullptr);
+}
+
+BAD_ARGUMENTS(axrt_group_destroy) {
+  axrt_group_destroy(nullptr);  // a no-op
+  SUCCEED("NULL is a no-op");
+}
+
+BAD_ARGUMENTS(axrt_group_query_info) {
+  WalkGroup walk(*this);
+  axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
+  EXPECT_INVALID(axrt_group_query_info(nullptr, &info), "NULL");
+  EXPECT_INVALID(axrt_group_query_info(walk.group, nullptr), "NULL");
+  for (size_t size : {size_t{0}, sizeof(size_t)}) {
+    Guarded<axrt_group_info_t> small(size);
+    EXPECT_INVALID(axrt_group_query_info(walk.group, small.get()), "struct_size");
+    CHECK(small.untouched());
+  }
+}
+
+BAD_ARGUMENTS(axrt_group_get_device) {
+  WalkGroup walk(*this);
+  axrt_device_t out = nullptr;
+  EXPECT_INVALID(axrt_group_get_device(nullptr, 0, &out), "NULL");
+  EXPECT_INVALID(axrt_group_get_device(walk.group, 0, nullptr), "NULL");
+  EXPECT_ERROR(axrt_group_get_device(walk.group, 1, &out), AXRT_STATUS_CODE_OUT_OF_RANGE, "rank 1");
+  CHECK(out == nullptr);
+}
+
+BAD_ARGUMENTS(axrt_group_abort) {
+  WalkGroup walk(*this);
+  EXPECT_INVALID(axrt_group_abort(nullptr, -1, nullptr), "NULL");
+  EXPECT_ERROR(axrt_group_abort(walk.group, 1, nullptr), AXRT_STATUS_CODE_OUT_OF_RANGE, "rank 1");
+  EXPECT_ERROR(axrt_group_abort(walk.group, -2, nullptr), AXRT_STATUS_CODE_OUT_OF_RANGE, "rank -2");
+}
+
+BAD_ARGUMENTS(axrt_group_all_reduce) {
+  WalkGroup walk(*this);
+  EXPECT_INVALID(axrt_group_all_reduce(nullptr, &walk.member, 1, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM),
+                 "NULL");
+  EXPECT_INVALID(axrt_group_all_reduce(walk.group, nullptr, 1, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM),
+                 "members");
+  EXPECT_INVALID(axrt_group_all_reduce(walk.group, &walk.member, 1, AXRT_DTYPE_BOOL, AXRT_REDUCE_SUM),
+                 "element type");
+  EXPECT_INVALID(axrt_group_all_reduce(walk.group, &walk.member, 1, AXRT_DTYPE_FLOAT32, 3),
+                 "not a reduction");
+  EXPECT_ERROR(axrt_group_all_reduce(walk.group, &walk.member, UINT64_MAX / 2, AXRT_DTYPE_FLOAT32,
+                                     AXRT_REDUCE_SUM),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "overflow");
+  EXPECT_ERROR(axrt_group_all_reduce(walk.group, &walk.member, kBufferSize, AXRT_DTYPE_FLOAT32,
+                                     AXRT_REDUCE_SUM),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "does not fit");
+  axrt_collective_member_t bad = walk.member;
+  bad.stream = nullptr;
+  EXPECT_INVALID(axrt_group_all_reduce(walk.group, &bad, 1, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM),
+                 "stream is NULL");
+  bad = walk.member;
+  bad.recv_buffer = nullptr;
+  EXPECT_INVALID(axrt_group_all_reduce(walk.group, &bad, 1, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM),
+                 "receive buffer is NULL");
+  bad = walk.member;
+  bad.send_buffer = As<axrt_buffer_t>(stream);
+  EXPECT_RELEASED(axrt_group_all_reduce(walk.group, &bad, 1, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM),
+                  "stream");
+}
+
+BAD_ARGUMENTS(axrt_group_all_gather) {
+  WalkGroup walk(*this);
+  EXPECT_INVALID(axrt_group_all_gather(nullptr, &walk.member, 1, AXRT_DTYPE_FLOAT32), "NULL");
+  EXPECT_INVALID(axrt_group_all_gather(walk.group, nullptr, 1, AXRT_DTYPE_FLOAT32), "members");
+  axrt_collective_member_t bad = walk.member;
+  bad.recv_offset = 2;  // overlaps without being in place
+  EXPECT_INVALID(axrt_group_all_gather(walk.group, &bad, 4, AXRT_DTYPE_FLOAT32), "overlap");
+}
+
+BAD_ARGUMENTS(axrt_group_reduce_scatter) {
+  WalkGroup walk(*this);
+  EXPECT_INVALID(
+      axrt_group_reduce_scatter(nullptr, &walk.member, 1, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM), "NULL");
+  EXPECT_INVALID(
+      axrt_group_reduce_scatter(walk.group, &walk.member, 1, AXRT_DTYPE_INT4, AXRT_REDUCE_SUM),
+      "element type");
+}
+
+BAD_ARGUMENTS(axrt_group_broadcast) {
+  WalkGroup walk(*this);
+  EXPECT_INVALID(axrt_group_broadcast(nullptr, &walk.member, 1, AXRT_DTYPE_FLOAT32, 0), "NULL");
+  EXPECT_ERROR(axrt_group_broadcast(walk.group, &walk.member, 1, AXRT_DTYPE_FLOAT32, 1),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "root 1");
+}
+
+BAD_ARGUMENTS(axrt_group_send_recv) {
+  WalkGroup walk(*this);
+  axrt_group_transfer_t transfer = {0, stream, buffer, 0, 0, stream, buffer, 64, 1, AXRT_DTYPE_FLOAT32};
+  EXPECT_INVALID(axrt_group_send_recv(nullptr, &transfer, 1), "NULL");
+  EXPECT_INVALID(axrt_group_send_recv(walk.group, nullptr, 1), "transfers is NULL");
+  EXPECT_INVALID(axrt_group_send_recv(walk.group, &transfer, 1), "to itself");
+  transfer.dst_rank = 1;
+  EXPECT_ERROR(axrt_group_send_recv(walk.group, &transfer, 1), AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "rank 1");
+  EXPECT_OK(axrt_group_send_recv(walk.group, nullptr, 0));  // nothing to move
+}

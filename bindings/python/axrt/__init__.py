@@ -23,6 +23,7 @@ from ._axrt import (
     Executable,
     FailedPreconditionError,
     Function,
+    Group,
     InternalError,
     InvalidArgumentError,
     NotFoundError,
@@ -42,6 +43,7 @@ from ._axrt import (
     drivers,
     empty,
     from_dlpack,
+    group,
     load,
 )
 from . import builder
@@ -62,6 +64,7 @@ __all__ = [
     "Executable",
     "FailedPreconditionError",
     "Function",
+    "Group",
     "InternalError",
     "InvalidArgumentError",
     "NotFoundError",
@@ -82,6 +85,7 @@ __all__ = [
     "drivers",
     "empty",
     "from_dlpack",
+    "group",
     "load",
     "profile",
     "stats",

@@ -96,6 +96,9 @@ class Device {
   std::pair<int, int> dlpack_device() const;
 
   std::shared_ptr<Stream> default_stream();
+  // Gives the device a new default stream (after the old one failed);
+  // work queued on the old one still runs.
+  void reset_default_stream();
 
  private:
   Handle<axrt_device_t> handle_;
@@ -240,6 +243,7 @@ void init_dlpack(py::module_& m);
 void init_executable(py::module_& m);
 void init_builder(py::module_& m);
 void init_serving(py::module_& m);
+void init_group(py::module_& m);
 void init_trace(py::module_& m);
 
 // The handle of an _axrt.Executable (borrowed; TypeError for anything else).

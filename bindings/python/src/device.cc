@@ -86,6 +86,11 @@ std::shared_ptr<Stream> Device::default_stream() {
   return default_stream_;
 }
 
+void Device::reset_default_stream() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  default_stream_.reset();
+}
+
 axrt_instance_t instance() { return runtime().instance.get(); }
 
 const std::vector<std::shared_ptr<Device>>& all_devices() { return runtime().devices; }
@@ -149,6 +154,9 @@ device: get them from axrt.devices() or axrt.device(name).)doc")
           "(major, minor) for CUDA devices, None elsewhere.")
       .def_property_readonly("default_stream", &Device::default_stream,
                              "The stream calls use when given no stream=.")
+      .def("reset_default_stream", &Device::reset_default_stream,
+           "Gives the device a new default stream, for when the old one failed (a failed stream "
+           "stays failed). Work queued on the old one still runs; tensors it writes still wait for it.")
       .def(
           "synchronize",
           [](Device& d) {

@@ -105,4 +105,5 @@ PYBIND11_MODULE(_axrt, m) {
   axrt_py::init_trace(m);
   axrt_py::init_builder(m);
   axrt_py::init_serving(m);
+  axrt_py::init_group(m);
 }

@@ -1,0 +1,450 @@
+// The "cpu" backend: collectives of CPU devices over their host memory.
+//
+// A collective is one host function per member, queued on the member's
+// stream. When it runs (the member's stream got there) the member waits at
+// a rendezvous for the others, within the group's timeout; then the members
+// run the algorithm together, one step at a time, with a barrier between
+// steps, each reading only what its left neighbour (rank - 1) finished in
+// the step before:
+//   - reduce-scatter: a ring. The vector is cut into one block per member,
+//     and the blocks into slices of at most kSliceBytes. For each round of
+//     slices, the partial sum of block c starts at member c + 1 and travels
+//     around the ring, each member adding its own slice into a buffer of its
+//     own, until member c adds the last one and writes the block's result;
+//   - all-reduce: that ring (blocks of near-equal sizes), then an all-gather
+//     ring over the receive buffers;
+//   - all-gather: each member copies its block in, then, size - 1 times,
+//     the block its left neighbour got in the step before;
+//   - broadcast: each member copies the root's buffer (a flat tree);
+//   - send/recv: the receiver copies the sender's buffer.
+// A last barrier keeps every member in the collective until nobody reads
+// its buffers any more, so that work queued after it may overwrite them.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "axrt/device.h"
+#include "axrt/memory.h"
+#include "axrt/stream.h"
+#include "base/dtype.h"
+#include "base/float16.h"
+#include "group/group.h"
+
+namespace axrt::group {
+namespace {
+
+// The most bytes of one block a ring step reduces: bounds the members'
+// partial-sum buffers (two slices each).
+constexpr uint64_t kSliceBytes = 256 * 1024;
+
+// ---------------------------------------------------------------------------
+// Element-wise reduction: out[i] = a[i] (op) b[i]; `out` may be `a`.
+
+using ReduceFn = void (*)(void* out, const void* a, const void* b, uint64_t n);
+
+template <typename T, axrt_reduce_op_t Op>
+T combine(T a, T b) {
+  if constexpr (Op == AXRT_REDUCE_SUM) {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;  // wraps, as the header says
+      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return a + b;
+    }
+  } else if constexpr (Op == AXRT_REDUCE_MAX) {
+    return b > a ? b : a;
+  } else {
+    return b < a ? b : a;
+  }
+}
+
+template <typename T, axrt_reduce_op_t Op>
+void reduce_plain(void* out, const void* a, const void* b, uint64_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (uint64_t i = 0; i < n; ++i) o[i] = combine<T, Op>(x[i], y[i]);
+}
+
+template <float (*Widen)(uint16_t) noexcept, uint16_t (*Narrow)(float) noexcept, axrt_reduce_op_t Op>
+void reduce_16(void* out, const void* a, const void* b, uint64_t n) {
+  uint16_t* o = static_cast<uint16_t*>(out);
+  const uint16_t* x = static_cast<const uint16_t*>(a);
+  const uint16_t* y = static_cast<const uint16_t*>(b);
+  for (uint64_t i = 0; i < n; ++i) o[i] = Narrow(combine<float, Op>(Widen(x[i]), Widen(y[i])));
+}
+
+template <axrt_reduce_op_t Op>
+ReduceFn reduce_for(axrt_dtype_t dtype) {
+  switch (dtype) {
+    case AXRT_DTYPE_INT8: return reduce_plain<int8_t, Op>;
+    case AXRT_DTYPE_UINT8: return reduce_plain<uint8_t, Op>;
+    case AXRT_DTYPE_INT32: return reduce_plain<int32_t, Op>;
+    case AXRT_DTYPE_UINT32: return reduce_plain<uint32_t, Op>;
+    case AXRT_DTYPE_INT64: return reduce_plain<int64_t, Op>;
+    case AXRT_DTYPE_UINT64: return reduce_plain<uint64_t, Op>;
+    case AXRT_DTYPE_FLOAT16: return reduce_16<half_to_float, float_to_half, Op>;
+    case AXRT_DTYPE_BFLOAT16: return reduce_16<bfloat16_to_float, float_to_bfloat16, Op>;
+    case AXRT_DTYPE_FLOAT32: return reduce_plain<float, Op>;
+    case AXRT_DTYPE_FLOAT64: return reduce_plain<double, Op>;
+    default: return nullptr;
+  }
+}
+
+ReduceFn reduce_function(axrt_dtype_t dtype, axrt_reduce_op_t op) {
+  switch (op) {
+    case AXRT_REDUCE_SUM: return reduce_for<AXRT_REDUCE_SUM>(dtype);
+    case AXRT_REDUCE_MAX: return reduce_for<AXRT_REDUCE_MAX>(dtype);
+    case AXRT_REDUCE_MIN: return reduce_for<AXRT_REDUCE_MIN>(dtype);
+    default: return nullptr;
+  }
+}
+
+// The host address of byte `offset` of `buffer` (a checked, host-visible
+// buffer of a CPU device).
+axrt_status_t host_address(axrt_buffer_t buffer, uint64_t offset, std::byte** out) {
+  void* base = nullptr;
+  AXRT_RETURN_IF_ERROR(axrt_buffer_map(buffer, &base));
+  *out = static_cast<std::byte*>(base) + offset;
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// One collective in flight.
+
+class CpuOp {
+ public:
+  struct Part {
+    uint32_t rank = 0;
+    std::byte* send = nullptr;
+    std::byte* recv = nullptr;
+    std::byte* scratch = nullptr;  // two slices
+  };
+  struct Copy {
+    uint32_t dst_part = 0;
+    std::byte* dst = nullptr;
+    const std::byte* src = nullptr;
+    uint64_t bytes = 0;
+  };
+
+  CpuOp(std::shared_ptr<GroupState> state, const Collective& c)
+      : state_(std::move(state)),
+        kind_(c.kind),
+        context_(fmt::format("{} #{}", collective_name(c.kind), c.sequence)),
+        element_(c.kind == CollectiveKind::kSendRecv ? 1 : dtype_bytes(c.dtype, 1)),
+        reduce_(c.kind == CollectiveKind::kSendRecv ? nullptr : reduce_function(c.dtype, c.op)),
+        root_(c.root),
+        participants_(static_cast<uint32_t>(c.parts.size())),
+        arrived_parts_(c.parts.size(), false) {}
+
+  // Resolves the buffers' host addresses, keeps the buffers, lays out the
+  // blocks and the partial-sum buffers.
+  axrt_status_t prepare(const Collective& c) {
+    const uint32_t n = participants_;
+    parts_.resize(n);
+    for (uint32_t p = 0; p < n; ++p) {
+      const MemberPart& m = c.parts[p];
+      parts_[p].rank = m.rank;
+      if (m.send != nullptr) {
+        AXRT_RETURN_IF_ERROR(host_address(m.send, m.send_offset, &parts_[p].send));
+        kept_.emplace_back(m.send);
+      }
+      if (m.recv != nullptr) {
+        AXRT_RETURN_IF_ERROR(host_address(m.recv, m.recv_offset, &parts_[p].recv));
+        kept_.emplace_back(m.recv);
+      }
+    }
+    for (const TransferPart& t : c.transfers) {
+      Copy copy;
+      copy.dst_part = t.dst_part;
+      copy.bytes = t.bytes;
+      std::byte* src = nullptr;
+      AXRT_RETURN_IF_ERROR(host_address(t.src_buffer, t.src_offset, &src));
+      AXRT_RETURN_IF_ERROR(host_address(t.dst_buffer, t.dst_offset, &copy.dst));
+      copy.src = src;
+      kept_.emplace_back(t.src_buffer);
+      kept_.emplace_back(t.dst_buffer);
+      copies_.push_back(copy);
+    }
+    // Block r of the vector: elements [blocks_[r], blocks_[r + 1]).
+    blocks_.assign(n + 1, 0);
+    if (kind_ == CollectiveKind::kAllReduce) {
+      const uint64_t q = c.count / n, rem = c.count % n;
+      for (uint32_t r = 0; r <= n; ++r) blocks_[r] = r * q + std::min<uint64_t>(r, rem);
+    } else {
+      for (uint32_t r = 0; r <= n; ++r) blocks_[r] = r * c.count;
+    }
+    if (kind_ == CollectiveKind::kAllReduce || kind_ == CollectiveKind::kReduceScatter) {
+      uint64_t largest = 0;
+      for (uint32_t r = 0; r < n; ++r) largest = std::max(largest, blocks_[r + 1] - blocks_[r]);
+      slice_ = std::max<uint64_t>(1, kSliceBytes / element_);
+      rounds_ = (largest + slice_ - 1) / slice_;
+      const uint64_t slot = std::min(slice_, largest) * element_;
+      if (n > 1 && slot > 0) {
+        scratch_.reset(new std::byte[2 * slot * n]);
+        for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + 2 * slot * p;
+        slot_bytes_ = slot;
+      }
+    }
+    return nullptr;
+  }
+
+  // Work queued on some members before an enqueue failed does nothing.
+  void cancel() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex());
+      cancelled_ = true;
+    }
+    state_->changed().notify_all();
+  }
+
+  // Member `p`'s host function.
+  axrt_status_t run(uint32_t p, axrt_status_t stream_status) noexcept {
+    const uint32_t rank = parts_[p].rank;
+    if (stream_status != nullptr) {
+      state_->fail(static_cast<int32_t>(rank), axrt_status_code(stream_status),
+                   fmt::format("member {} ({}) failed: its stream failed before {}: {}", rank,
+                               state_->member_id(rank), context_, axrt_status_message(stream_status)));
+      return nullptr;  // the stream keeps its own failure
+    }
+    Wait arrival = rendezvous(p);
+    if (arrival == Wait::kCancelled) return nullptr;
+    if (arrival == Wait::kTimedOut) {
+      return state_->aborted_status(context_.c_str(), AXRT_STATUS_CODE_DEADLINE_EXCEEDED);
+    }
+    if (arrival != Wait::kPassed || !algorithm(p)) {
+      return cancelled() ? nullptr : state_->aborted_status(context_.c_str());
+    }
+    return nullptr;
+  }
+
+ private:
+  enum class Wait { kPassed, kAborted, kCancelled, kTimedOut };
+
+  bool cancelled() {
+    std::lock_guard<std::mutex> lock(state_->mutex());
+    return cancelled_;
+  }
+
+  // The first barrier: waits for every member within the group's timeout;
+  // on timeout, fails the group naming the first member missing.
+  Wait rendezvous(uint32_t p) {
+    const auto deadline = state_->deadline_from_now();
+    std::unique_lock<std::mutex> lock(state_->mutex());
+    arrived_parts_[p] = true;
+    Wait result = wait_locked(lock, deadline);
+    if (result != Wait::kTimedOut) return result;
+    uint32_t missing = 0;
+    while (missing < participants_ && arrived_parts_[missing]) ++missing;
+    const uint32_t rank = parts_[p].rank;
+    const uint32_t late = parts_[missing < participants_ ? missing : p].rank;
+    lock.unlock();
+    state_->fail(static_cast<int32_t>(late), AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                 fmt::format("member {} ({}) did not reach {} within the group's timeout; member "
+                             "{} ({}) waited for it",
+                             late, state_->member_id(late), context_, rank, state_->member_id(rank)));
+    return Wait::kTimedOut;
+  }
+
+  bool barrier() {
+    std::unique_lock<std::mutex> lock(state_->mutex());
+    return wait_locked(lock, std::chrono::steady_clock::time_point::max()) == Wait::kPassed;
+  }
+
+  Wait wait_locked(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline) {
+    if (cancelled_) return Wait::kCancelled;
+    if (state_->aborted_locked()) return Wait::kAborted;
+    const uint64_t generation = generation_;
+    if (++arrived_ == participants_) {
+      arrived_ = 0;
+      ++generation_;
+      lock.unlock();
+      state_->changed().notify_all();
+      return Wait::kPassed;
+    }
+    std::condition_variable& changed = state_->changed();
+    while (generation_ == generation) {
+      if (cancelled_) return Wait::kCancelled;
+      if (state_->aborted_locked()) return Wait::kAborted;
+      if (deadline == std::chrono::steady_clock::time_point::max()) {
+        changed.wait(lock);
+      } else if (changed.wait_until(lock, deadline) == std::cv_status::timeout &&
+                 generation_ == generation && !state_->aborted_locked() && !cancelled_) {
+        return Wait::kTimedOut;
+      }
+    }
+    return Wait::kPassed;
+  }
+
+  uint32_t left(uint32_t p) const { return (p + participants_ - 1) % participants_; }
+  uint64_t block_elements(uint32_t b) const { return blocks_[b + 1] - blocks_[b]; }
+
+  bool algorithm(uint32_t p) {
+    switch (kind_) {
+      case CollectiveKind::kAllReduce:
+        return reduce_ring(p) && gather_ring(p);
+      case CollectiveKind::kReduceScatter:
+        return reduce_ring(p);
+      case CollectiveKind::kAllGather: {
+        Part& me = parts_[p];
+        std::byte* mine = me.recv + blocks_[p] * element_;
+        if (mine != me.send) std::memmove(mine, me.send, block_elements(p) * element_);
+        return barrier() && gather_ring(p);
+      }
+      case CollectiveKind::kBroadcast: {
+        Part& me = parts_[p];
+        const Part& root = parts_[root_];
+        const uint64_t bytes = block_elements(0) * element_;
+        if (bytes != 0 && me.recv != root.send) std::memcpy(me.recv, root.send, bytes);
+        return barrier();
+      }
+      case CollectiveKind::kSendRecv:
+        for (const Copy& copy : copies_) {
+          if (copy.dst_part == p && copy.bytes != 0) std::memcpy(copy.dst, copy.src, copy.bytes);
+        }
+        return barrier();
+    }
+    return false;
+  }
+
+  // The reduce-scatter ring (see the top of the file). Member p ends with
+  // the reduction of block p in its receive buffer: at block p's place
+  // (all-reduce) or at its start (reduce-scatter).
+  bool reduce_ring(uint32_t p) {
+    const uint32_t n = participants_;
+    Part& me = parts_[p];
+    const Part& from = parts_[left(p)];
+    uint64_t step = 0;  // across rounds: which of its two slots a member writes
+    for (uint64_t round = 0; round < rounds_; ++round) {
+      for (uint32_t s = 0; s < n; ++s, ++step) {
+        const uint32_t b = (p + 2 * n - 1 - s) % n;
+        const uint64_t lo = std::min(blocks_[b] + round * slice_, blocks_[b + 1]);
+        const uint64_t hi = std::min(lo + slice_, blocks_[b + 1]);
+        const uint64_t count = hi - lo;
+        const std::byte* own = me.send + lo * element_;
+        if (count != 0) {
+          if (s + 1 == n) {
+            std::byte* out = me.recv + (kind_ == CollectiveKind::kAllReduce ? lo : lo - blocks_[p]) * element_;
+            if (n == 1) {
+              if (out != own) std::memmove(out, own, count * element_);
+            } else {
+              reduce_(out, from.scratch + ((step + 1) % 2) * slot_bytes_, own, count);
+            }
+          } else if (s == 0) {
+            std::memcpy(me.scratch + (step % 2) * slot_bytes_, own, count * element_);
+          } else {
+            reduce_(me.scratch + (step % 2) * slot_bytes_,
+                    from.scratch + ((step + 1) % 2) * slot_bytes_, own, count);
+          }
+        }
+        if (n > 1 && !barrier()) return false;
+      }
+    }
+    if (rounds_ == 0 && !barrier()) return false;  // nothing to reduce: still meet
+    return true;
+  }
+
+  // The all-gather ring over the receive buffers: each step, member p copies
+  // the block its left neighbour completed in the step before.
+  bool gather_ring(uint32_t p) {
+    const uint32_t n = participants_;
+    Part& me = parts_[p];
+    const Part& from = parts_[left(p)];
+    for (uint32_t s = 0; s + 1 < n; ++s) {
+      const uint32_t b = (p + 2 * n - 1 - s) % n;
+      const uint64_t bytes = block_elements(b) * element_;
+      if (bytes != 0) {
+        std::memcpy(me.recv + blocks_[b] * element_, from.recv + blocks_[b] * element_, bytes);
+      }
+      if (!barrier()) return false;
+    }
+    return true;
+  }
+
+  const std::shared_ptr<GroupState> state_;
+  const CollectiveKind kind_;
+  const std::string context_;  // "all_reduce #3"
+  const uint64_t element_;
+  const ReduceFn reduce_;
+  const uint32_t root_;
+  const uint32_t participants_;
+  std::vector<Part> parts_;
+  std::vector<Copy> copies_;
+  std::vector<BufferRef> kept_;
+  std::vector<uint64_t> blocks_;
+  uint64_t slice_ = 1;
+  uint64_t rounds_ = 0;
+  uint64_t slot_bytes_ = 0;
+  std::unique_ptr<std::byte[]> scratch_;
+
+  // Under the group state's lock.
+  std::vector<bool> arrived_parts_;
+  uint32_t arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool cancelled_ = false;
+};
+
+// What one member's host function gets.
+struct Ticket {
+  std::shared_ptr<CpuOp> op;
+  uint32_t part;
+};
+
+axrt_status_t run_ticket(void* user_data, axrt_status_t stream_status) {
+  std::unique_ptr<Ticket> ticket(static_cast<Ticket*>(user_data));
+  return ticket->op->run(ticket->part, stream_status);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(std::shared_ptr<GroupState> state) : state_(std::move(state)) {}
+
+  const char* name() const noexcept override { return "cpu"; }
+
+  axrt_status_t enqueue(const Collective& c) override {
+    auto op = std::make_shared<CpuOp>(state_, c);
+    AXRT_RETURN_IF_ERROR(op->prepare(c));
+    std::vector<std::unique_ptr<Ticket>> tickets;
+    tickets.reserve(c.parts.size());
+    for (uint32_t p = 0; p < c.parts.size(); ++p) tickets.push_back(std::make_unique<Ticket>(Ticket{op, p}));
+    for (uint32_t p = 0; p < c.parts.size(); ++p) {
+      axrt_status_t status = axrt_stream_launch_host_func(c.parts[p].stream, run_ticket, tickets[p].get());
+      if (status) {
+        op->cancel();
+        return status;
+      }
+      tickets[p].release();  // the host function owns it now
+    }
+    return nullptr;
+  }
+
+  // Waiting members wake through the group state's condition variable,
+  // and queued ones find the group aborted when they start.
+  void abort() noexcept override {}
+
+ private:
+  std::shared_ptr<GroupState> state_;
+};
+
+}  // namespace
+
+axrt_status_t make_cpu_backend(std::shared_ptr<GroupState> state,
+                               const std::vector<axrt_device_t>& devices,
+                               std::unique_ptr<Backend>* out) {
+  for (size_t r = 0; r < devices.size(); ++r) {
+    axrt_device_properties_t properties = AXRT_DEVICE_PROPERTIES_INIT;
+    AXRT_RETURN_IF_ERROR(axrt_device_query_properties(devices[r], &properties));
+    if (properties.type != AXRT_DEVICE_TYPE_CPU) {
+      return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                         "axrt_group_create: the cpu backend runs on CPU devices, and member {} is "
+                         "{} (a {} device)",
+                         r, properties.id, properties.driver);
+    }
+  }
+  *out = std::make_unique<CpuBackend>(std::move(state));
+  return nullptr;
+}
+
+}  // namespace axrt::group

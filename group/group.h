@@ -1,0 +1,188 @@
+// Device groups behind include/axrt/group.h: the group (its members, its
+// failure state, the checks every collective passes) and the backends that
+// queue the work (group/cpu_backend.cc, group/nccl_backend.cc). A client of
+// the public C API inside libaxrt, like the serving engine.
+#ifndef AXRT_GROUP_GROUP_H_
+#define AXRT_GROUP_GROUP_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "axrt/group.h"
+#include "base/status.h"
+
+namespace axrt::group {
+
+enum class CollectiveKind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kSendRecv };
+
+// "all_reduce", ...
+const char* collective_name(CollectiveKind kind) noexcept;
+
+// A buffer reference the collective holds until its work ran.
+class BufferRef {
+ public:
+  BufferRef() = default;
+  explicit BufferRef(axrt_buffer_t buffer) noexcept;  // retains
+  BufferRef(const BufferRef&) = delete;
+  BufferRef& operator=(const BufferRef&) = delete;
+  BufferRef(BufferRef&& other) noexcept;
+  BufferRef& operator=(BufferRef&& other) noexcept;
+  ~BufferRef();
+  axrt_buffer_t get() const noexcept { return buffer_; }
+
+ private:
+  axrt_buffer_t buffer_ = nullptr;
+};
+
+// One member's part of a checked collective: byte ranges the group has
+// checked against the buffers (a null buffer has no range).
+struct MemberPart {
+  uint32_t rank = 0;
+  axrt_stream_t stream = nullptr;  // borrowed while the collective is queued
+  axrt_buffer_t send = nullptr;
+  uint64_t send_offset = 0;
+  uint64_t send_bytes = 0;
+  axrt_buffer_t recv = nullptr;
+  uint64_t recv_offset = 0;
+  uint64_t recv_bytes = 0;
+};
+
+// A send/recv pair, as indices into Collective::parts.
+struct TransferPart {
+  uint32_t src_part = 0;
+  uint32_t dst_part = 0;
+  axrt_buffer_t src_buffer = nullptr;  // borrowed while the transfer is queued
+  axrt_buffer_t dst_buffer = nullptr;
+  uint64_t src_offset = 0;  // bytes into the part's buffer
+  uint64_t dst_offset = 0;
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
+};
+
+// A collective the group checked, for a backend to queue.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  uint64_t sequence = 0;  // the group's n-th collective, from 1
+  uint64_t count = 0;     // elements, as the API function takes it
+  axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
+  axrt_reduce_op_t op = AXRT_REDUCE_SUM;
+  uint32_t root = 0;
+  // Every member in rank order; for send/recv, the ranks the transfers
+  // name, in rank order, each once, with no buffers (the transfers hold
+  // them).
+  std::vector<MemberPart> parts;
+  std::vector<TransferPart> transfers;  // send/recv only
+};
+
+// What a group shares with the work it queued, which may outlive the group:
+// its names and its failure.
+class GroupState {
+ public:
+  GroupState(std::string label, std::vector<std::string> member_ids, uint64_t timeout_ns);
+
+  const std::string& label() const noexcept { return label_; }
+  uint32_t size() const noexcept { return static_cast<uint32_t>(member_ids_.size()); }
+  const std::string& member_id(uint32_t rank) const noexcept { return member_ids_[rank]; }
+  // The deadline of a wait that starts now; time_point::max() for none.
+  std::chrono::steady_clock::time_point deadline_from_now() const noexcept;
+
+  // Records the group's first failure: member `rank` (-1: none) failed with
+  // `code` and `message`; later calls change nothing. Wakes every waiter
+  // and tells the backend's abort hook (set_abort_hook). Returns whether
+  // this call was the first.
+  bool fail(int32_t rank, axrt_status_code_t code, const std::string& message) noexcept;
+  bool aborted() const noexcept;
+  // ABORTED (or `code`) naming the group and its first failure, for
+  // `context` ("all_reduce #3"). Only after aborted() is true.
+  axrt_status_t aborted_status(const char* context,
+                               axrt_status_code_t code = AXRT_STATUS_CODE_ABORTED) const noexcept;
+  void fill_info(axrt_group_info_t* out) const noexcept;
+  // Called once, by the first fail(), outside the lock.
+  void set_abort_hook(std::function<void()> hook);
+
+  // The lock and condition variable the backends' waits use, so that an
+  // abort wakes them all.
+  std::mutex& mutex() noexcept { return mutex_; }
+  std::condition_variable& changed() noexcept { return changed_; }
+  bool aborted_locked() const noexcept { return aborted_; }
+
+ private:
+  const std::string label_;
+  const std::vector<std::string> member_ids_;
+  const uint64_t timeout_ns_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool aborted_ = false;
+  int32_t failed_rank_ = -1;
+  axrt_status_code_t failure_code_ = AXRT_STATUS_CODE_OK;
+  std::string failure_;
+  std::function<void()> abort_hook_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const noexcept = 0;
+  // Queues `collective` on its parts' streams. Checked already; called
+  // under the group's enqueue lock. An error means nothing ran: work queued
+  // on some members before the error must complete without doing anything.
+  virtual axrt_status_t enqueue(const Collective& collective) = 0;
+  // The group aborted (GroupState::fail): make queued and waiting work fail
+  // at once. Any thread; may be called while enqueue() runs.
+  virtual void abort() noexcept = 0;
+};
+
+// Makes the backend named `name` for `devices`, or an error saying why not.
+axrt_status_t make_cpu_backend(std::shared_ptr<GroupState> state,
+                               const std::vector<axrt_device_t>& devices,
+                               std::unique_ptr<Backend>* out);
+axrt_status_t make_nccl_backend(std::shared_ptr<GroupState> state,
+                                const std::vector<axrt_device_t>& devices,
+                                std::unique_ptr<Backend>* out);
+
+class Group {
+ public:
+  static axrt_status_t create(const axrt_device_t* devices, size_t count,
+                              const axrt_group_options_t& options, std::unique_ptr<Group>* out);
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  uint32_t size() const noexcept { return state_->size(); }
+  axrt_device_t device(uint32_t rank) const noexcept { return devices_[rank]; }
+  void info(axrt_group_info_t* out) const noexcept;
+  axrt_status_t abort(int32_t rank, const char* reason);
+
+  // The API functions' work, named by `function` in messages.
+  axrt_status_t collective(const char* function, CollectiveKind kind,
+                           const axrt_collective_member_t* members, uint64_t count,
+                           axrt_dtype_t dtype, axrt_reduce_op_t op, size_t root);
+  axrt_status_t send_recv(const char* function, const axrt_group_transfer_t* transfers,
+                          size_t transfer_count);
+
+ private:
+  Group() = default;
+  axrt_status_t check_part(const char* function, uint32_t rank, axrt_stream_t stream,
+                           MemberPart* part) const;
+  axrt_status_t check_range(const char* function, uint32_t rank, const char* what,
+                            axrt_buffer_t buffer, uint64_t offset, uint64_t bytes) const;
+  axrt_status_t submit(Collective& collective);
+
+  std::vector<axrt_device_t> devices_;  // retained
+  std::shared_ptr<GroupState> state_;
+  std::unique_ptr<Backend> backend_;
+  std::string backend_name_;
+  std::mutex enqueue_mutex_;
+  uint64_t sequence_ = 0;  // under enqueue_mutex_
+};
+
+}  // namespace axrt::group
+
+#endif  // AXRT_GROUP_GROUP_H_
