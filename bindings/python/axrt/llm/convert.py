@@ -33,6 +33,18 @@ _MATMUL_TILE = 64
 _PREFILL_ROWS = 16
 _ELEMENTWISE_CHUNK = 4096
 _F32 = 4
+_EMBED = "model.embed_tokens.weight"
+
+
+def _arena(sizes: Dict[str, int]) -> Tuple[Dict[str, int], int]:
+    """The byte offset in a function's arena of each activation of `sizes` (f32
+    counts, at their largest), 64-byte aligned, and the arena's size."""
+    offsets: Dict[str, int] = {}
+    arena = 0
+    for key, count in sizes.items():
+        offsets[key] = arena
+        arena += (count * _F32 + 63) // 64 * 64
+    return offsets, arena
 
 
 def _u64(name: str) -> Scalar:
@@ -145,6 +157,8 @@ class _Converter:
                      if fatbin is not None else None)
         self.kernels: Dict[str, axb.Kernel] = {}
         self.zero_bias: Optional[axb.Constant] = None
+        # Said after a projection's shape in messages ("in each of 4 shards").
+        self.part_note = ""
 
     # -- constants ------------------------------------------------------
     def constant(self, name: str, make: Callable[[], np.ndarray], dtype: str,
@@ -155,49 +169,83 @@ class _Converter:
     def tensor(self, name: str) -> np.ndarray:
         return self.ckpt.tensor(name)
 
-    def stacked(self, names: Sequence[str]) -> np.ndarray:
-        """Rows of several [out, in] weights (or biases) one after another, in f32."""
-        return np.concatenate([np.asarray(self.tensor(n), dtype=np.float32) for n in names], axis=0)
+    def stacked(self, names: Sequence[str], rows: Optional[Sequence[Tuple[int, int]]] = None,
+                cols: Optional[Tuple[int, int]] = None) -> np.ndarray:
+        """Rows of several [out, in] weights (or biases) one after another, in f32.
 
-    def bias(self, label: str, names: Sequence[str], n: int) -> axb.Constant:
-        """The biases of stacked projections; zeros for those without one."""
+        `rows`: for each name, the range of its rows to take (default: all);
+        `cols`: the range of columns to take (default: all).
+        """
+        parts = []
+        for i, name in enumerate(names):
+            w = self.tensor(name)
+            if rows is not None:
+                w = w[rows[i][0]:rows[i][1]]
+            if cols is not None:
+                w = w[:, cols[0]:cols[1]]
+            parts.append(np.asarray(w, dtype=np.float32))
+        return np.concatenate(parts, axis=0)
+
+    def bias(self, label: str, names: Sequence[str], n: int,
+             rows: Optional[Sequence[Tuple[int, int]]] = None) -> axb.Constant:
+        """The biases of stacked projections (the `rows` of each); zeros for those without one."""
         if not any(name in self.ckpt for name in names):
             return self.zero_bias
 
         def make():
             parts = []
-            for name in names:
+            for i, name in enumerate(names):
                 if name in self.ckpt:
-                    parts.append(np.asarray(self.tensor(name), dtype=np.float32).reshape(-1))
+                    b = np.asarray(self.tensor(name), dtype=np.float32).reshape(-1)
                 else:
-                    rows = self.tensor(name[:-len("bias")] + "weight").shape[0]
-                    parts.append(np.zeros(rows, np.float32))
+                    b = np.zeros(self.tensor(name[:-len("bias")] + "weight").shape[0], np.float32)
+                parts.append(b if rows is None else b[rows[i][0]:rows[i][1]])
             return np.concatenate(parts)
 
         return self.constant(label + ".bias", make, "f32", (n,))
 
-    def linear(self, label: str, names: Sequence[str], bias_names: Sequence[str]) -> _Linear:
-        """A projection from the [out, in] weights `names`, stacked along out."""
+    def linear(self, label: str, names: Sequence[str], bias_names: Sequence[str], *,
+               rows: Optional[Sequence[Tuple[int, int]]] = None,
+               cols: Optional[Tuple[int, int]] = None, with_bias: bool = True) -> _Linear:
+        """A projection from the [out, in] weights `names`, stacked along out.
+
+        A tensor-parallel shard keeps part of it: `rows`, for each name, the
+        range of its outputs (column-parallel); `cols` the range of the
+        inputs (row-parallel); `with_bias` False leaves the bias out (all
+        ranks but one of a row-parallel projection). Quantized, the part
+        holds exactly the codes and scales of the whole projection there.
+        """
         shapes = [self.tensor(n).shape for n in names]
         k = shapes[0][1]
         if any(len(s) != 2 or s[1] != k for s in shapes):
             raise UnsupportedModelError(f"{label}: weights {names} have shapes {shapes}, "
                                         "not [out, in] with one in")
         n = sum(s[0] for s in shapes)
-        bias = self.bias(label, bias_names, n)
+        if rows is not None:
+            n = sum(stop - start for start, stop in rows)
+        if cols is not None:
+            k = cols[1] - cols[0]
+        bias = self.bias(label, bias_names, n, rows) if with_bias else self.zero_bias
+
+        def weight() -> np.ndarray:
+            return self.stacked(names, rows, cols)
+
         mode = self.mode
         if mode == "f32":
-            w = self.constant(label, lambda: self.stacked(names), "f32", (n, k))
+            w = self.constant(label, weight, "f32", (n, k))
             return _Linear("axrt_matmul_f32_nk", (w,), bias, n, k)
         if mode == "bf16":
-            w = self.constant(label, lambda: quantize.bf16(self.stacked(names)), "bf16", (n, k))
+            w = self.constant(label, lambda: quantize.bf16(weight()), "bf16", (n, k))
             return _Linear("axrt_matmul_bf16_f32", (w,), bias, n, k)
         if mode == "int8":
             cache: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
 
             def q8():
                 if "q" not in cache:
-                    cache["q"] = quantize.int8_per_channel(self.stacked(names))
+                    # Part of the inputs: each row's scale is still its whole row's.
+                    peak = (None if cols is None else
+                            np.max(np.abs(self.stacked(names, rows)), axis=1, keepdims=True))
+                    cache["q"] = quantize.int8_per_channel(weight(), peak)
                 return cache["q"]
 
             def take_scale():
@@ -212,10 +260,12 @@ class _Converter:
             w = self.constant(label, take_q, "int8", (n, k), INT8_LAYOUT.with_constants(scale=scale))
             return _Linear("axrt_matmul_int8_pc_f32", (w, scale), bias, n, k)
         if mode == "int4":
+            # A row-parallel part's inputs start at rank x k, so with k a
+            # multiple of the group its groups are the whole projection's.
             if k % quantize.INT4_GROUP != 0 or n % 8 != 0:
                 raise UnsupportedModelError(
-                    f"--weights int4: {label} is [{n}, {k}]; int4 needs inputs a multiple of "
-                    f"{quantize.INT4_GROUP} and outputs a multiple of 8")
+                    f"--weights int4: {label} is [{n}, {k}]{self.part_note}; int4 needs inputs "
+                    f"a multiple of {quantize.INT4_GROUP} and outputs a multiple of 8")
             cache4: Dict[str, Tuple[np.ndarray, ...]] = {}
 
             # With int8 activations: GPTQ's storage (packed along K), which
@@ -225,7 +275,7 @@ class _Converter:
             def q4():
                 if "q" not in cache4:
                     pack = quantize.int4_gptq if q8 else quantize.int4_awq
-                    cache4["q"] = pack(self.stacked(names))
+                    cache4["q"] = pack(weight())
                 return cache4["q"]
 
             groups = k // quantize.INT4_GROUP
@@ -253,6 +303,53 @@ class _Converter:
             self.kernels[name] = k
         return self.kernels[name]
 
+    # -- what every program binds -----------------------------------------
+    def embedding(self) -> Tuple[axb.Constant, str]:
+        """The embedding table (f32, or bf16 with any other weights) and its kernel."""
+        cfg = self.cfg
+        H, V = cfg.hidden_size, cfg.vocab_size
+        table_shape = self.ckpt.tensor(_EMBED).shape
+        if table_shape != (V, H):
+            raise UnsupportedModelError(f"{_EMBED} is {list(table_shape)}, not [{V}, {H}]")
+        if self.mode == "f32":
+            embed = self.constant("embed_tokens", lambda: np.asarray(self.tensor(_EMBED),
+                                                                     np.float32), "f32", (V, H))
+            return embed, "axrt_embedding_f32"
+        embed = self.constant("embed_tokens", lambda: quantize.bf16(self.tensor(_EMBED)),
+                              "bf16", (V, H))
+        return embed, "axrt_embedding_bf16"
+
+    def norm(self, name: str) -> axb.Constant:
+        return self.constant(name, lambda: np.asarray(self.tensor(name + ".weight"), np.float32),
+                             "f32", (self.cfg.hidden_size,))
+
+    def lm_head(self, embed: axb.Constant) -> _Linear:
+        cfg = self.cfg
+        head_name = "lm_head.weight"
+        if cfg.tie_word_embeddings or head_name not in self.ckpt:
+            head_name = _EMBED
+        if self.mode in ("f32", "bf16") and head_name == _EMBED:
+            # The embedding table is the head's [V, H] weights as it is.
+            kernel = "axrt_matmul_f32_nk" if self.mode == "f32" else "axrt_matmul_bf16_f32"
+            return _Linear(kernel, (embed,), self.zero_bias, cfg.vocab_size, cfg.hidden_size)
+        return self.linear("lm_head", [head_name], [])
+
+    # -- commands -----------------------------------------------------------
+    def matmul(self, f, lin: _Linear, x, y, m) -> None:
+        k = self.kernel(lin.kernel)
+        args = [x, *lin.weights, lin.bias, y, m, lin.n, lin.k]
+        if lin.kernel in ("axrt_matmul_awq_int4_f32", "axrt_matmul_gptq_int4_q8_f32"):
+            args.append(quantize.INT4_GROUP)
+        f.dispatch(k, [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)], args)
+
+    def add(self, f, a, b, out, count) -> None:
+        f.dispatch(self.kernel("axrt_add_f32"), [ceildiv(count, _ELEMENTWISE_CHUNK)],
+                   [a, b, out, count])
+
+    def rmsnorm(self, f, x, gamma, out, m) -> None:
+        f.dispatch(self.kernel("axrt_rmsnorm_f32"), [m],
+                   [x, gamma, out, m, self.cfg.hidden_size, float(self.cfg.rms_norm_eps)])
+
     # -- the program ----------------------------------------------------
     def convert(self, out: Path) -> None:
         cfg, ckpt = self.cfg, self.ckpt
@@ -260,23 +357,7 @@ class _Converter:
         QKV, I = cfg.qkv_size, cfg.intermediate_size
         widest = max(QKV, H, 2 * I, V)
         self.zero_bias = self.b.constant("zero_bias", np.zeros(widest, np.float32))
-
-        embed_name = "model.embed_tokens.weight"
-        table_shape = ckpt.tensor(embed_name).shape
-        if table_shape != (V, H):
-            raise UnsupportedModelError(f"{embed_name} is {list(table_shape)}, not [{V}, {H}]")
-        if self.mode == "f32":
-            embed = self.constant("embed_tokens", lambda: np.asarray(self.tensor(embed_name),
-                                                                     np.float32), "f32", (V, H))
-            embed_kernel = "axrt_embedding_f32"
-        else:
-            embed = self.constant("embed_tokens", lambda: quantize.bf16(self.tensor(embed_name)),
-                                  "bf16", (V, H))
-            embed_kernel = "axrt_embedding_bf16"
-
-        def norm(name: str) -> axb.Constant:
-            return self.constant(name, lambda: np.asarray(self.tensor(name + ".weight"),
-                                                          np.float32), "f32", (H,))
+        embed, embed_kernel = self.embedding()
 
         layers = []
         for l in range(L):
@@ -284,29 +365,21 @@ class _Converter:
             attn = p + "self_attn."
             mlp = p + "mlp."
             layers.append(dict(
-                ln1=norm(p + "input_layernorm"),
+                ln1=self.norm(p + "input_layernorm"),
                 qkv=self.linear(f"layers.{l}.qkv", [attn + "q_proj.weight", attn + "k_proj.weight",
                                                     attn + "v_proj.weight"],
                                 [attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"]),
                 o=self.linear(f"layers.{l}.o_proj", [attn + "o_proj.weight"],
                               [attn + "o_proj.bias"]),
-                ln2=norm(p + "post_attention_layernorm"),
+                ln2=self.norm(p + "post_attention_layernorm"),
                 gate_up=self.linear(f"layers.{l}.gate_up", [mlp + "gate_proj.weight",
                                                             mlp + "up_proj.weight"],
                                     [mlp + "gate_proj.bias", mlp + "up_proj.bias"]),
                 down=self.linear(f"layers.{l}.down_proj", [mlp + "down_proj.weight"],
                                  [mlp + "down_proj.bias"]),
             ))
-        final_norm = norm("model.norm")
-        head_name = "lm_head.weight"
-        if cfg.tie_word_embeddings or head_name not in ckpt:
-            head_name = embed_name
-        if self.mode in ("f32", "bf16") and head_name == embed_name:
-            # The embedding table is the head's [V, H] weights as it is.
-            kernel = "axrt_matmul_f32_nk" if self.mode == "f32" else "axrt_matmul_bf16_f32"
-            lm_head = _Linear(kernel, (embed,), self.zero_bias, V, H)
-        else:
-            lm_head = self.linear("lm_head", [head_name], [])
+        final_norm = self.norm("model.norm")
+        lm_head = self.lm_head(embed)
         inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
 
         for fn in ("prefill", "decode", "step"):
@@ -347,14 +420,9 @@ class _Converter:
         if step:
             symbols["S"] = cfg.max_batch
 
-        # The arena: each activation at its largest, 64-byte aligned.
         sizes = dict(h=rows_max * H, xn=rows_max * H, qkv=rows_max * QKV, attn=rows_max * nh * D,
                      tmp=rows_max * H, gu=rows_max * 2 * I, act=rows_max * I, last=H, last_n=H)
-        offsets: Dict[str, int] = {}
-        arena = 0
-        for key, count in sizes.items():
-            offsets[key] = arena
-            arena += (count * _F32 + 63) // 64 * 64
+        offsets, arena = _arena(sizes)
         f = self.b.function(which, inputs, outputs, symbols=symbols, arena_size=arena,
                             mutable=("kv_cache",))
 
@@ -368,26 +436,11 @@ class _Converter:
         cache = f.input(4 if step else 3)
         logits = f.output(0)
 
-        def matmul(lin: _Linear, x, y, m) -> None:
-            k = self.kernel(lin.kernel)
-            args = [x, *lin.weights, lin.bias, y, m, lin.n, lin.k]
-            if lin.kernel in ("axrt_matmul_awq_int4_f32", "axrt_matmul_gptq_int4_q8_f32"):
-                args.append(quantize.INT4_GROUP)
-            f.dispatch(k, [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)], args)
-
-        def add(a, b, out, count) -> None:
-            f.dispatch(self.kernel("axrt_add_f32"), [ceildiv(count, _ELEMENTWISE_CHUNK)],
-                       [a, b, out, count])
-
-        def rmsnorm(x, gamma, out, m) -> None:
-            f.dispatch(self.kernel("axrt_rmsnorm_f32"), [m], [x, gamma, out, m, H,
-                                                             float(cfg.rms_norm_eps)])
-
         f.dispatch(self.kernel(embed_kernel), [rows], [tokens, embed, buf("h"), rows, H, V])
         scale = float(1.0 / np.sqrt(D))
         for l, layer in enumerate(layers):
-            rmsnorm(buf("h"), layer["ln1"], buf("xn"), rows)
-            matmul(layer["qkv"], buf("xn"), buf("qkv"), rows)
+            self.rmsnorm(f, buf("h"), layer["ln1"], buf("xn"), rows)
+            self.matmul(f, layer["qkv"], buf("xn"), buf("qkv"), rows)
             f.dispatch(self.kernel("axrt_rope_f32"), [rows],
                        [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
             f.dispatch(self.kernel("axrt_kv_cache_write_f32"), [rows],
@@ -402,29 +455,29 @@ class _Converter:
                 f.dispatch(self.kernel("axrt_attention_decode_f32"), [rows, nkv],
                            [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
                             nb, BS, MBS, QKV, scale])
-            matmul(layer["o"], buf("attn"), buf("tmp"), rows)
-            add(buf("h"), buf("tmp"), buf("h"), rows * H)
-            rmsnorm(buf("h"), layer["ln2"], buf("xn"), rows)
-            matmul(layer["gate_up"], buf("xn"), buf("gu"), rows)
+            self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
+            self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
+            self.rmsnorm(f, buf("h"), layer["ln2"], buf("xn"), rows)
+            self.matmul(f, layer["gate_up"], buf("xn"), buf("gu"), rows)
             f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows], [buf("gu"), buf("act"), rows, I])
-            matmul(layer["down"], buf("act"), buf("tmp"), rows)
-            add(buf("h"), buf("tmp"), buf("h"), rows * H)
+            self.matmul(f, layer["down"], buf("act"), buf("tmp"), rows)
+            self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
         if prefill:
             # Only the last token's logits: its hidden row, normed, projected.
             f.copy(buf("h"), buf("last"), H * _F32, src_offset=(rows - 1) * (H * _F32))
-            rmsnorm(buf("last"), final_norm, buf("last_n"), 1)
-            matmul(lm_head, buf("last_n"), logits, 1)
+            self.rmsnorm(f, buf("last"), final_norm, buf("last_n"), 1)
+            self.matmul(f, lm_head, buf("last_n"), logits, 1)
         elif step:
             # The rows that need logits, gathered (an embedding lookup into
             # the hidden rows), normed, projected.
             selected = f.sym("S")
             f.dispatch(self.kernel("axrt_embedding_f32"), [selected],
                        [logit_rows, buf("h"), buf("xn"), selected, H, rows])
-            rmsnorm(buf("xn"), final_norm, buf("tmp"), selected)
-            matmul(lm_head, buf("tmp"), logits, selected)
+            self.rmsnorm(f, buf("xn"), final_norm, buf("tmp"), selected)
+            self.matmul(f, lm_head, buf("tmp"), logits, selected)
         else:
-            rmsnorm(buf("h"), final_norm, buf("xn"), rows)
-            matmul(lm_head, buf("xn"), logits, rows)
+            self.rmsnorm(f, buf("h"), final_norm, buf("xn"), rows)
+            self.matmul(f, lm_head, buf("xn"), logits, rows)
 
     def sampler(self) -> None:
         cfg = self.cfg
@@ -483,3 +536,4 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
         fatbin = Path(cuda_fatbin) if cuda_fatbin is not None else default_fatbin()
     _Converter(checkpoint, config, weights, fatbin).convert(Path(out))
     return config
+

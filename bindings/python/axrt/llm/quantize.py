@@ -6,7 +6,7 @@ kernel reads, with the layouts of docs/format.md section 5.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -15,14 +15,20 @@ AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 INT4_GROUP = 128
 
 
-def int8_per_channel(w: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def int8_per_channel(w: np.ndarray, peak: Optional[np.ndarray] = None
+                     ) -> Tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 with one f32 scale per output row: ``w ~ q * scale``.
 
     Returns ``q`` int8 ``[N, K]`` and ``scale`` f32 ``[N, 1]``; a row of zeros
-    gets scale 1.
+    gets scale 1. `peak` (f32 ``[N, 1]``, default: each row's largest ``|w|``)
+    is the largest ``|w|`` of each whole row when `w` holds only some of its
+    columns (a row-parallel shard): the codes and scales are then the whole
+    weight's, restricted to those columns.
     """
     w = np.asarray(w, dtype=np.float32)
-    peak = np.max(np.abs(w), axis=1, keepdims=True)
+    if peak is None:
+        peak = np.max(np.abs(w), axis=1, keepdims=True)
+    peak = np.asarray(peak, dtype=np.float32)
     scale = np.where(peak > 0, peak / np.float32(127.0), np.float32(1.0)).astype(np.float32)
     q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
     return q, scale
