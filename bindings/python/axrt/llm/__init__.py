@@ -13,19 +13,25 @@
     with axrt.llm.Engine("model.axe") as engine:                # continuous batching
         outputs = engine.generate([[1, 2, 3], [4, 5]], max_tokens=16)
 
-See docs/llm.md and docs/serving.md.
+    python -m axrt.llm convert HF_DIR model-tp2 --tensor-parallel 2
+    model = axrt.llm.load("model-tp2", devices=["cuda:0", "cuda:1"])  # a ParallelModel
+
+See docs/llm.md, docs/serving.md and docs/multi-device.md.
 """
 from .config import ModelConfig, UnsupportedModelError
 from .convert import WEIGHT_MODES, convert
 from .engine import AsyncRequest, Engine, Request, RequestError, TokenEvent
-from .model import BlockAllocator, Model, Session, load
+from .model import BlockAllocator, LanguageModel, Model, Session, load
+from .parallel import ParallelModel
 
 __all__ = [
     "AsyncRequest",
     "BlockAllocator",
     "Engine",
+    "LanguageModel",
     "Model",
     "ModelConfig",
+    "ParallelModel",
     "Request",
     "RequestError",
     "Session",

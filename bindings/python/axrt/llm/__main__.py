@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--prefill-chunk", type=int, default=512,
                          help="most tokens per prefill call")
     convert.add_argument("--max-batch", type=int, default=64, help="most sequences per decode call")
+    convert.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
+                         help="write the N shards of a tensor-parallel set into the directory "
+                              "OUT (rank0.axe ...), to run on N devices (default 1: one file)")
     convert.add_argument("--cuda-fatbin", default=None,
                          help="CUDA kernels to add as variants (default: axrt's own, if built)")
     convert.add_argument("--no-cuda", action="store_true", help="add no CUDA variants")
@@ -53,7 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--seed", type=int, default=0)
     generate.add_argument("--stop-ids", type=_ids, default=None,
                           help="stop after any of these ids (default: the model's EOS ids)")
-    generate.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
+    where = generate.add_mutually_exclusive_group()
+    where.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
+    where.add_argument("--devices", default=None,
+                       type=lambda text: [d for d in text.replace(" ", "").split(",") if d],
+                       help="a tensor-parallel set's devices in rank order, comma-separated "
+                            "(e.g. cuda:0,cuda:1)")
     generate.add_argument("--stats", action="store_true",
                           help="print timing to standard error")
 
@@ -129,8 +137,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                              max_context=args.max_context, block_size=args.block_size,
                              prefill_chunk=args.prefill_chunk, max_batch=args.max_batch,
                              cuda_fatbin=args.cuda_fatbin, cuda=not args.no_cuda,
-                             activations=args.activations)
-            print(f"wrote {args.out}: {config.architecture}, {config.num_layers} layers, "
+                             activations=args.activations,
+                             tensor_parallel=args.tensor_parallel)
+            shards = (f" ({args.tensor_parallel} tensor-parallel shards)"
+                      if args.tensor_parallel > 1 else "")
+            print(f"wrote {args.out}{shards}: {config.architecture}, {config.num_layers} layers, "
                   f"hidden {config.hidden_size}, vocabulary {config.vocab_size}, weights "
                   f"{config.weights}"
                   f"{', activations int8' if config.activations == 'int8' else ''}, "
@@ -140,7 +151,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.command == "serve":
             return _serve(args)
 
-        model = load(args.model, args.device)
+        model = load(args.model, args.device, devices=args.devices)
         if args.prompt is not None:
             if model.tokenizer is None:
                 print(f"error: {args.model} carries no tokenizer (or the tokenizers package is "

@@ -20,6 +20,10 @@ METADATA_KEY = "axrt.llm.config"
 TOKENIZER_KEY = "axrt.llm.tokenizer"
 #: Version of the function signatures a converted file provides (docs/llm.md).
 ABI_VERSION = 1
+#: The metadata key of a tensor-parallel shard: its :class:`ShardInfo` (JSON).
+SHARD_KEY = "axrt.llm.shard"
+#: Version of a shard's functions and of :class:`ShardInfo` (docs/multi-device.md).
+SHARD_VERSION = 1
 
 
 class UnsupportedModelError(ValueError):
@@ -188,3 +192,64 @@ def from_hf_config(config: Dict[str, Any], *, max_context: Optional[int] = None)
         bos_token_id=None if bos is None else int(bos),
         eos_token_ids=eos_ids,
     )
+
+
+def shard_file_name(rank: int) -> str:
+    """The name of rank `rank`'s file in a tensor-parallel set's directory."""
+    return f"rank{rank}.axe"
+
+
+@dataclass
+class ShardInfo:
+    """Which part of a tensor-parallel set a shard file holds (docs/multi-device.md).
+
+    Rank `rank` of `size` keeps query heads ``heads[0]..heads[1]-1``, KV heads
+    ``kv_heads[0]..``, and MLP columns ``intermediate[0]..`` of every layer;
+    embeddings and norms are in every shard, the final norm, lm_head and
+    ``sample`` in rank `head_rank`'s only. `set_id` is the same in every
+    shard of one conversion and differs between conversions.
+    """
+
+    rank: int
+    size: int
+    set_id: str
+    heads: List[int]
+    kv_heads: List[int]
+    intermediate: List[int]
+    head_rank: int = 0
+    version: int = SHARD_VERSION
+
+    @classmethod
+    def of(cls, config: ModelConfig, rank: int, size: int, set_id: str) -> "ShardInfo":
+        """Rank `rank`'s part of `config`'s model split `size` ways (the sizes divide)."""
+        heads = config.num_heads // size
+        kv_heads = config.num_kv_heads // size
+        columns = config.intermediate_size // size
+        return cls(rank=rank, size=size, set_id=set_id,
+                   heads=[rank * heads, (rank + 1) * heads],
+                   kv_heads=[rank * kv_heads, (rank + 1) * kv_heads],
+                   intermediate=[rank * columns, (rank + 1) * columns])
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ShardInfo":
+        data = json.loads(text)
+        version = data.get("version")
+        if version != SHARD_VERSION:
+            raise UnsupportedModelError(
+                f"the shard was written for version {version} of the tensor-parallel functions; "
+                f"this axrt runs version {SHARD_VERSION}: convert it again")
+        return cls(**data)
+
+
+def check_tensor_parallel(config: ModelConfig, size: int) -> None:
+    """UnsupportedModelError unless `config`'s heads, KV heads and MLP split `size` ways."""
+    for what, count in (("num_attention_heads", config.num_heads),
+                        ("num_key_value_heads", config.num_kv_heads),
+                        ("intermediate_size", config.intermediate_size)):
+        if count % size != 0:
+            raise UnsupportedModelError(
+                f"--tensor-parallel {size}: {what} {count} is not a multiple of {size} "
+                "(each rank takes an equal share of the query heads, the KV heads and the MLP)")

@@ -12,6 +12,7 @@ the model in memory.
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -22,7 +23,9 @@ from .. import builder as axb
 from ..builder import Buffer, Builder, Packing, QuantLayout, Scalar, ScaleRef, ZeroPoint, ceildiv
 from . import quantize
 from .checkpoint import Checkpoint
-from .config import METADATA_KEY, TOKENIZER_KEY, ModelConfig, UnsupportedModelError, from_hf_config
+from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardInfo,
+                     UnsupportedModelError, check_tensor_parallel, from_hf_config,
+                     shard_file_name)
 
 WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
 ACTIVATION_MODES = ("f32", "int8")
@@ -496,7 +499,8 @@ class _Converter:
 def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             max_context: Optional[int] = None, block_size: int = 16, prefill_chunk: int = 512,
             max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
-            cuda: bool = True, activations: str = "f32") -> ModelConfig:
+            cuda: bool = True, activations: str = "f32",
+            tensor_parallel: int = 1) -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
     `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` (per output channel) or
@@ -509,8 +513,12 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     one prefill call takes (longer prompts run in chunks). `max_batch`: the
     most sequences one decode call takes. The CUDA kernels are added as
     variants when axrt was built with them (or `cuda_fatbin` names a
-    fatbin), unless `cuda` is False. Unsupported architectures, options and
-    shapes raise :class:`UnsupportedModelError` naming them.
+    fatbin), unless `cuda` is False. `tensor_parallel` N > 1 writes, instead
+    of one file, the directory `out` holding ``rank0.axe`` ..
+    ``rank<N-1>.axe``, the shards of a set that :func:`axrt.llm.load` runs on
+    N devices (docs/multi-device.md); the heads, KV heads and MLP size must
+    be multiples of N. Unsupported architectures, options and shapes raise
+    :class:`UnsupportedModelError` naming them, before anything is written.
     """
     if weights not in WEIGHT_MODES:
         raise UnsupportedModelError(f"--weights {weights!r} is not supported "
@@ -521,7 +529,7 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     if activations == "int8" and weights != "int4":
         raise UnsupportedModelError(f"--activations int8 needs --weights int4, not {weights}")
     for what, value in (("block_size", block_size), ("prefill_chunk", prefill_chunk),
-                        ("max_batch", max_batch)):
+                        ("max_batch", max_batch), ("tensor_parallel", tensor_parallel)):
         if int(value) < 1:
             raise ValueError(f"{what} must be at least 1, not {value}")
     checkpoint = Checkpoint(hf_dir)
@@ -534,6 +542,228 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     fatbin = None
     if cuda:
         fatbin = Path(cuda_fatbin) if cuda_fatbin is not None else default_fatbin()
-    _Converter(checkpoint, config, weights, fatbin).convert(Path(out))
+    if int(tensor_parallel) > 1:
+        _write_shards(checkpoint, config, weights, fatbin, int(tensor_parallel), Path(out))
+    else:
+        _Converter(checkpoint, config, weights, fatbin).convert(Path(out))
     return config
 
+
+class _ShardConverter(_Converter):
+    """One rank's file of a tensor-parallel set (docs/multi-device.md, "Tensor-parallel models").
+
+    The layers are split Megatron-style: q/k/v and gate/up column-parallel
+    (this rank's heads, KV heads and MLP columns), o_proj and down_proj
+    row-parallel (the matching inputs; the bias on rank 0 only), so that a
+    layer's attention and MLP each end in a partial sum over the ranks. The
+    program is cut there: every function ends at a partial sum, the caller
+    all-reduces it across the set and passes the sum to the next function,
+    which adds it to the residual stream first.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, config: ModelConfig, weights: str,
+                 fatbin: Optional[Path], info: ShardInfo) -> None:
+        super().__init__(checkpoint, config, weights, fatbin)
+        self.info = info
+        self.part_note = f" in each of {info.size} tensor-parallel shards"
+
+    def build(self) -> None:
+        cfg, info = self.cfg, self.info
+        H, V, L, D = cfg.hidden_size, cfg.vocab_size, cfg.num_layers, cfg.head_dim
+        heads = info.heads[1] - info.heads[0]
+        kv_heads = info.kv_heads[1] - info.kv_heads[0]
+        columns = info.intermediate[1] - info.intermediate[0]
+        holds_head = info.rank == info.head_rank
+        widest = max((heads + 2 * kv_heads) * D, H, 2 * columns, V if holds_head else 0)
+        self.zero_bias = self.b.constant("zero_bias", np.zeros(widest, np.float32))
+        embed, embed_kernel = self.embedding()
+
+        q_rows = (info.heads[0] * D, info.heads[1] * D)
+        kv_rows = (info.kv_heads[0] * D, info.kv_heads[1] * D)
+        mlp_rows = tuple(info.intermediate)
+        layers = []
+        for l in range(L):
+            p = f"model.layers.{l}."
+            attn = p + "self_attn."
+            mlp = p + "mlp."
+            layers.append(dict(
+                ln1=self.norm(p + "input_layernorm"),
+                qkv=self.linear(f"layers.{l}.qkv", [attn + "q_proj.weight", attn + "k_proj.weight",
+                                                    attn + "v_proj.weight"],
+                                [attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"],
+                                rows=[q_rows, kv_rows, kv_rows]),
+                o=self.linear(f"layers.{l}.o_proj", [attn + "o_proj.weight"],
+                              [attn + "o_proj.bias"], cols=q_rows, with_bias=info.rank == 0),
+                ln2=self.norm(p + "post_attention_layernorm"),
+                gate_up=self.linear(f"layers.{l}.gate_up", [mlp + "gate_proj.weight",
+                                                            mlp + "up_proj.weight"],
+                                    [mlp + "gate_proj.bias", mlp + "up_proj.bias"],
+                                    rows=[mlp_rows, mlp_rows]),
+                down=self.linear(f"layers.{l}.down_proj", [mlp + "down_proj.weight"],
+                                 [mlp + "down_proj.bias"], cols=mlp_rows,
+                                 with_bias=info.rank == 0),
+            ))
+        inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
+
+        self.embed_function(embed, embed_kernel)
+        for l, layer in enumerate(layers):
+            for which in ("prefill", "decode"):
+                self.attention_function(which, l, layer, inv_freq, heads, kv_heads)
+            self.mlp_function(l, layer, columns)
+        if holds_head:
+            final_norm = self.norm("model.norm")
+            lm_head = self.lm_head(embed)
+            for which in ("prefill", "decode"):
+                self.head_function(which, final_norm, lm_head)
+            self.sampler()
+
+        self.b.metadata(METADATA_KEY, cfg.to_json())
+        self.b.metadata(SHARD_KEY, info.to_json())
+        if holds_head and self.ckpt.tokenizer_json is not None:
+            self.b.metadata(TOKENIZER_KEY, self.ckpt.tokenizer_json)
+
+    def save(self, out: Path) -> None:
+        self.b.save(out)
+
+    def embed_function(self, embed, embed_kernel: str) -> None:
+        """``embed(tokens [T]) -> hidden [T, H]``: the residual stream's start, on every rank."""
+        cfg = self.cfg
+        H, V = cfg.hidden_size, cfg.vocab_size
+        f = self.b.function("embed", [("tokens", "int32", ["T"])],
+                            [("hidden", "float32", ["T", H])],
+                            symbols={"T": max(cfg.prefill_chunk, cfg.max_batch)})
+        rows = f.sym("T")
+        f.dispatch(self.kernel(embed_kernel), [rows], [f.input(0), embed, f.output(0), rows, H, V])
+
+    def attention_function(self, which: str, l: int, layer, inv_freq, heads: int,
+                           kv_heads: int) -> None:
+        """``<which>.attention.<l>(hidden, [delta,] positions, block_table(s), kv_cache) ->
+        partial``: adds `delta` (the previous layer's MLP, summed over the ranks) to
+        `hidden`, then this rank's heads of layer `l`'s attention, to its part of o_proj."""
+        cfg = self.cfg
+        H, L, D = cfg.hidden_size, cfg.num_layers, cfg.head_dim
+        BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
+        qkv_size = (heads + 2 * kv_heads) * D
+        prefill = which == "prefill"
+        rows_max = cfg.prefill_chunk if prefill else cfg.max_batch
+        n = "T" if prefill else "B"
+        inputs = [("hidden", "float32", [n, H])]
+        if l > 0:
+            inputs.append(("delta", "float32", [n, H]))
+        inputs += [("positions", "int32", [n]),
+                   ("block_table" if prefill else "block_tables", "int32",
+                    [1 if prefill else n, MBS]),
+                   ("kv_cache", "float32", [L, 2, "NB", kv_heads, BS, D])]
+        sizes = dict(xn=rows_max * H, qkv=rows_max * qkv_size, attn=rows_max * heads * D)
+        offsets, arena = _arena(sizes)
+        f = self.b.function(f"{which}.attention.{l}", inputs, [("partial", "float32", [n, H])],
+                            symbols={n: rows_max, "NB": 1 << 24}, arena_size=arena,
+                            mutable=("hidden", "kv_cache"))
+
+        def buf(key: str):
+            return f.arena(offsets[key], sizes[key] * _F32)
+
+        rows = f.sym(n)
+        nb = f.sym("NB")
+        hidden = f.input("hidden")
+        positions, tables, cache = (f.input(i) for i in range(len(inputs) - 3, len(inputs)))
+        if l > 0:
+            self.add(f, hidden, f.input("delta"), hidden, rows * H)
+        self.rmsnorm(f, hidden, layer["ln1"], buf("xn"), rows)
+        self.matmul(f, layer["qkv"], buf("xn"), buf("qkv"), rows)
+        f.dispatch(self.kernel("axrt_rope_f32"), [rows],
+                   [buf("qkv"), positions, inv_freq, rows, heads + kv_heads, D, qkv_size, 1.0])
+        f.dispatch(self.kernel("axrt_kv_cache_write_f32"), [rows],
+                   [buf("qkv"), positions, tables, cache, rows, rows if prefill else 1, l, nb,
+                    kv_heads, BS, D, MBS, qkv_size, heads * D])
+        scale = float(1.0 / np.sqrt(D))
+        if prefill:
+            f.dispatch(self.kernel("axrt_attention_prefill_f32"),
+                       [ceildiv(rows, _PREFILL_ROWS), heads],
+                       [buf("qkv"), positions, tables, cache, buf("attn"), rows, heads, kv_heads,
+                        D, l, nb, BS, MBS, qkv_size, scale])
+        else:
+            f.dispatch(self.kernel("axrt_attention_decode_f32"), [rows, kv_heads],
+                       [buf("qkv"), positions, tables, cache, buf("attn"), rows, heads, kv_heads,
+                        D, l, nb, BS, MBS, qkv_size, scale])
+        self.matmul(f, layer["o"], buf("attn"), f.output(0), rows)
+
+    def mlp_function(self, l: int, layer, columns: int) -> None:
+        """``mlp.<l>(hidden, delta) -> partial``: adds `delta` (layer `l`'s attention, summed
+        over the ranks) to `hidden`, then this rank's MLP columns, to its part of down_proj."""
+        cfg = self.cfg
+        H = cfg.hidden_size
+        rows_max = max(cfg.prefill_chunk, cfg.max_batch)
+        sizes = dict(xn=rows_max * H, gu=rows_max * 2 * columns, act=rows_max * columns)
+        offsets, arena = _arena(sizes)
+        f = self.b.function(f"mlp.{l}", [("hidden", "float32", ["T", H]),
+                                         ("delta", "float32", ["T", H])],
+                            [("partial", "float32", ["T", H])], symbols={"T": rows_max},
+                            arena_size=arena, mutable=("hidden",))
+
+        def buf(key: str):
+            return f.arena(offsets[key], sizes[key] * _F32)
+
+        rows = f.sym("T")
+        hidden = f.input("hidden")
+        self.add(f, hidden, f.input("delta"), hidden, rows * H)
+        self.rmsnorm(f, hidden, layer["ln2"], buf("xn"), rows)
+        self.matmul(f, layer["gate_up"], buf("xn"), buf("gu"), rows)
+        f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows],
+                   [buf("gu"), buf("act"), rows, columns])
+        self.matmul(f, layer["down"], buf("act"), f.output(0), rows)
+
+    def head_function(self, which: str, final_norm, lm_head: _Linear) -> None:
+        """``<which>.head(hidden, delta) -> logits``: the residual stream plus the last
+        layer's MLP (summed over the ranks), normed, projected; prefill: of the last row."""
+        cfg = self.cfg
+        H, V = cfg.hidden_size, cfg.vocab_size
+        prefill = which == "prefill"
+        rows_max = cfg.prefill_chunk if prefill else cfg.max_batch
+        n = "T" if prefill else "B"
+        sizes = dict(x=H, d=H, xn=H) if prefill else dict(x=rows_max * H, xn=rows_max * H)
+        offsets, arena = _arena(sizes)
+        f = self.b.function(f"{which}.head", [("hidden", "float32", [n, H]),
+                                              ("delta", "float32", [n, H])],
+                            [("logits", "float32", [1 if prefill else n, V])],
+                            symbols={n: rows_max}, arena_size=arena)
+
+        def buf(key: str):
+            return f.arena(offsets[key], sizes[key] * _F32)
+
+        rows = f.sym(n)
+        hidden, delta = f.input(0), f.input(1)
+        if prefill:
+            last = (rows - 1) * (H * _F32)
+            f.copy(hidden, buf("x"), H * _F32, src_offset=last)
+            f.copy(delta, buf("d"), H * _F32, src_offset=last)
+            self.add(f, buf("x"), buf("d"), buf("x"), H)
+            self.rmsnorm(f, buf("x"), final_norm, buf("xn"), 1)
+            self.matmul(f, lm_head, buf("xn"), f.output(0), 1)
+        else:
+            self.add(f, hidden, delta, buf("x"), rows * H)
+            self.rmsnorm(f, buf("x"), final_norm, buf("xn"), rows)
+            self.matmul(f, lm_head, buf("xn"), f.output(0), rows)
+
+
+def _write_shards(checkpoint: Checkpoint, config: ModelConfig, weights: str,
+                  fatbin: Optional[Path], size: int, out: Path) -> None:
+    """Writes the `size` shards of a tensor-parallel set into the directory `out`."""
+    check_tensor_parallel(config, size)
+    if out.exists() and not out.is_dir():
+        raise UnsupportedModelError(f"--tensor-parallel {size} writes a directory of shards; "
+                                    f"{out} is a file")
+    set_id = uuid.uuid4().hex
+    shards = [_ShardConverter(checkpoint, config, weights, fatbin,
+                              ShardInfo.of(config, rank, size, set_id)) for rank in range(size)]
+    # Every program is built, and so every refusal made, before a file is written.
+    for shard in shards:
+        shard.build()
+    out.mkdir(parents=True, exist_ok=True)
+    # The ranks of an earlier, larger set in the same directory go with it.
+    for stale in out.glob("rank*.axe"):
+        rank = stale.name[len("rank"):-len(".axe")]
+        if rank.isdigit() and int(rank) >= size:
+            stale.unlink()
+    for rank, shard in enumerate(shards):
+        shard.save(out / shard_file_name(rank))

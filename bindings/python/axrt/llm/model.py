@@ -1,4 +1,5 @@
-"""Running a converted model: :func:`load`, :class:`Model`, :class:`Session`."""
+"""Running a converted model: :func:`load`, :class:`Model`, :class:`Session`
+(tensor-parallel sets: :mod:`axrt.llm.parallel`)."""
 from __future__ import annotations
 
 import os
@@ -7,17 +8,27 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _axrt
-from .config import METADATA_KEY, TOKENIZER_KEY, ModelConfig, UnsupportedModelError
+from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardInfo,
+                     UnsupportedModelError)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def read_model(executable) -> Tuple[ModelConfig, Optional[str]]:
-    """The :class:`ModelConfig` and the tokenizer.json (or None) of a converted model."""
+def read_model(executable, *, shard: bool = False) -> Tuple[ModelConfig, Optional[str]]:
+    """The :class:`ModelConfig` and the tokenizer.json (or None) of a converted model.
+
+    A shard of a tensor-parallel set is refused unless `shard` is True.
+    """
     metadata = executable.metadata
     if METADATA_KEY not in metadata:
         raise UnsupportedModelError(f"{executable.name} is not a model converted by "
                                     "axrt.llm (its metadata has no model configuration)")
+    if SHARD_KEY in metadata and not shard:
+        info = ShardInfo.from_json(metadata[SHARD_KEY])
+        raise UnsupportedModelError(
+            f"{executable.name} is rank {info.rank} of a {info.size}-way tensor-parallel set: "
+            f"load the set's directory with axrt.llm.load(path, devices=[...]), one device "
+            "per shard")
     return ModelConfig.from_json(metadata[METADATA_KEY]), metadata.get(TOKENIZER_KEY)
 
 
@@ -83,7 +94,7 @@ class Session:
     block) gives its blocks back.
     """
 
-    def __init__(self, model: "Model", capacity: int) -> None:
+    def __init__(self, model: "LanguageModel", capacity: int) -> None:
         cfg = model.config
         if capacity < 1 or capacity > cfg.max_context:
             raise ValueError(f"a sequence of {capacity} tokens does not fit the model's context "
@@ -151,36 +162,29 @@ class Session:
         return logits
 
 
-class Model:
-    """A language model converted by ``axrt.llm convert``, loaded on a device.
+class LanguageModel:
+    """What :class:`Model` and :class:`~axrt.llm.parallel.ParallelModel` share: sessions
+    and generation over a paged KV cache.
 
-    ``config`` is its :class:`ModelConfig`; ``tokenizer`` its tokenizer (a
-    ``tokenizers.Tokenizer``) when the file carries one and the tokenizers
-    package is installed, else None. The KV cache is one pool of
+    ``config`` is the model's :class:`ModelConfig`; ``tokenizer`` its
+    tokenizer (a ``tokenizers.Tokenizer``) when the file carries one and the
+    tokenizers package is installed, else None. The KV cache is one pool of
     ``num_blocks`` blocks of ``config.block_size`` tokens, shared by the
-    model's sessions.
+    model's sessions. A subclass provides ``kv_cache`` and the calls
+    ``_prefill(tokens, positions, block_table, kv_cache)``, ``_decode(...)``
+    (each returning the logits as a tensor) and ``_sample(logits, ...)``.
     """
 
-    def __init__(self, executable, num_blocks: Optional[int] = None) -> None:
-        self.executable = executable
-        self.config, self.tokenizer_json = read_model(executable)
-        cfg = self.config
+    def __init__(self, config: ModelConfig, tokenizer_json: Optional[str],
+                 num_blocks: Optional[int]) -> None:
+        self.config, self.tokenizer_json = config, tokenizer_json
         self._tokenizer = None
-        self._prefill = executable["prefill"]
-        self._decode = executable["decode"]
-        self._sample = executable["sample"]
         if num_blocks is None:
-            num_blocks = cfg.max_blocks_per_sequence
+            num_blocks = config.max_blocks_per_sequence
         self.num_blocks = int(num_blocks)
         if self.num_blocks < 1:
             raise ValueError(f"num_blocks must be at least 1, not {num_blocks}")
-        self.kv_cache = _axrt.empty(cfg.kv_cache_shape(self.num_blocks), "float32",
-                                    device=executable.device)
         self._allocator = BlockAllocator(self.num_blocks)
-
-    @property
-    def device(self):
-        return self.executable.device
 
     @property
     def tokenizer(self):
@@ -247,10 +251,53 @@ class Model:
                                 top_p=top_p, seed=seed, stop_ids=stop_ids))
 
 
-def load(path: PathLike, device=None, *, num_blocks: Optional[int] = None) -> Model:
+class Model(LanguageModel):
+    """A language model converted by ``axrt.llm convert``, loaded on one device.
+
+    ``executable`` is the loaded file, ``device`` its device, ``kv_cache``
+    the KV-cache pool (a tensor on that device); sessions, generation,
+    ``config`` and ``tokenizer`` are :class:`LanguageModel`'s.
+    """
+
+    def __init__(self, executable, num_blocks: Optional[int] = None) -> None:
+        self.executable = executable
+        super().__init__(*read_model(executable), num_blocks)
+        self._prefill = executable["prefill"]
+        self._decode = executable["decode"]
+        self._sample = executable["sample"]
+        self.kv_cache = _axrt.empty(self.config.kv_cache_shape(self.num_blocks), "float32",
+                                    device=executable.device)
+
+    @property
+    def device(self):
+        return self.executable.device
+
+
+def load(path: Union[PathLike, bytes, Sequence[PathLike]], device=None, *,
+         devices: Optional[Sequence] = None,
+         num_blocks: Optional[int] = None) -> LanguageModel:
     """Loads a model converted by ``axrt.llm convert`` onto `device` (default: the default device).
 
     `num_blocks`: blocks of the KV-cache pool (default: one full context).
+    `devices`, a list of devices (or their names), loads a tensor-parallel
+    set instead: `path` is the directory ``convert(..., tensor_parallel=N)``
+    wrote (or the list of its shard files in rank order) and `devices` its N
+    devices in rank order; the result is a
+    :class:`~axrt.llm.parallel.ParallelModel` (docs/multi-device.md). A
+    one-device list takes a single-file model too.
     """
+    if devices is not None:
+        if device is not None:
+            raise ValueError("give device= (one file) or devices= (a tensor-parallel set), "
+                             "not both")
+        from .parallel import load_parallel
+
+        return load_parallel(path, devices, num_blocks=num_blocks)
+    if isinstance(path, (list, tuple)):
+        raise ValueError("a list of shard files is a tensor-parallel set: give its devices= too")
+    if not isinstance(path, bytes) and os.path.isdir(path):
+        raise UnsupportedModelError(
+            f"{os.fspath(path)} is a directory: a tensor-parallel set is loaded with "
+            "axrt.llm.load(path, devices=[...]), one device per shard")
     return Model(_axrt.load(os.fspath(path) if not isinstance(path, bytes) else path, device),
                  num_blocks=num_blocks)

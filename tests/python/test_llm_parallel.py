@@ -1,0 +1,378 @@
+"""Tensor-parallel models (docs/multi-device.md): tiny Llama checkpoints converted
+into sets of 2 and 4 shards and run on as many CPU devices, against transformers'
+outputs (tests/llm/data) and the same model on one device.
+
+Needs AXRT_CPU_DEVICES=4 in the environment before axrt makes its instance;
+CTest's python.llm_parallel sets it."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import axrt
+import axrt.llm
+from axrt.llm import ParallelModel, UnsupportedModelError
+
+DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
+# Logits agree with transformers within this fraction of the largest |logit|
+# of the same position, as on one device (test_llm.py); the sums over the
+# ranks only reorder f32 additions.
+F32_TOLERANCE = 1e-4
+# Against the same model on one device: the same bound, both being within
+# F32_TOLERANCE of transformers; measured, the two differ by far less.
+ONE_DEVICE_TOLERANCE = 1e-4
+
+CPU = [d for d in axrt.devices() if d.type == "cpu"]
+pytestmark = pytest.mark.skipif(
+    len(CPU) < 4, reason=f"needs 4 CPU devices (AXRT_CPU_DEVICES=4 set before axrt makes its "
+                         f"instance), has {len(CPU)}")
+
+
+def devices(n):
+    return [f"cpu:{i}" for i in range(n)]
+
+
+def reference(model: str, weights: str) -> dict:
+    with np.load(DATA / f"{model}.{weights}.npz") as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def prompts(ref: dict):
+    i = 0
+    while f"prompt{i}" in ref:
+        yield i, [int(t) for t in ref[f"prompt{i}"]]
+        i += 1
+
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.max(np.abs(got.astype(np.float64) - want)) / np.max(np.abs(want)))
+
+
+def max_abs(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.max(np.abs(got.astype(np.float64) - want)))
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """Converts each (model, weights, ranks) once; ranks 1 is the single file."""
+    out = tmp_path_factory.mktemp("models")
+    cache = {}
+
+    def get(model: str, weights: str = "f32", ranks: int = 1) -> Path:
+        key = (model, weights, ranks)
+        if key not in cache:
+            path = out / (f"{model}.{weights}.axe" if ranks == 1 else f"{model}.{weights}.tp{ranks}")
+            axrt.llm.convert(DATA / model, path, weights=weights, cuda=False,
+                             tensor_parallel=ranks)
+            cache[key] = path
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture
+def report(capsys):
+    """Prints a line of what a test measured, past pytest's capture."""
+    def say(line: str) -> None:
+        with capsys.disabled():
+            print("\n" + line, end="")
+
+    return say
+
+
+@pytest.mark.parametrize("model, ranks", [("tiny-llama-tp", 2), ("tiny-llama-tp", 4),
+                                          ("tiny-llama", 2)])
+def test_greedy_tokens_and_logits_match_transformers_and_one_device(converted, report, model,
+                                                                     ranks):
+    ref = reference(model, "f32")
+    one = axrt.llm.load(converted(model))
+    with axrt.llm.load(converted(model, ranks=ranks), devices=devices(ranks)) as tp:
+        assert isinstance(tp, ParallelModel) and tp.size == ranks
+        assert [str(d.id) for d in tp.devices] == devices(ranks)
+        assert isinstance(tp.group, axrt.Group) and tp.group.size == ranks
+        worst = worst_one = 0.0
+        for i, prompt in prompts(ref):
+            tokens = tp.generate(prompt, 32, stop_ids=())
+            assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
+            assert tokens == one.generate(prompt, 32, stop_ids=()), f"prompt {i}"
+            # Prefill, then decode the greedy continuation: every step's logits.
+            with tp.session() as seq, one.session() as alone:
+                rows = [seq.prefill(prompt)]
+                alone_rows = [alone.prefill(prompt)]
+                for token in ref[f"prompt{i}_greedy"][:-1]:
+                    rows.append(seq.decode(int(token)))
+                    alone_rows.append(alone.decode(int(token)))
+            for step, (row, alone_row) in enumerate(zip(rows, alone_rows)):
+                want = ref[f"prompt{i}_greedy_logits"][step]
+                err = relative_error(row, want)
+                assert err <= F32_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
+                assert relative_error(row, alone_row) <= ONE_DEVICE_TOLERANCE
+                worst = max(worst, max_abs(row, want))
+                worst_one = max(worst_one, max_abs(row, alone_row))
+    report(f"{model} f32 on {ranks} ranks: greedy tokens equal; logits within {worst:.2e} "
+           f"(max abs) of transformers, {worst_one:.2e} of one device")
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_every_position_through_decode_and_chunked_prefill(converted, ranks):
+    """Teacher-forced: one prefill token, then a decode step per prompt token;
+    and the prompt prefilled in chunks of 5 (positions continuing in each
+    rank's cache)."""
+    ref = reference("tiny-llama-tp", "f32")
+    i, prompt = next(p for p in prompts(ref) if len(p[1]) > 20)
+    want = ref[f"prompt{i}_logits"]
+    with axrt.llm.load(converted("tiny-llama-tp", ranks=ranks), devices=devices(ranks)) as tp:
+        with tp.session() as seq:
+            rows = [seq.prefill(prompt[:1])] + [seq.decode(t) for t in prompt[1:]]
+        for position, row in enumerate(rows):
+            err = relative_error(row, want[position])
+            assert err <= F32_TOLERANCE, f"position {position}: decode logits off by {err:.2e}"
+        for chunk in (5, 16):
+            with tp.session() as seq:
+                last = seq.prefill(prompt, chunk=chunk)
+            assert relative_error(last, want[-1]) <= F32_TOLERANCE, f"chunks of {chunk}"
+
+
+@pytest.mark.parametrize("weights, ranks", [("int8", 2), ("int8", 4), ("int4", 2), ("bf16", 4)])
+def test_quantized_shards_are_the_one_device_weights(converted, report, weights, ranks):
+    """A quantized set holds exactly the codes and scales of the one-device file
+    (int8's row-parallel shards keep each whole row's scale; int4's split at
+    group boundaries), so it matches transformers on the dequantized weights
+    within the f32 bound, and the one-device model's tokens."""
+    ref = reference("tiny-llama-tp", weights)
+    one = axrt.llm.load(converted("tiny-llama-tp", weights))
+    worst = 0.0
+    with axrt.llm.load(converted("tiny-llama-tp", weights, ranks),
+                       devices=devices(ranks)) as tp:
+        for i, prompt in prompts(ref):
+            tokens = tp.generate(prompt, 32, stop_ids=())
+            assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
+            assert tokens == one.generate(prompt, 32, stop_ids=()), f"prompt {i}"
+            with tp.session() as seq:
+                rows = [seq.prefill(prompt)]
+                for token in ref[f"prompt{i}_greedy"][:-1]:
+                    rows.append(seq.decode(int(token)))
+            for step, row in enumerate(rows):
+                want = ref[f"prompt{i}_greedy_logits"][step]
+                err = relative_error(row, want)
+                assert err <= F32_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
+                worst = max(worst, max_abs(row, want))
+    report(f"tiny-llama-tp {weights} on {ranks} ranks: greedy tokens equal; logits within "
+           f"{worst:.2e} (max abs) of transformers on the dequantized weights")
+
+
+def test_int8_activations_match_the_one_device_model(converted, report, tmp_path):
+    """int4 weights with int8 activations: each projection quantizes its input
+    per group of 128, and the shards split inputs at group boundaries, so a
+    shard quantizes exactly what one device does. The reference is the
+    one-device model (test_llm.py bounds it against transformers)."""
+    ref = reference("tiny-llama-tp", "int4")
+    one_path, tp_path = tmp_path / "one.axe", tmp_path / "tp2"
+    for path, ranks in ((one_path, 1), (tp_path, 2)):
+        axrt.llm.convert(DATA / "tiny-llama-tp", path, weights="int4", activations="int8",
+                         cuda=False, tensor_parallel=ranks)
+    one = axrt.llm.load(one_path)
+    worst = 0.0
+    with axrt.llm.load(tp_path, devices=devices(2)) as tp:
+        assert tp.config.activations == "int8"
+        for i, prompt in prompts(ref):
+            assert tp.generate(prompt, 32, stop_ids=()) == one.generate(prompt, 32, stop_ids=())
+            with tp.session() as seq, one.session() as alone:
+                rows = [seq.prefill(prompt)] + [seq.decode(int(t))
+                                                for t in ref[f"prompt{i}_greedy"][:8]]
+                alone_rows = [alone.prefill(prompt)] + [alone.decode(int(t))
+                                                        for t in ref[f"prompt{i}_greedy"][:8]]
+            for row, alone_row in zip(rows, alone_rows):
+                assert relative_error(row, alone_row) <= ONE_DEVICE_TOLERANCE
+                worst = max(worst, max_abs(row, alone_row))
+    report(f"tiny-llama-tp int4 + int8 activations on 2 ranks: greedy tokens equal to one "
+           f"device's; logits within {worst:.2e} (max abs) of it")
+
+
+def test_sampling_sessions_and_pool(converted):
+    path = converted("tiny-llama-tp", ranks=2)
+    one = axrt.llm.load(converted("tiny-llama-tp"))
+    with axrt.llm.load(path, devices=devices(2), num_blocks=8) as tp:
+        prompt = [1, 17, 250, 3]
+        a = tp.generate(prompt, 24, temperature=1.0, top_p=0.95, seed=11, stop_ids=())
+        assert a == tp.generate(prompt, 24, temperature=1.0, top_p=0.95, seed=11, stop_ids=())
+        assert a == one.generate(prompt, 24, temperature=1.0, top_p=0.95, seed=11, stop_ids=())
+        assert list(tp.stream(prompt, 24, temperature=1.0, top_p=0.95, seed=11,
+                              stop_ids=())) == a
+        assert tp.generate(prompt, 24, stop_ids=[a[0]], temperature=1.0, top_p=0.95,
+                           seed=11) == a[:1]
+        # Each rank's cache holds its own KV heads (4 KV heads over 2 ranks).
+        assert [c.shape for c in tp.kv_cache] == [(2, 2, 8, 2, 16, 32)] * 2
+        assert [c.device.id for c in tp.kv_cache] == devices(2)
+        # Two sequences interleaved in one pool compute what each computes alone.
+        ref = reference("tiny-llama-tp", "f32")
+        p0 = [int(t) for t in ref["prompt0"]]
+        with tp.session(48) as first, tp.session(48) as second:
+            a = first.prefill(p0)
+            b = second.prefill(p0[:3])
+            a2 = first.decode(int(ref["prompt0_greedy"][0]))
+            assert relative_error(a, ref["prompt0_logits"][-1]) <= F32_TOLERANCE
+            assert relative_error(b, ref["prompt0_logits"][2]) <= F32_TOLERANCE
+            assert relative_error(a2, ref["prompt0_greedy_logits"][1]) <= F32_TOLERANCE
+            with pytest.raises(MemoryError, match="free blocks"):
+                tp.session(48)
+        with pytest.raises(ValueError, match="outside the vocabulary"):
+            tp.generate([1, 5000], 4)
+        assert tp.tokenizer is not None
+    with pytest.raises(ValueError, match="closed"):
+        tp.generate(prompt, 2)
+
+
+def test_each_step_is_two_all_reductions_per_layer(converted):
+    """The layers' partial sums go through the device group: two all-reductions
+    per layer and step, queued; the host reads only the tokens."""
+    with axrt.llm.load(converted("tiny-llama-tp", ranks=2), devices=devices(2)) as tp:
+        layers = tp.config.num_layers
+        before = tp.group.info()["collectives"]
+        tokens = tp.generate([1, 17, 250, 3], 5, stop_ids=())
+        assert len(tokens) == 5
+        # One prefill and four decode steps.
+        assert tp.group.info()["collectives"] - before == 5 * 2 * layers
+
+
+def test_an_aborted_group_fails_the_model_naming_it(converted):
+    with axrt.llm.load(converted("tiny-llama-tp", ranks=2), devices=devices(2)) as tp:
+        tp.group.abort(1, "taken down by the test")
+        with pytest.raises(axrt.AbortedError, match="axrt.llm.*taken down by the test"):
+            tp.generate([1, 17, 250, 3], 4, stop_ids=())
+    # The devices' streams are untouched: a new set runs.
+    with axrt.llm.load(converted("tiny-llama-tp", ranks=2), devices=devices(2)) as tp:
+        assert len(tp.generate([1, 17, 250, 3], 4, stop_ids=())) == 4
+
+
+def test_the_shards_say_what_they_hold(converted):
+    path = converted("tiny-llama-tp", ranks=4)
+    assert sorted(p.name for p in path.iterdir()) == [f"rank{r}.axe" for r in range(4)]
+    infos = []
+    for rank in range(4):
+        exe = axrt.load(path / f"rank{rank}.axe")
+        info = json.loads(exe.metadata["axrt.llm.shard"])
+        infos.append(info)
+        assert info["rank"] == rank and info["size"] == 4 and info["head_rank"] == 0
+        assert info["heads"] == [2 * rank, 2 * rank + 2]
+        assert info["kv_heads"] == [rank, rank + 1]
+        assert info["intermediate"] == [128 * rank, 128 * rank + 128]
+        names = {"embed", "prefill.attention.0", "decode.attention.1", "mlp.1"}
+        assert names <= set(exe.functions)
+        head = {"prefill.head", "decode.head", "sample"}
+        assert (head <= set(exe.functions)) == (rank == 0)
+        assert ("axrt.llm.tokenizer" in exe.metadata) == (rank == 0)
+        assert exe["decode.attention.0"].inputs[-1]["shape"] == (2, 2, "NB", 1, 16, 32)
+    assert len({i["set_id"] for i in infos}) == 1
+
+
+def test_indivisible_splits_are_refused_before_writing(tmp_path):
+    out = tmp_path / "set"
+    with pytest.raises(UnsupportedModelError,
+                       match="num_key_value_heads 2 is not a multiple of 4"):
+        axrt.llm.convert(DATA / "tiny-llama", out, tensor_parallel=4, cuda=False)
+    with pytest.raises(UnsupportedModelError,
+                       match="num_key_value_heads 1 is not a multiple of 2"):
+        axrt.llm.convert(DATA / "tiny-llama3", out, tensor_parallel=2, cuda=False)
+    # int4 keeps the whole projection's groups of 128 inputs: o_proj's 256
+    # inputs split 4 ways are 64 per shard.
+    with pytest.raises(UnsupportedModelError,
+                       match=r"o_proj is \[256, 64\] in each of 4 tensor-parallel shards"):
+        axrt.llm.convert(DATA / "tiny-llama-tp", out, weights="int4", tensor_parallel=4,
+                         cuda=False)
+    with pytest.raises(ValueError, match="tensor_parallel must be at least 1"):
+        axrt.llm.convert(DATA / "tiny-llama-tp", out, tensor_parallel=0, cuda=False)
+    assert not out.exists()
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(UnsupportedModelError, match="is a file"):
+        axrt.llm.convert(DATA / "tiny-llama-tp", tmp_path / "file", tensor_parallel=2,
+                         cuda=False)
+
+
+def test_bad_shard_sets_are_refused_by_name(converted, tmp_path):
+    two = converted("tiny-llama-tp", ranks=2)
+    rank0, rank1 = two / "rank0.axe", two / "rank1.axe"
+    # Another conversion of the same model: its shards are another set.
+    other = tmp_path / "other"
+    axrt.llm.convert(DATA / "tiny-llama-tp", other, tensor_parallel=2, cuda=False)
+    with pytest.raises(ValueError, match="set of 2 shards; 3 devices were given"):
+        axrt.llm.load(two, devices=devices(3))
+    with pytest.raises(ValueError, match="set of 2 shards; 1 devices were given"):
+        axrt.llm.load(two, devices=["cpu:0"])
+    with pytest.raises(ValueError, match="cpu:1 is given twice"):
+        axrt.llm.load(two, devices=["cpu:1", "cpu:1"])
+    with pytest.raises(UnsupportedModelError, match="rank 1 of its set, given as rank 0"):
+        axrt.llm.load([rank1, rank0], devices=devices(2))
+    with pytest.raises(UnsupportedModelError, match="another set"):
+        axrt.llm.load([rank0, other / "rank1.axe"], devices=devices(2))
+    with pytest.raises(UnsupportedModelError, match="another set"):
+        axrt.llm.load([rank0, converted("tiny-llama-tp", ranks=4) / "rank1.axe"],
+                      devices=devices(2))
+    with pytest.raises(UnsupportedModelError, match="set of 2 shards; 1 files were given"):
+        axrt.llm.load([rank0], devices=devices(2))
+    with pytest.raises(UnsupportedModelError, match="not a shard"):
+        axrt.llm.load([rank0, converted("tiny-llama-tp")], devices=devices(2))
+    # A directory missing a rank, or holding one beyond its set.
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    shutil.copy(rank0, partial)
+    with pytest.raises(UnsupportedModelError, match="lacks rank1.axe"):
+        axrt.llm.load(partial, devices=devices(2))
+    shutil.copy(rank1, partial)
+    shutil.copy(rank1, partial / "rank2.axe")
+    with pytest.raises(UnsupportedModelError, match="holds rank2.axe, beyond its set of 2"):
+        axrt.llm.load(partial, devices=devices(2))
+    (partial / "rank0.axe").unlink()
+    with pytest.raises(UnsupportedModelError, match="holds no rank0.axe"):
+        axrt.llm.load(partial, devices=devices(2))
+    # One shard or a set's directory without devices=.
+    with pytest.raises(UnsupportedModelError, match="rank 1 of a 2-way tensor-parallel set"):
+        axrt.llm.load(rank1)
+    with pytest.raises(UnsupportedModelError, match="is a directory"):
+        axrt.llm.load(two)
+    with pytest.raises(UnsupportedModelError, match="rank 0 of a 2-way tensor-parallel set"):
+        axrt.llm.Engine(rank0)
+    with pytest.raises(ValueError, match="not both"):
+        axrt.llm.load(two, "cpu:0", devices=devices(2))
+    # A single-file model on a one-device list is the one-device Model.
+    assert isinstance(axrt.llm.load(converted("tiny-llama-tp"), devices=["cpu:1"]),
+                      axrt.llm.Model)
+    # The set still loads after all that.
+    with axrt.llm.load(two, devices=devices(2)) as tp:
+        assert tp.generate([1, 2, 3], 2, stop_ids=()) == tp.generate([1, 2, 3], 2, stop_ids=())
+
+
+def test_a_smaller_set_replaces_a_larger_one_in_its_directory(tmp_path):
+    out = tmp_path / "set"
+    axrt.llm.convert(DATA / "tiny-llama-tp", out, tensor_parallel=4, cuda=False)
+    axrt.llm.convert(DATA / "tiny-llama-tp", out, tensor_parallel=2, cuda=False)
+    assert sorted(p.name for p in out.iterdir()) == ["rank0.axe", "rank1.axe"]
+    with axrt.llm.load(out, devices=devices(2)) as tp:
+        assert tp.size == 2
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "axrt.llm", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_command_line_convert_and_generate(tmp_path):
+    out = tmp_path / "set"
+    done = _cli("convert", DATA / "tiny-llama-tp", out, "--tensor-parallel", 2, "--no-cuda")
+    assert done.returncode == 0, done.stderr
+    assert "2 tensor-parallel shards" in done.stdout
+    ref = reference("tiny-llama-tp", "f32")
+    prompt = ",".join(str(t) for t in ref["prompt0"])
+    done = _cli("generate", out, "--devices", "cpu:0,cpu:1", "--prompt-ids", prompt,
+                "--max-new-tokens", 16)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(t) for t in ref["prompt0_greedy"][:16]]
+    done = _cli("generate", out, "--devices", "cpu:0", "--prompt-ids", prompt)
+    assert done.returncode == 1 and "one device per shard" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = _cli("convert", DATA / "tiny-llama", tmp_path / "x", "--tensor-parallel", 4)
+    assert done.returncode == 1 and "not a multiple of 4" in done.stderr
