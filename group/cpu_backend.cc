@@ -31,6 +31,7 @@
 #include "base/dtype.h"
 #include "base/float16.h"
 #include "group/group.h"
+#include "trace/trace.h"
 
 namespace axrt::group {
 namespace {
@@ -133,6 +134,7 @@ class CpuOp {
       : state_(std::move(state)),
         kind_(c.kind),
         context_(fmt::format("{} #{}", collective_name(c.kind), c.sequence)),
+        sequence_(c.sequence),
         element_(c.kind == CollectiveKind::kSendRecv ? 1 : dtype_bytes(c.dtype, 1)),
         reduce_(c.kind == CollectiveKind::kSendRecv ? nullptr : reduce_function(c.dtype, c.op)),
         root_(c.root),
@@ -147,6 +149,7 @@ class CpuOp {
     for (uint32_t p = 0; p < n; ++p) {
       const MemberPart& m = c.parts[p];
       parts_[p].rank = m.rank;
+      recv_bytes_.push_back(m.recv_bytes);
       if (m.send != nullptr) {
         AXRT_RETURN_IF_ERROR(host_address(m.send, m.send_offset, &parts_[p].send));
         kept_.emplace_back(m.send);
@@ -209,7 +212,9 @@ class CpuOp {
                                state_->member_id(rank), context_, axrt_status_message(stream_status)));
       return nullptr;  // the stream keeps its own failure
     }
+    const int64_t begin = trace::active() ? trace::now() : 0;
     Wait arrival = rendezvous(p);
+    const int64_t met = begin != 0 ? trace::now() : 0;
     if (arrival == Wait::kCancelled) return nullptr;
     if (arrival == Wait::kTimedOut) {
       return state_->aborted_status(context_.c_str(), AXRT_STATUS_CODE_DEADLINE_EXCEEDED);
@@ -217,11 +222,27 @@ class CpuOp {
     if (arrival != Wait::kPassed || !algorithm(p)) {
       return cancelled() ? nullptr : state_->aborted_status(context_.c_str());
     }
+    if (begin != 0) record(p, begin, met);
     return nullptr;
   }
 
  private:
   enum class Wait { kPassed, kAborted, kCancelled, kTimedOut };
+
+  // The member's part in a running trace: a slice on its stream's thread.
+  void record(uint32_t p, int64_t begin, int64_t met) const {
+    trace::Record r;
+    r.kind = trace::Kind::kCollective;
+    r.begin = begin;
+    r.end = trace::now();
+    r.name = collective_name(kind_);
+    r.detail = trace::intern_for_trace(state_->label());
+    r.a[0] = parts_[p].rank;
+    r.a[1] = static_cast<int64_t>(recv_bytes_[p]);
+    r.a[2] = static_cast<int64_t>(sequence_);
+    r.a[3] = met - begin;
+    trace::emit(r);
+  }
 
   bool cancelled() {
     std::lock_guard<std::mutex> lock(state_->mutex());
@@ -366,11 +387,13 @@ class CpuOp {
   const std::shared_ptr<GroupState> state_;
   const CollectiveKind kind_;
   const std::string context_;  // "all_reduce #3"
+  const uint64_t sequence_;
   const uint64_t element_;
   const ReduceFn reduce_;
   const uint32_t root_;
   const uint32_t participants_;
   std::vector<Part> parts_;
+  std::vector<uint64_t> recv_bytes_;  // per part, for traces
   std::vector<Copy> copies_;
   std::vector<BufferRef> kept_;
   std::vector<uint64_t> blocks_;
