@@ -38,7 +38,7 @@ namespace {
 
 // The most bytes of one block a ring step reduces: bounds the members'
 // partial-sum buffers (two slices each).
-constexpr uint64_t kSliceBytes = 256 * 1024;
+constexpr uint64_t kSliceBytes = 1024 * 1024;
 
 // ---------------------------------------------------------------------------
 // Element-wise reduction: out[i] = a[i] (op) b[i]; `out` may be `a`.
@@ -185,7 +185,7 @@ class CpuOp {
       slice_ = std::max<uint64_t>(1, kSliceBytes / element_);
       rounds_ = (largest + slice_ - 1) / slice_;
       const uint64_t slot = std::min(slice_, largest) * element_;
-      if (n > 1 && slot > 0) {
+      if (n > 2 && slot > 0) {  // two members pass no partial sums
         scratch_.reset(new std::byte[2 * slot * n]);
         for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + 2 * slot * p;
         slot_bytes_ = slot;
@@ -332,35 +332,34 @@ class CpuOp {
 
   // The reduce-scatter ring (see the top of the file). Member p ends with
   // the reduction of block p in its receive buffer: at block p's place
-  // (all-reduce) or at its start (reduce-scatter).
+  // (all-reduce) or at its start (reduce-scatter). In step s (1 to n - 1)
+  // of a round, member p adds its slice of block (p - s - 1) mod n to what
+  // its left neighbour passed on: that member's own slice in step 1 (read
+  // from its send buffer, which nobody writes), its partial sum after.
   bool reduce_ring(uint32_t p) {
     const uint32_t n = participants_;
     Part& me = parts_[p];
     const Part& from = parts_[left(p)];
+    const uint64_t out_base = kind_ == CollectiveKind::kAllReduce ? 0 : blocks_[p];
+    if (n == 1) {
+      const uint64_t bytes = block_elements(0) * element_;
+      if (bytes != 0 && me.recv != me.send) std::memmove(me.recv, me.send, bytes);
+      return true;
+    }
     uint64_t step = 0;  // across rounds: which of its two slots a member writes
     for (uint64_t round = 0; round < rounds_; ++round) {
-      for (uint32_t s = 0; s < n; ++s, ++step) {
+      for (uint32_t s = 1; s < n; ++s, ++step) {
         const uint32_t b = (p + 2 * n - 1 - s) % n;
         const uint64_t lo = std::min(blocks_[b] + round * slice_, blocks_[b + 1]);
-        const uint64_t hi = std::min(lo + slice_, blocks_[b + 1]);
-        const uint64_t count = hi - lo;
-        const std::byte* own = me.send + lo * element_;
+        const uint64_t count = std::min(lo + slice_, blocks_[b + 1]) - lo;
         if (count != 0) {
-          if (s + 1 == n) {
-            std::byte* out = me.recv + (kind_ == CollectiveKind::kAllReduce ? lo : lo - blocks_[p]) * element_;
-            if (n == 1) {
-              if (out != own) std::memmove(out, own, count * element_);
-            } else {
-              reduce_(out, from.scratch + ((step + 1) % 2) * slot_bytes_, own, count);
-            }
-          } else if (s == 0) {
-            std::memcpy(me.scratch + (step % 2) * slot_bytes_, own, count * element_);
-          } else {
-            reduce_(me.scratch + (step % 2) * slot_bytes_,
-                    from.scratch + ((step + 1) % 2) * slot_bytes_, own, count);
-          }
+          const std::byte* passed = s == 1 ? from.send + lo * element_
+                                           : from.scratch + ((step + 1) % 2) * slot_bytes_;
+          std::byte* out = s + 1 == n ? me.recv + (lo - out_base) * element_
+                                      : me.scratch + (step % 2) * slot_bytes_;
+          reduce_(out, passed, me.send + lo * element_, count);
         }
-        if (n > 1 && !barrier()) return false;
+        if (!barrier()) return false;
       }
     }
     if (rounds_ == 0 && !barrier()) return false;  // nothing to reduce: still meet
