@@ -203,8 +203,22 @@ class CpuOp {
     state_->changed().notify_all();
   }
 
-  // Member `p`'s host function.
+  // Member `p`'s host function. Host memory running out on the way (the
+  // messages of a failure) fails the group, as any member's failure does.
   axrt_status_t run(uint32_t p, axrt_status_t stream_status) noexcept {
+    try {
+      return run_member(p, stream_status);
+    } catch (...) {
+      state_->fail(static_cast<int32_t>(parts_[p].rank), AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                   "a member ran out of host memory in a collective");
+      return out_of_memory_status();
+    }
+  }
+
+ private:
+  enum class Wait { kPassed, kAborted, kCancelled, kTimedOut };
+
+  axrt_status_t run_member(uint32_t p, axrt_status_t stream_status) {
     const uint32_t rank = parts_[p].rank;
     if (stream_status != nullptr) {
       state_->fail(static_cast<int32_t>(rank), axrt_status_code(stream_status),
@@ -225,9 +239,6 @@ class CpuOp {
     if (begin != 0) record(p, begin, met);
     return nullptr;
   }
-
- private:
-  enum class Wait { kPassed, kAborted, kCancelled, kTimedOut };
 
   // The member's part in a running trace: a slice on its stream's thread.
   void record(uint32_t p, int64_t begin, int64_t met) const {
