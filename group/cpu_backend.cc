@@ -31,13 +31,14 @@
 #include "base/dtype.h"
 #include "base/float16.h"
 #include "group/group.h"
+#include "trace/trace.h"
 
 namespace axrt::group {
 namespace {
 
 // The most bytes of one block a ring step reduces: bounds the members'
 // partial-sum buffers (two slices each).
-constexpr uint64_t kSliceBytes = 256 * 1024;
+constexpr uint64_t kSliceBytes = 1024 * 1024;
 
 // ---------------------------------------------------------------------------
 // Element-wise reduction: out[i] = a[i] (op) b[i]; `out` may be `a`.
@@ -133,6 +134,7 @@ class CpuOp {
       : state_(std::move(state)),
         kind_(c.kind),
         context_(fmt::format("{} #{}", collective_name(c.kind), c.sequence)),
+        sequence_(c.sequence),
         element_(c.kind == CollectiveKind::kSendRecv ? 1 : dtype_bytes(c.dtype, 1)),
         reduce_(c.kind == CollectiveKind::kSendRecv ? nullptr : reduce_function(c.dtype, c.op)),
         root_(c.root),
@@ -147,6 +149,7 @@ class CpuOp {
     for (uint32_t p = 0; p < n; ++p) {
       const MemberPart& m = c.parts[p];
       parts_[p].rank = m.rank;
+      recv_bytes_.push_back(m.recv_bytes);
       if (m.send != nullptr) {
         AXRT_RETURN_IF_ERROR(host_address(m.send, m.send_offset, &parts_[p].send));
         kept_.emplace_back(m.send);
@@ -182,7 +185,7 @@ class CpuOp {
       slice_ = std::max<uint64_t>(1, kSliceBytes / element_);
       rounds_ = (largest + slice_ - 1) / slice_;
       const uint64_t slot = std::min(slice_, largest) * element_;
-      if (n > 1 && slot > 0) {
+      if (n > 2 && slot > 0) {  // two members pass no partial sums
         scratch_.reset(new std::byte[2 * slot * n]);
         for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + 2 * slot * p;
         slot_bytes_ = slot;
@@ -200,8 +203,22 @@ class CpuOp {
     state_->changed().notify_all();
   }
 
-  // Member `p`'s host function.
+  // Member `p`'s host function. Host memory running out on the way (the
+  // messages of a failure) fails the group, as any member's failure does.
   axrt_status_t run(uint32_t p, axrt_status_t stream_status) noexcept {
+    try {
+      return run_member(p, stream_status);
+    } catch (...) {
+      state_->fail(static_cast<int32_t>(parts_[p].rank), AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                   "a member ran out of host memory in a collective");
+      return out_of_memory_status();
+    }
+  }
+
+ private:
+  enum class Wait { kPassed, kAborted, kCancelled, kTimedOut };
+
+  axrt_status_t run_member(uint32_t p, axrt_status_t stream_status) {
     const uint32_t rank = parts_[p].rank;
     if (stream_status != nullptr) {
       state_->fail(static_cast<int32_t>(rank), axrt_status_code(stream_status),
@@ -209,7 +226,9 @@ class CpuOp {
                                state_->member_id(rank), context_, axrt_status_message(stream_status)));
       return nullptr;  // the stream keeps its own failure
     }
+    const int64_t begin = trace::active() ? trace::now() : 0;
     Wait arrival = rendezvous(p);
+    const int64_t met = begin != 0 ? trace::now() : 0;
     if (arrival == Wait::kCancelled) return nullptr;
     if (arrival == Wait::kTimedOut) {
       return state_->aborted_status(context_.c_str(), AXRT_STATUS_CODE_DEADLINE_EXCEEDED);
@@ -217,11 +236,24 @@ class CpuOp {
     if (arrival != Wait::kPassed || !algorithm(p)) {
       return cancelled() ? nullptr : state_->aborted_status(context_.c_str());
     }
+    if (begin != 0) record(p, begin, met);
     return nullptr;
   }
 
- private:
-  enum class Wait { kPassed, kAborted, kCancelled, kTimedOut };
+  // The member's part in a running trace: a slice on its stream's thread.
+  void record(uint32_t p, int64_t begin, int64_t met) const {
+    trace::Record r;
+    r.kind = trace::Kind::kCollective;
+    r.begin = begin;
+    r.end = trace::now();
+    r.name = collective_name(kind_);
+    r.detail = trace::intern_for_trace(state_->label());
+    r.a[0] = parts_[p].rank;
+    r.a[1] = static_cast<int64_t>(recv_bytes_[p]);
+    r.a[2] = static_cast<int64_t>(sequence_);
+    r.a[3] = met - begin;
+    trace::emit(r);
+  }
 
   bool cancelled() {
     std::lock_guard<std::mutex> lock(state_->mutex());
@@ -311,35 +343,34 @@ class CpuOp {
 
   // The reduce-scatter ring (see the top of the file). Member p ends with
   // the reduction of block p in its receive buffer: at block p's place
-  // (all-reduce) or at its start (reduce-scatter).
+  // (all-reduce) or at its start (reduce-scatter). In step s (1 to n - 1)
+  // of a round, member p adds its slice of block (p - s - 1) mod n to what
+  // its left neighbour passed on: that member's own slice in step 1 (read
+  // from its send buffer, which nobody writes), its partial sum after.
   bool reduce_ring(uint32_t p) {
     const uint32_t n = participants_;
     Part& me = parts_[p];
     const Part& from = parts_[left(p)];
+    const uint64_t out_base = kind_ == CollectiveKind::kAllReduce ? 0 : blocks_[p];
+    if (n == 1) {
+      const uint64_t bytes = block_elements(0) * element_;
+      if (bytes != 0 && me.recv != me.send) std::memmove(me.recv, me.send, bytes);
+      return true;
+    }
     uint64_t step = 0;  // across rounds: which of its two slots a member writes
     for (uint64_t round = 0; round < rounds_; ++round) {
-      for (uint32_t s = 0; s < n; ++s, ++step) {
+      for (uint32_t s = 1; s < n; ++s, ++step) {
         const uint32_t b = (p + 2 * n - 1 - s) % n;
         const uint64_t lo = std::min(blocks_[b] + round * slice_, blocks_[b + 1]);
-        const uint64_t hi = std::min(lo + slice_, blocks_[b + 1]);
-        const uint64_t count = hi - lo;
-        const std::byte* own = me.send + lo * element_;
+        const uint64_t count = std::min(lo + slice_, blocks_[b + 1]) - lo;
         if (count != 0) {
-          if (s + 1 == n) {
-            std::byte* out = me.recv + (kind_ == CollectiveKind::kAllReduce ? lo : lo - blocks_[p]) * element_;
-            if (n == 1) {
-              if (out != own) std::memmove(out, own, count * element_);
-            } else {
-              reduce_(out, from.scratch + ((step + 1) % 2) * slot_bytes_, own, count);
-            }
-          } else if (s == 0) {
-            std::memcpy(me.scratch + (step % 2) * slot_bytes_, own, count * element_);
-          } else {
-            reduce_(me.scratch + (step % 2) * slot_bytes_,
-                    from.scratch + ((step + 1) % 2) * slot_bytes_, own, count);
-          }
+          const std::byte* passed = s == 1 ? from.send + lo * element_
+                                           : from.scratch + ((step + 1) % 2) * slot_bytes_;
+          std::byte* out = s + 1 == n ? me.recv + (lo - out_base) * element_
+                                      : me.scratch + (step % 2) * slot_bytes_;
+          reduce_(out, passed, me.send + lo * element_, count);
         }
-        if (n > 1 && !barrier()) return false;
+        if (!barrier()) return false;
       }
     }
     if (rounds_ == 0 && !barrier()) return false;  // nothing to reduce: still meet
@@ -366,11 +397,13 @@ class CpuOp {
   const std::shared_ptr<GroupState> state_;
   const CollectiveKind kind_;
   const std::string context_;  // "all_reduce #3"
+  const uint64_t sequence_;
   const uint64_t element_;
   const ReduceFn reduce_;
   const uint32_t root_;
   const uint32_t participants_;
   std::vector<Part> parts_;
+  std::vector<uint64_t> recv_bytes_;  // per part, for traces
   std::vector<Copy> copies_;
   std::vector<BufferRef> kept_;
   std::vector<uint64_t> blocks_;

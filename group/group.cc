@@ -98,7 +98,7 @@ std::chrono::steady_clock::time_point GroupState::deadline_from_now() const noex
   return now + std::chrono::nanoseconds(timeout_ns_);
 }
 
-bool GroupState::fail(int32_t rank, axrt_status_code_t code, const std::string& message) noexcept {
+bool GroupState::fail(int32_t rank, axrt_status_code_t code, std::string_view message) noexcept {
   std::function<void()> hook;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -107,7 +107,7 @@ bool GroupState::fail(int32_t rank, axrt_status_code_t code, const std::string& 
     failed_rank_ = rank;
     failure_code_ = code;
     try {
-      failure_ = message;
+      failure_.assign(message);
     } catch (...) {
       failure_.clear();  // the code and rank still tell what happened
     }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "axrt/group.h"
@@ -97,7 +98,7 @@ class GroupState {
   // `code` and `message`; later calls change nothing. Wakes every waiter
   // and tells the backend's abort hook (set_abort_hook). Returns whether
   // this call was the first.
-  bool fail(int32_t rank, axrt_status_code_t code, const std::string& message) noexcept;
+  bool fail(int32_t rank, axrt_status_code_t code, std::string_view message) noexcept;
   bool aborted() const noexcept;
   // ABORTED (or `code`) naming the group and its first failure, for
   // `context` ("all_reduce #3"). Only after aborted() is true.

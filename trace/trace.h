@@ -30,6 +30,8 @@ enum class Kind : uint8_t {
   // Host thread slices (track 0: the recording thread).
   kApiCall,     // name: the API function; detail: what it ran (a function's label)
   kEngineStep,  // a: sequences, prefill tokens, decode tokens, KV blocks in use
+  kCollective,  // name: the collective; detail: the group; a: rank, bytes,
+                // the group's collective number, ns waiting for the others
   kRangeBegin,  // name: the range's (Session-owned); end: unused
   kRangeEnd,
   // Stream track slices.

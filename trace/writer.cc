@@ -238,6 +238,22 @@ struct Writer {
         out.end();
         if (r.flow && op_flows.count(r.flow)) flow_start(pid, tid, r);
         return;
+      case Kind::kCollective:
+        out.begin();
+        slice(r.name, "collective", pid, tid, r);
+        out.raw(",\"args\":{\"group\":");
+        out.string(r.detail ? r.detail : "?");
+        out.raw(",\"rank\":");
+        out.number(r.a[0]);
+        out.raw(",\"bytes\":");
+        out.number(r.a[1]);
+        out.raw(",\"number\":");
+        out.number(r.a[2]);
+        out.raw(",\"wait_us\":");
+        out.duration(0, r.a[3]);
+        out.raw("}}");
+        out.end();
+        return;
       case Kind::kEngineStep:
         out.begin();
         slice("engine step", "serving", pid, tid, r);

@@ -608,6 +608,115 @@ struct ServingPath : Cpu {
   int added = 0;
 };
 
+// ---------------------------------------------------------------------------
+// A device group of two CPU devices: creation, an all-reduce, an all-gather
+// and a send/recv, run to their end.
+// ---------------------------------------------------------------------------
+
+struct GroupPath {
+  static constexpr uint32_t kMembers = 2;
+  static constexpr uint64_t kCount = 1000;
+
+  GroupPath() {
+    // Two CPU devices for this instance only; the other paths keep one.
+    const char* before = std::getenv("AXRT_CPU_DEVICES");
+    const std::string saved = before ? before : "";
+    setenv("AXRT_CPU_DEVICES", "2", 1);
+    axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+    options.drivers = "cpu";
+    axrt_status_t status = axrt_instance_create(&options, &instance);
+    if (before) {
+      setenv("AXRT_CPU_DEVICES", saved.c_str(), 1);
+    } else {
+      unsetenv("AXRT_CPU_DEVICES");
+    }
+    REQUIRE_CALL_OK(status);
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      REQUIRE_CALL_OK(axrt_instance_get_device(instance, r, &devices[r]));
+      REQUIRE_CALL_OK(axrt_stream_create(devices[r], nullptr, &streams[r]));
+      REQUIRE_CALL_OK(axrt_buffer_allocate(devices[r], kCount * kMembers * 4, nullptr, &buffers[r]));
+    }
+    Fill();
+  }
+  ~GroupPath() {
+    axrt_group_destroy(group);
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      axrt_buffer_release(buffers[r]);
+      axrt_stream_release(streams[r]);
+      axrt_device_release(devices[r]);
+    }
+    axrt_instance_release(instance);
+  }
+  // Member r's buffer: block r (kCount values) holds r + 1, the rest zeros.
+  void Fill() {
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      void* host = nullptr;
+      REQUIRE_CALL_OK(axrt_buffer_map(buffers[r], &host));
+      auto* f = static_cast<float*>(host);
+      for (uint64_t i = 0; i < kCount * kMembers; ++i) f[i] = i / kCount == r ? static_cast<float>(r + 1) : 0;
+    }
+  }
+  std::vector<float> Read(uint32_t r) {
+    void* host = nullptr;
+    REQUIRE_CALL_OK(axrt_buffer_map(buffers[r], &host));
+    auto* f = static_cast<float*>(host);
+    return std::vector<float>(f, f + kCount * kMembers);
+  }
+  axrt_status_t Run(axrt_group_t g) {
+    axrt_collective_member_t members[kMembers];
+    // Block r of member r's buffer, reduced in place, then gathered into the
+    // whole buffers, in place.
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      members[r] = {streams[r], buffers[r], r * kCount * 4, buffers[r], r * kCount * 4};
+    }
+    RETURN_IF_ERROR(axrt_group_all_reduce(g, members, kCount, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+    for (uint32_t r = 0; r < kMembers; ++r) members[r].recv_offset = 0;
+    RETURN_IF_ERROR(axrt_group_all_gather(g, members, kCount, AXRT_DTYPE_FLOAT32));
+    axrt_group_transfer_t transfer = {0, streams[0], buffers[0], 0, 1, streams[1], buffers[1], 0,
+                                      kCount, AXRT_DTYPE_FLOAT32};
+    RETURN_IF_ERROR(axrt_group_send_recv(g, &transfer, 1));
+    axrt_status_t first = nullptr;
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      axrt_status_t s = axrt_stream_synchronize(streams[r]);
+      if (first == nullptr) {
+        first = s;
+      } else {
+        axrt_status_free(s);
+      }
+    }
+    return first;
+  }
+  axrt_status_t Act() {
+    RETURN_IF_ERROR(axrt_group_create(devices, kMembers, nullptr, &group));
+    return Run(group);
+  }
+  void Check(bool succeeded) {
+    const float sum = kMembers * (kMembers + 1) / 2.0f;
+    if (succeeded) {
+      for (uint32_t r = 0; r < kMembers; ++r) REQUIRE(Read(r) == std::vector<float>(kCount * kMembers, sum));
+    }
+    // Whatever failed, the devices go on: a new group on new streams works
+    // (once what the run queued has ended).
+    for (uint32_t r = 0; r < kMembers; ++r) axrt_status_free(axrt_stream_synchronize(streams[r]));
+    axrt_group_destroy(group);
+    group = nullptr;
+    for (uint32_t r = 0; r < kMembers; ++r) {
+      axrt_stream_release(streams[r]);
+      streams[r] = nullptr;
+      REQUIRE_CALL_OK(axrt_stream_create(devices[r], nullptr, &streams[r]));
+    }
+    Fill();
+    REQUIRE_CALL_OK(axrt_group_create(devices, kMembers, nullptr, &group));
+    REQUIRE_CALL_OK(Run(group));
+    for (uint32_t r = 0; r < kMembers; ++r) REQUIRE(Read(r) == std::vector<float>(kCount * kMembers, sum));
+  }
+  axrt_instance_t instance = nullptr;
+  axrt_device_t devices[kMembers] = {};
+  axrt_stream_t streams[kMembers] = {};
+  axrt_buffer_t buffers[kMembers] = {};
+  axrt_group_t group = nullptr;
+};
+
 constexpr std::initializer_list<axrt_status_code_t> kOutOfMemory = {
     AXRT_STATUS_CODE_RESOURCE_EXHAUSTED};
 
@@ -676,6 +785,16 @@ TEST_CASE("DLPack export and import survive every failed allocation", "[fault]")
 TEST_CASE("the serving engine survives every failed allocation", "[fault]") {
   CHECK(Walk<ServingPath>("serving engine", Site::kHostAllocation, kOutOfMemory) > 0);
   CHECK(Walk<ServingPath>("serving engine", Site::kDeviceAllocation, kOutOfMemory) > 0);
+}
+
+TEST_CASE("device groups survive every failed allocation", "[fault]") {
+  // A failure on a member's stream thread fails the group (RESOURCE_EXHAUSTED
+  // there, ABORTED on the other member).
+  const std::initializer_list<axrt_status_code_t> allowed = {AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                                                             AXRT_STATUS_CODE_ABORTED};
+  CHECK(Walk<GroupPath>("device group collectives", Site::kHostAllocation, allowed) > 0);
+  CHECK(Walk<GroupPath>("device group collectives", Site::kHostAllocation, allowed,
+                        /*persistent=*/true) > 0);
 }
 
 // The hot path allocates nothing: once warm, a call into outputs the caller

@@ -7,12 +7,15 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -282,7 +285,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     }
     // Reduce-scatter of fresh values: member r gets block r's sums.
     for (uint32_t r = 0; r < kDevices; ++r) {
-      std::memcpy(big[r]->pointer, values[r].data(), n * kDevices * 4);
+      if (n != 0) std::memcpy(big[r]->pointer, values[r].data(), n * kDevices * 4);
       scatter[r] = {in.streams[r], big[r]->buffer, 0, in_place ? big[r]->buffer : small[r]->buffer,
                     in_place ? r * n * 4 : 0};
     }
@@ -301,7 +304,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     }
     // Broadcast from member 2.
     for (uint32_t r = 0; r < kDevices; ++r) {
-      std::memcpy(small[r]->pointer, values[r].data(), n * 4);
+      if (n != 0) std::memcpy(small[r]->pointer, values[r].data(), n * 4);
       bcast[r] = {in.streams[r], r == 2 ? small[r]->buffer : nullptr, 0,
                   in_place || r != 2 ? small[r]->buffer : big[r]->buffer, 0};
     }
@@ -426,11 +429,15 @@ TEST_CASE("a member whose stream failed aborts the group; the rest rebuild and g
     bufs.push_back(std::make_unique<HostBuffer>(in.devices[r], n * 4, ones.data()));
     parts[r] = {in.streams[r], bufs[r]->buffer, 0, bufs[r]->buffer, 0};
   }
-  // Member 2 fails before the collective reaches it; three more are queued.
+  // Member 2 fails before the collective reaches it; three more are queued
+  // (while member 2 is held, so that the group is still active then).
+  std::atomic<bool> release{false};
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], block_until_set, &release));
   REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], fail_stream, nullptr));
   for (int i = 0; i < 4; ++i) {
     REQUIRE_CALL_OK(axrt_group_all_reduce(g->group, parts.data(), n, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
   }
+  release = true;
   REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[2]), AXRT_STATUS_CODE_INTERNAL, "injected failure");
   for (uint32_t r : {0u, 1u, 3u}) {
     REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[r]), AXRT_STATUS_CODE_ABORTED, "group 'tp'",
@@ -559,4 +566,34 @@ TEST_CASE("many collectives from several threads on one group stay in one order"
     REQUIRE_NO_MISMATCH(bad);
   }
   REQUIRE(g.info().collectives == 20);
+}
+
+TEST_CASE("a trace shows each member's part of a collective", "[group][trace]") {
+  Instance in;
+  Group g(in.devices, 0, "traced");
+  std::vector<std::unique_ptr<HostBuffer>> bufs;
+  std::vector<axrt_collective_member_t> parts(kDevices);
+  for (uint32_t r = 0; r < kDevices; ++r) {
+    bufs.push_back(std::make_unique<HostBuffer>(in.devices[r], 4096));
+    parts[r] = {in.streams[r], bufs[r]->buffer, 0, bufs[r]->buffer, 0};
+  }
+  const std::string path = "group_test_trace_" + std::to_string(getpid()) + ".json";
+  axrt_trace_options_t options = AXRT_TRACE_OPTIONS_INIT;
+  options.path = path.c_str();
+  REQUIRE_CALL_OK(axrt_instance_trace_start(in.instance, &options));
+  REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, parts.data(), 1024, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+  sync_all(in.streams, kDevices);
+  REQUIRE_CALL_OK(axrt_instance_trace_stop(in.instance, nullptr));
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  REQUIRE(file != nullptr);
+  std::string text;
+  char chunk[4096];
+  for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, file)) > 0;) text.append(chunk, n);
+  std::fclose(file);
+  std::remove(path.c_str());
+  size_t slices = 0;
+  for (size_t at = 0; (at = text.find("\"cat\":\"collective\"", at)) != std::string::npos; ++at) ++slices;
+  REQUIRE(slices == kDevices);
+  REQUIRE(text.find("\"group\":\"traced\"") != std::string::npos);
+  REQUIRE(text.find("\"bytes\":4096") != std::string::npos);
 }
