@@ -270,9 +270,21 @@ axrt_status_t queue_on_device(const ApiCall& api, Stream* stream, Device* other,
   AXRT_RETURN_IF_ERROR(api.prefix(make_event(stream->device.get(), &before)));
   AXRT_RETURN_IF_ERROR(api.prefix(make_event(other, &after)));
   AXRT_RETURN_IF_ERROR(api.prefix(record(stream, before.get())));
-  AXRT_RETURN_IF_ERROR(api.prefix(helper->vtable->wait_event(helper.get(), before.get())));
-  AXRT_RETURN_IF_ERROR(queue_copy(api, helper.get(), copy));
-  AXRT_RETURN_IF_ERROR(api.prefix(record(helper.get(), after.get())));
+  axrt_status_t status = api.prefix(helper->vtable->wait_event(helper.get(), before.get()));
+  if (!status) status = queue_copy(api, helper.get(), copy);
+  if (!status) status = api.prefix(record(helper.get(), after.get()));
+  if (status) {
+    // A driver may refuse work for a stream it knows has failed (the CUDA
+    // driver does), and the helper fails as soon as it finds `stream` had
+    // failed before the copy. The copy is then skipped, as all later work
+    // of `stream` is, and queueing it succeeds, as queueing onto a failed
+    // stream does; the helper's error says nothing more.
+    bool idle = false;
+    StatusPtr failed(stream->vtable->query(stream, &idle));
+    if (!failed) return status;
+    axrt_status_free(status);
+    return nullptr;
+  }
   return api.prefix(stream->vtable->wait_event(stream, after.get()));
 }
 

@@ -893,6 +893,15 @@ axrt_status_t begin_work(CudaStream* s) {
   return nullptr;
 }
 
+// Under order_mutex, when ready() lets new work go to CUDA: a host function
+// enqueued earlier may have failed the stream after begin_work() looked (it
+// ran while this work was being enqueued); the work then stops as it would
+// have there.
+axrt_status_t failed_meanwhile(CudaStream* s, uint64_t sequence) {
+  if (FailurePtr failure = s->failure_before(sequence)) return status_from_failure(failure);
+  return nullptr;
+}
+
 void stream_destroy(Stream* stream) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
@@ -951,7 +960,10 @@ axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
   HeldDone done;
   std::lock_guard<std::mutex> order(s->order_mutex);
   const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) return issue_copy(s, copy, std::move(keep), stamp);
+  if (ready(s, &done)) {
+    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
+    return issue_copy(s, copy, std::move(keep), stamp);
+  }
   return hold(s, make_held(sequence, [s, copy, keep = std::move(keep), stamp](
                                          Disposition how) mutable -> axrt_status_t {
     return how == Disposition::kIssue ? issue_copy(s, copy, std::move(keep), stamp) : nullptr;
@@ -999,6 +1011,7 @@ axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint6
   std::lock_guard<std::mutex> order(s->order_mutex);
   const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
   if (ready(s, &done)) {
+    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
     return issue_fill(s, std::move(target), offset, length, pattern, pattern_size, stamp);
   }
   return hold(s, make_held(sequence, [=, target = std::move(target)](
@@ -1450,7 +1463,10 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
   HeldDone done;
   std::lock_guard<std::mutex> order(s->order_mutex);
   const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) return fail_with(s, issue_batch(s, std::move(batch), stamp));
+  if (ready(s, &done)) {
+    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
+    return fail_with(s, issue_batch(s, std::move(batch), stamp));
+  }
   return hold(s, make_held(sequence, [s, batch = std::move(batch),
                                       stamp](Disposition how) mutable -> axrt_status_t {
     if (how == Disposition::kIssue) return issue_batch(s, std::move(batch), stamp);
