@@ -167,6 +167,18 @@ axrt_status_t Group::create(const axrt_device_t* devices, size_t count,
                            kFunction, properties.id, j, i);
       }
     }
+    // Devices of one instance: the peer query refuses others.
+    if (i > 0) {
+      axrt_device_peer_info_t peer = AXRT_DEVICE_PEER_INFO_INIT;
+      axrt_status_t status = axrt_device_query_peer(devices[0], devices[i], &peer);
+      if (status) {
+        const axrt_status_code_t code = axrt_status_code(status);
+        const std::string why = axrt_status_message(status);
+        status_destroy(status);
+        return make_status(code, "{}: member {} ({}) cannot join member 0 ({}): {}", kFunction, i,
+                           properties.id, ids[0], why);
+      }
+    }
     if (i == 0) {
       driver = properties.driver;
     } else if (driver != properties.driver) {

@@ -1,5 +1,7 @@
 #include "runtime/driver.h"
 
+#include <cstring>
+
 #include "runtime/api.h"
 #include "runtime/instance.h"
 
@@ -20,6 +22,59 @@ AXRT_API axrt_status_t axrt_device_query_properties(axrt_device_t device,
       check_query_struct(api, out_properties, "out_properties", "axrt_device_properties_t"));
   write_query_struct(self->properties, out_properties);
   return nullptr;
+}
+
+AXRT_API axrt_status_t axrt_device_query_peer(axrt_device_t device, axrt_device_t peer,
+                                              axrt_device_peer_info_t* out_info) {
+  static constexpr ApiCall api("axrt_device_query_peer");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Device* self = nullptr;
+    Device* other = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(device, "device", &self));
+    AXRT_RETURN_IF_ERROR(api.resolve(peer, "peer", &other));
+    AXRT_RETURN_IF_ERROR(
+        check_query_struct(api, out_info, "out_info", "axrt_device_peer_info_t"));
+    if (self->instance != other->instance) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`peer` ({}) belongs to another instance than `device` ({})", other->id(),
+                       self->id());
+    }
+    axrt_device_peer_info_t info = AXRT_DEVICE_PEER_INFO_INIT;
+    if (self == other) {
+      info.link = AXRT_DEVICE_LINK_SELF;
+      info.direct_access = true;
+      info.native_atomics = true;
+    } else if (std::strcmp(self->properties.driver, other->properties.driver) == 0 &&
+               self->vtable->query_peer) {
+      AXRT_RETURN_IF_ERROR(api.prefix(self->vtable->query_peer(self, other, &info)));
+    } else {
+      // Across drivers (or a driver that does not say): host memory on both
+      // sides is reached directly, with the host's atomics when both
+      // devices run on the host; anything else goes through host memory.
+      const auto host_memory = [](const Device* d) {
+        return (d->properties.flags & AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY) != 0;
+      };
+      if (host_memory(self) && host_memory(other)) {
+        info.link = AXRT_DEVICE_LINK_HOST_MEMORY;
+        info.direct_access = true;
+        info.native_atomics = self->properties.type == AXRT_DEVICE_TYPE_CPU &&
+                              other->properties.type == AXRT_DEVICE_TYPE_CPU;
+      }
+    }
+    write_query_struct(info, out_info);
+    return nullptr;
+  });
+}
+
+AXRT_API const char* axrt_device_link_name(axrt_device_link_t link) {
+  switch (link) {
+    case AXRT_DEVICE_LINK_NONE: return "none";
+    case AXRT_DEVICE_LINK_SELF: return "self";
+    case AXRT_DEVICE_LINK_HOST_MEMORY: return "host-memory";
+    case AXRT_DEVICE_LINK_PCIE: return "pcie";
+    case AXRT_DEVICE_LINK_NVLINK: return "nvlink";
+    default: return "unknown";
+  }
 }
 
 AXRT_API axrt_status_t axrt_device_synchronize(axrt_device_t device) {

@@ -188,16 +188,23 @@ struct DeviceVtable {
   // may do); other errors say the object is broken.
   axrt_status_t (*load_code)(Device* device, DeviceCodeKind kind, std::string_view target,
                              std::span<const std::byte> image, std::shared_ptr<DeviceCode>* out);
+  // (optional) Fills `link`, `link_count`, `direct_access`, `native_atomics`
+  // and `performance_rank` of `*out` (the rest is the core's) with how
+  // `device` reaches the memory of `peer`, another device of this driver.
+  // Null: the core answers as for devices of different drivers (host memory
+  // both sides: AXRT_DEVICE_LINK_HOST_MEMORY; else AXRT_DEVICE_LINK_NONE).
+  axrt_status_t (*query_peer)(Device* device, Device* peer, axrt_device_peer_info_t* out);
 };
 
 struct Device : Object {
   static constexpr ObjectType kType = ObjectType::kDevice;
 
-  explicit Device(const DeviceVtable* vt) : Object(kType), vtable(vt) {}
+  explicit Device(const DeviceVtable* vt) : Object(kType), vtable(vt) { properties.numa_node = -1; }
 
   const DeviceVtable* vtable;
   Instance* instance = nullptr;  // set by the core; owns the references
-  // Filled by the driver at creation (id, driver, name, type, flags, limits).
+  // Filled by the driver at creation (id, driver, name, type, flags, limits;
+  // `numa_node` starts at -1, unknown).
   axrt_device_properties_t properties{};
 
   // Core state, left alone by drivers: the kernel libraries initialised on
@@ -288,7 +295,10 @@ void buffer_return_memory(Buffer* buffer) noexcept;
 // ---------------------------------------------------------------------------
 
 // One side of a copy: a buffer (offsets from the start of its allocation) or
-// host memory.
+// host memory. Both are set for host-visible memory of another device that
+// the core hands over as host memory (runtime/stream.cc): the driver copies
+// through `host` as it would through any host pointer, and retains `buffer`
+// until the copy ran, as it retains every buffer of a copy.
 struct CopyEndpoint {
   Buffer* buffer = nullptr;
   std::byte* host = nullptr;
@@ -308,6 +318,8 @@ struct StreamVtable {
   // Frees the stream once its queued work has run (the core holds no more
   // references to it); work still queued completes first.
   void (*destroy)(Stream* stream);
+  // Each side is a buffer of the stream's device, a host-pinned buffer of
+  // any device, or host memory (`host` set); never host memory on both.
   axrt_status_t (*copy)(Stream* stream, const CopyCommand& copy);
   // Repeats the `pattern_size`-byte (1, 2, 4 or 8) `pattern` over `length`
   // bytes; `offset` is from the start of the buffer's allocation.
@@ -332,6 +344,14 @@ struct StreamVtable {
   // (optional) The driver's own queue behind the stream (a CUstream). Null
   // for drivers without native queues: the core answers UNIMPLEMENTED.
   axrt_status_t (*get_native_handle)(Stream* stream, void** out_handle);
+  // (optional) A peer copy: like copy(), where one side or both is
+  // device-local memory of another device of this driver (the other side as
+  // copy() takes it). The stream orders it against its own work only; what
+  // the other device does with that memory the application orders with
+  // events. Null for drivers that cannot copy between their own devices:
+  // the core then reaches host-visible memory through its host pointer and
+  // answers UNIMPLEMENTED for the rest.
+  axrt_status_t (*copy_peer)(Stream* stream, const CopyCommand& copy);
 };
 
 struct Stream : Object {

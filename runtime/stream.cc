@@ -1,5 +1,7 @@
 #include "runtime/driver.h"
 
+#include <cstring>
+
 #include "runtime/api.h"
 #include "runtime/buffer.h"
 #include "runtime/instance.h"
@@ -53,6 +55,27 @@ axrt_status_t resolve_stream_buffer(const ApiCall& api, const Stream* stream, ax
   return nullptr;
 }
 
+// Resolves the buffer parameter `name` of a copy between buffers: a live
+// buffer of any device of the stream's instance, not deallocated.
+axrt_status_t resolve_copy_buffer(const ApiCall& api, const Stream* stream, axrt_buffer_t handle,
+                                  const char* name, Buffer** out) {
+  Buffer* buffer = nullptr;
+  AXRT_RETURN_IF_ERROR(api.resolve(handle, name, &buffer));
+  if (buffer->device->instance != stream->device->instance) {
+    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "`{}` ({}) belongs to another instance than {}", name, buffer->describe(),
+                     stream->describe());
+  }
+  if (buffer->is_deallocated()) {
+    return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                     "`{}` ({}) was deallocated (axrt_stream_deallocate_buffer) and may not be "
+                     "used any more",
+                     name, buffer->describe());
+  }
+  *out = buffer;
+  return nullptr;
+}
+
 axrt_status_t check_range(const ApiCall& api, const Stream* stream, const Buffer* buffer,
                           const char* name, uint64_t offset, uint64_t length) {
   if (range_fits(offset, length, buffer->size)) return nullptr;
@@ -61,10 +84,12 @@ axrt_status_t check_range(const ApiCall& api, const Stream* stream, const Buffer
                    name, stream->describe(), buffer->describe());
 }
 
-// Validates one side of a 2-D copy and resolves it into `out`.
+// Validates one side of a 2-D copy and resolves it into `out`. A buffer may
+// belong to any device of the stream's instance when `any_device` (a copy
+// between buffers), else to the stream's device or be host-pinned.
 axrt_status_t resolve_endpoint(const ApiCall& api, const Stream* stream,
                                const axrt_copy_2d_endpoint_t& in, const char* name, uint64_t width,
-                               uint64_t height, CopyEndpoint* out) {
+                               uint64_t height, bool any_device, CopyEndpoint* out) {
   if ((in.buffer == nullptr) == (in.host_pointer == nullptr)) {
     return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                      "`copy->{}` must set exactly one of `buffer` and `host_pointer`", name);
@@ -93,7 +118,9 @@ axrt_status_t resolve_endpoint(const ApiCall& api, const Stream* stream,
   }
   Buffer* buffer = nullptr;
   std::string param = fmt::format("copy->{}.buffer", name);
-  AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, stream, in.buffer, param.c_str(), &buffer));
+  AXRT_RETURN_IF_ERROR(any_device
+                           ? resolve_copy_buffer(api, stream, in.buffer, param.c_str(), &buffer)
+                           : resolve_stream_buffer(api, stream, in.buffer, param.c_str(), &buffer));
   if (!range_fits(in.offset, extent, buffer->size)) {
     return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
                      "`copy->{}`: {} rows of {} bytes at pitch {} from offset {} span {} bytes, "
@@ -127,6 +154,169 @@ axrt_status_t counted(axrt_status_t status, std::atomic<uint64_t>& operations,
 
 bool ranges_overlap(uint64_t a, uint64_t a_length, uint64_t b, uint64_t b_length) {
   return a < b + b_length && b < a + a_length;
+}
+
+// --- Copies between devices (docs/multi-device.md, "Peer copies") ----------
+
+bool same_driver(const Device* a, const Device* b) {
+  return std::strcmp(a->properties.driver, b->properties.driver) == 0;
+}
+
+// How a stream reaches one side of a copy.
+enum class Reach : uint8_t {
+  kDirect,   // as copy() takes it: host memory, a buffer of the stream's
+             // device, a host-pinned buffer of any device
+  kPeer,     // device-local memory of another device of the stream's driver,
+             // which has copy_peer()
+  kHost,     // host-visible device-local memory of another device that
+             // copy_peer() does not take: handed over as host memory
+  kForeign,  // device-local memory no host pointer reaches, of a device of
+             // another driver
+  kNone,     // device-local memory no host pointer reaches, of another device
+             // of the stream's driver, which has no copy_peer()
+};
+
+Reach reach(const Stream* stream, const CopyEndpoint& side) {
+  const Buffer* buffer = side.buffer;
+  if (side.host) return buffer ? Reach::kHost : Reach::kDirect;
+  if (buffer->device.get() == stream->device.get() ||
+      buffer->allocation()->memory_type == AXRT_MEMORY_TYPE_HOST_PINNED) {
+    return Reach::kDirect;
+  }
+  const bool same = same_driver(buffer->device.get(), stream->device.get());
+  if (same && stream->vtable->copy_peer) return Reach::kPeer;
+  if (buffer->host_visible()) return Reach::kHost;
+  return same ? Reach::kNone : Reach::kForeign;
+}
+
+// A copy between host memory on both sides (other devices' host-visible
+// memory), which no driver's copy() takes: a host function of the stream
+// copies it, holding the buffers until then.
+struct HostCopy {
+  CopyCommand copy;
+  Ref<Buffer> buffers[2];
+};
+
+axrt_status_t run_host_copy(void* user_data, axrt_status_t stream_status) {
+  std::unique_ptr<HostCopy> work(static_cast<HostCopy*>(user_data));
+  if (stream_status) return nullptr;  // a failed stream runs no more copies
+  const CopyCommand& c = work->copy;
+  for (uint64_t row = 0; row < c.height; ++row) {
+    std::memcpy(c.dst.host + row * c.dst.pitch, c.src.host + row * c.src.pitch, c.width);
+  }
+  return nullptr;
+}
+
+axrt_status_t queue_host_copy(Stream* stream, const CopyCommand& copy) {
+  auto work = std::make_unique<HostCopy>();
+  work->copy = copy;
+  work->buffers[0] = Ref<Buffer>(copy.src.buffer);
+  work->buffers[1] = Ref<Buffer>(copy.dst.buffer);
+  // A launch that fails has not run the function, which frees the work.
+  AXRT_RETURN_IF_ERROR(stream->vtable->launch_host_func(stream, run_host_copy, work.get()));
+  work.release();
+  return nullptr;
+}
+
+// An event or stream of `device` for the core's own use (a peer copy).
+axrt_status_t make_event(Device* device, Ref<Event>* out) {
+  Event* raw = nullptr;
+  AXRT_RETURN_IF_ERROR(device->vtable->create_event(device, &raw));
+  *out = Ref<Event>::adopt(raw);
+  raw->device = Ref<Device>(device);
+  raw->flags = AXRT_EVENT_FLAG_DISABLE_TIMING;
+  raw->label = "peer copy";
+  return nullptr;
+}
+
+axrt_status_t make_stream(Device* device, const Stream* for_stream, Ref<Stream>* out) {
+  Stream* raw = nullptr;
+  AXRT_RETURN_IF_ERROR(device->vtable->create_stream(device, &raw));
+  *out = Ref<Stream>::adopt(raw);
+  raw->device = Ref<Device>(device);
+  raw->label = fmt::format("peer copies for {}", for_stream->describe());
+  return nullptr;
+}
+
+axrt_status_t record(Stream* stream, Event* event) {
+  AXRT_RETURN_IF_ERROR(stream->vtable->record_event(stream, event));
+  event->ever_recorded.store(true, std::memory_order_release);
+  return nullptr;
+}
+
+axrt_status_t queue_copy(const ApiCall& api, Stream* stream, CopyCommand copy);
+
+// A copy with a side in `other`'s device memory, which `stream`'s driver
+// cannot reach: it runs on a new stream of `other`, after the work queued
+// on `stream` so far and before what is queued there later (an event each
+// way; a failure on either side travels with the events).
+axrt_status_t queue_on_device(const ApiCall& api, Stream* stream, Device* other,
+                              const CopyCommand& copy) {
+  Ref<Stream> helper;
+  AXRT_RETURN_IF_ERROR(api.prefix(make_stream(other, stream, &helper)));
+  for (const CopyEndpoint* side : {&copy.src, &copy.dst}) {
+    const Reach r = reach(helper.get(), *side);
+    if (r == Reach::kForeign || r == Reach::kNone) {
+      return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                       "{} cannot copy between {} and {}: both are device memory that no host "
+                       "pointer reaches, of devices whose drivers cannot copy between them; "
+                       "copy through a host-pinned buffer in two steps",
+                       stream->describe(), copy.src.buffer->describe(),
+                       copy.dst.buffer->describe());
+    }
+  }
+  Ref<Event> before;
+  Ref<Event> after;
+  AXRT_RETURN_IF_ERROR(api.prefix(make_event(stream->device.get(), &before)));
+  AXRT_RETURN_IF_ERROR(api.prefix(make_event(other, &after)));
+  AXRT_RETURN_IF_ERROR(api.prefix(record(stream, before.get())));
+  axrt_status_t status = api.prefix(helper->vtable->wait_event(helper.get(), before.get()));
+  if (!status) status = queue_copy(api, helper.get(), copy);
+  if (!status) status = api.prefix(record(helper.get(), after.get()));
+  if (status) {
+    // A driver may refuse work for a stream it knows has failed (the CUDA
+    // driver does), and the helper fails as soon as it finds `stream` had
+    // failed before the copy. The copy is then skipped, as all later work
+    // of `stream` is, and queueing it succeeds, as queueing onto a failed
+    // stream does; the helper's error says nothing more.
+    bool idle = false;
+    StatusPtr failed(stream->vtable->query(stream, &idle));
+    if (!failed) return status;
+    axrt_status_free(status);
+    return nullptr;
+  }
+  return api.prefix(stream->vtable->wait_event(stream, after.get()));
+}
+
+// Queues `copy` (validated: buffers live and of the stream's instance,
+// ranges inside them) on `stream`, by the rules of docs/multi-device.md.
+axrt_status_t queue_copy(const ApiCall& api, Stream* stream, CopyCommand copy) {
+  const Reach src = reach(stream, copy.src);
+  const Reach dst = reach(stream, copy.dst);
+  for (const auto& [r, side] : {std::pair{src, &copy.src}, std::pair{dst, &copy.dst}}) {
+    if (r == Reach::kNone) {
+      return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                       "{} cannot reach {}: the '{}' driver does not copy between its devices, "
+                       "and no host pointer reaches that memory",
+                       stream->describe(), side->buffer->describe(),
+                       stream->device->properties.driver);
+    }
+  }
+  if (src == Reach::kForeign) {
+    return queue_on_device(api, stream, copy.src.buffer->device.get(), copy);
+  }
+  if (dst == Reach::kForeign) {
+    return queue_on_device(api, stream, copy.dst.buffer->device.get(), copy);
+  }
+  for (CopyEndpoint* side : {&copy.src, &copy.dst}) {
+    if (side->buffer && !side->host && reach(stream, *side) == Reach::kHost) {
+      side->host = side->buffer->host_address(side->offset);
+    }
+  }
+  // Driver errors name the call and the device already, as in every copy.
+  if (copy.src.host && copy.dst.host) return queue_host_copy(stream, copy);
+  if (src == Reach::kPeer || dst == Reach::kPeer) return stream->vtable->copy_peer(stream, copy);
+  return stream->vtable->copy(stream, copy);
 }
 
 }  // namespace
@@ -184,8 +374,8 @@ AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream, axrt_buffer
     Buffer* from = nullptr;
     Buffer* to = nullptr;
     AXRT_RETURN_IF_ERROR(api.resolve(stream, "stream", &self));
-    AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, self, src, "src", &from));
-    AXRT_RETURN_IF_ERROR(resolve_stream_buffer(api, self, dst, "dst", &to));
+    AXRT_RETURN_IF_ERROR(resolve_copy_buffer(api, self, src, "src", &from));
+    AXRT_RETURN_IF_ERROR(resolve_copy_buffer(api, self, dst, "dst", &to));
     AXRT_RETURN_IF_ERROR(check_range(api, self, from, "src", src_offset, length));
     AXRT_RETURN_IF_ERROR(check_range(api, self, to, "dst", dst_offset, length));
     CopyCommand copy;
@@ -201,7 +391,8 @@ AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream, axrt_buffer
     if (length == 0) return nullptr;
     copy.width = length;
     copy.height = 1;
-    return counted(self->vtable->copy(self, copy), self->device->counters.copies, &self->device->counters.copy_bytes, length);
+    return counted(queue_copy(api, self, copy), self->device->counters.copies,
+                   &self->device->counters.copy_bytes, length);
   });
 }
 
@@ -269,10 +460,14 @@ AXRT_API axrt_status_t axrt_stream_copy_2d(axrt_stream_t stream, const axrt_copy
     CopyCommand command;
     command.width = desc.width;
     command.height = desc.height;
-    AXRT_RETURN_IF_ERROR(
-        resolve_endpoint(api, self, desc.src, "src", desc.width, desc.height, &command.src));
-    AXRT_RETURN_IF_ERROR(
-        resolve_endpoint(api, self, desc.dst, "dst", desc.width, desc.height, &command.dst));
+    // A copy between buffers may name any devices' buffers, as
+    // axrt_stream_copy_buffer does.
+    const bool between_buffers = desc.src.buffer && !desc.src.host_pointer && desc.dst.buffer &&
+                                 !desc.dst.host_pointer;
+    AXRT_RETURN_IF_ERROR(resolve_endpoint(api, self, desc.src, "src", desc.width, desc.height,
+                                          between_buffers, &command.src));
+    AXRT_RETURN_IF_ERROR(resolve_endpoint(api, self, desc.dst, "dst", desc.width, desc.height,
+                                          between_buffers, &command.dst));
     if (!command.src.buffer && !command.dst.buffer) {
       return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                        "`copy` names host memory on both sides; at least one side must be a "
@@ -290,8 +485,8 @@ AXRT_API axrt_status_t axrt_stream_copy_2d(axrt_stream_t stream, const axrt_copy
       }
     }
     if (desc.width == 0 || desc.height == 0) return nullptr;
-    return counted(self->vtable->copy(self, command), self->device->counters.copies, &self->device->counters.copy_bytes,
-                   desc.width * desc.height);
+    return counted(queue_copy(api, self, command), self->device->counters.copies,
+                   &self->device->counters.copy_bytes, desc.width * desc.height);
   });
 }
 

@@ -190,10 +190,14 @@ typedef struct axrt_device_peer_info_t {
   { sizeof(axrt_device_peer_info_t), NULL, false, false, 0, 0, 0 }
 
 /* Fills `*out_info` (whose struct_size the caller sets) with how `device`
- * reaches the memory of `peer`, a device of the same instance (or `device`
- * itself: AXRT_DEVICE_LINK_SELF). Devices of different drivers reach each
- * other through host memory: direct access only when both devices' memory
- * is host memory. `axrt devices --topology` prints the matrix. Thread-safe. */
+ * reaches the memory of `peer`, a device of the same instance (another
+ * instance's device is INVALID_ARGUMENT), or `device` itself:
+ * AXRT_DEVICE_LINK_SELF. Devices of different drivers reach each other
+ * through host memory: AXRT_DEVICE_LINK_HOST_MEMORY with direct access only
+ * when both devices' memory is host memory (both have
+ * AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY), else AXRT_DEVICE_LINK_NONE.
+ * docs/multi-device.md says what each driver reports and from where.
+ * `axrt devices --topology` prints the matrix. Thread-safe. */
 AXRT_API axrt_status_t axrt_device_query_peer(axrt_device_t device,
                                               axrt_device_t peer,
                                               axrt_device_peer_info_t* out_info);

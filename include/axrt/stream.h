@@ -5,9 +5,13 @@
  * queued (or, for small work on an idle stream, done); the work itself runs
  * after everything enqueued earlier on the same stream has completed, and
  * before anything enqueued later starts. Argument errors (bad handles, a
- * buffer of another device) are returned at once and enqueue nothing; ranges
- * that do not fit a buffer are OUT_OF_RANGE. Copies and fills of zero bytes
- * (including 2-D copies of zero width or height) are valid and do nothing.
+ * buffer the operation does not take) are returned at once and enqueue
+ * nothing; ranges that do not fit a buffer are OUT_OF_RANGE. Fills, copies
+ * from and to host memory and 2-D copies with a host side take the stream's
+ * own buffers and host-pinned buffers of any device; copies between buffers
+ * take the buffers of any device of the stream's instance. Copies and fills
+ * of zero bytes (including 2-D copies of zero width or height) are valid and
+ * do nothing.
  * Enqueueing onto a failed stream is not an error: the work completes with
  * the stream's failure.
  *
@@ -60,14 +64,19 @@ AXRT_API axrt_status_t axrt_stream_get_device(axrt_stream_t stream,
                                               axrt_device_t* out_device);
 
 /* Copies `length` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
- * The buffers may belong to any devices of the stream's instance: a copy
- * between two devices (a peer copy) runs on the stream like any other copy,
- * directly when the devices can reach each other's memory
- * (axrt_device_query_peer), else staged through host memory. The stream
+ * The buffers may belong to any devices of the stream's instance (a buffer
+ * of another instance is INVALID_ARGUMENT): a copy between two devices (a
+ * peer copy) runs on the stream like any other copy, directly when the
+ * devices can reach each other's memory (axrt_device_query_peer), else
+ * staged through host memory. UNIMPLEMENTED when there is no such path:
+ * both sides are device memory that no host pointer reaches, of devices
+ * whose drivers cannot copy between them (docs/multi-device.md). The stream
  * orders it only against its own work: make it wait for the other device's
  * work with an event (axrt_stream_wait_event) before reading what that
- * device wrote. The ranges may not overlap when the buffers share an
- * allocation. Retains both buffers until done. */
+ * device wrote, and make the other device wait for the stream before it
+ * uses what the copy wrote. It counts as a copy of the stream's device
+ * (axrt_device_query_stream_statistics). The ranges may not overlap when
+ * the buffers share an allocation. Retains both buffers until done. */
 AXRT_API axrt_status_t axrt_stream_copy_buffer(axrt_stream_t stream,
                                                axrt_buffer_t src,
                                                uint64_t src_offset,
@@ -115,7 +124,10 @@ typedef struct axrt_copy_2d_t {
 
 /* Copies a `width` x `height` byte rectangle between two strided layouts
  * (buffer to buffer, host to buffer or buffer to host; at least one side is
- * a buffer). Every row of both sides must lie inside its buffer. */
+ * a buffer). Every row of both sides must lie inside its buffer. Buffer to
+ * buffer, the buffers may belong to any devices of the stream's instance,
+ * as in axrt_stream_copy_buffer(); with host memory on one side, the buffer
+ * is the stream's device's or host-pinned. */
 AXRT_API axrt_status_t axrt_stream_copy_2d(axrt_stream_t stream,
                                            const axrt_copy_2d_t* copy);
 

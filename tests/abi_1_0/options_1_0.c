@@ -7,8 +7,8 @@
  *     library does not know are zero, and is UNIMPLEMENTED otherwise;
  *   - a struct_size below the 16-byte header, or one no version of the
  *     struct has (not a multiple of sizeof(size_t)), is INVALID_ARGUMENT;
- *   - query structs are filled up to struct_size, and bytes beyond this
- *     library's struct are left as they were;
+ *   - query structs are filled up to struct_size (at most this library's
+ *     struct), and bytes beyond struct_size are left as they were;
  *   - arrays of builder structs are read with the stride of their first
  *     element's struct_size (axrt/format.h);
  *   - an extension type a function does not take is UNIMPLEMENTED naming the
@@ -81,9 +81,10 @@ static void check_options_sizes(const char* type_name, const void* options, size
 /* Makes one query into `out`. */
 typedef axrt_status_t (*query_call_t)(void* context, void* out);
 
-/* Queries into a newer header's larger struct (the tail is left as it
- * was), into the header alone (nothing past it is written) and with
- * struct_size below the header. */
+/* Queries into a newer header's larger struct (nothing past its struct_size
+ * is written; the bytes between the 1.0 struct and struct_size are a later
+ * version's fields, which a later library fills), into the header alone
+ * (nothing past it is written) and with struct_size below the header. */
 static void check_query_sizes(const char* type_name, size_t size, query_call_t call,
                               void* context) {
   _Alignas(max_align_t) unsigned char storage[512];
@@ -95,7 +96,7 @@ static void check_query_sizes(const char* type_name, size_t size, query_call_t c
   memset(storage + sizeof(size_t), 0, sizeof(void*)); /* next */
   CHECK_OK(call(context, storage));
   CHECK(struct_size_of(storage) == size + kFutureBytes);
-  for (size_t i = size; i < sizeof(storage); ++i) CHECK(storage[i] == kUntouched);
+  for (size_t i = size + kFutureBytes; i < sizeof(storage); ++i) CHECK(storage[i] == kUntouched);
 
   memset(storage, kUntouched, sizeof(storage));
   set_struct_size(storage, 2 * sizeof(void*));

@@ -95,3 +95,78 @@ TEST_CASE("devices: --json lists drivers without devices with their availability
                        "      \"availability\": \"\""));
   CHECK(contains(json, "\"id\": \"cpu:0\""));
 }
+
+namespace {
+
+axrt_device_properties_t cuda_device(int ordinal, int32_t numa_node) {
+  axrt_device_properties_t p = AXRT_DEVICE_PROPERTIES_INIT;
+  std::snprintf(p.id, sizeof p.id, "cuda:%d", ordinal);
+  std::snprintf(p.driver, sizeof p.driver, "cuda");
+  std::snprintf(p.name, sizeof p.name, "Test GPU");
+  p.type = AXRT_DEVICE_TYPE_CUDA;
+  p.numa_node = numa_node;
+  return p;
+}
+
+axrt_device_peer_info_t link(axrt_device_link_t kind, uint32_t count = 0, bool direct = false) {
+  axrt_device_peer_info_t info = AXRT_DEVICE_PEER_INFO_INIT;
+  info.link = kind;
+  info.link_count = count;
+  info.direct_access = direct;
+  info.native_atomics = direct;
+  return info;
+}
+
+}  // namespace
+
+TEST_CASE("devices: --topology prints the matrix of links and each device's NUMA node") {
+  axrt_device_properties_t cpu = cpu_device();
+  cpu.numa_node = 0;
+  const std::vector<axrt_device_properties_t> devices = {cpu, cuda_device(0, 1),
+                                                         cuda_device(1, -1)};
+  const std::vector<axrt_device_peer_info_t> topology = {
+      link(AXRT_DEVICE_LINK_SELF, 0, true), link(AXRT_DEVICE_LINK_NONE),
+      link(AXRT_DEVICE_LINK_NONE),
+      link(AXRT_DEVICE_LINK_NONE), link(AXRT_DEVICE_LINK_SELF, 0, true),
+      link(AXRT_DEVICE_LINK_NVLINK, 4, true),
+      link(AXRT_DEVICE_LINK_NONE), link(AXRT_DEVICE_LINK_PCIE, 0, true),
+      link(AXRT_DEVICE_LINK_SELF, 0, true)};
+  const std::string text = devices_report({}, devices, false, topology);
+  INFO(text);
+  CHECK(contains(text, "topology (each row's device reaching the memory of each column's):\n"));
+  // Columns as wide as the widest cell ("nvlink x4") and two spaces.
+  CHECK(contains(text, "             cpu:0      cuda:0     cuda:1     numa node\n"));
+  CHECK(contains(text, "  cpu:0      self       none       none       0\n"));
+  CHECK(contains(text, "  cuda:0     none       self       nvlink x4  1\n"));
+  CHECK(contains(text, "  cuda:1     none       pcie       self       unknown\n"));
+  // Without --topology there is no matrix.
+  CHECK_FALSE(contains(devices_report({}, devices, false), "topology"));
+}
+
+TEST_CASE("devices: --topology --json carries every link and NUMA node") {
+  axrt_device_properties_t cpu = cpu_device();
+  cpu.numa_node = 0;
+  const std::vector<axrt_device_properties_t> devices = {cpu, cuda_device(0, -1)};
+  std::vector<axrt_device_peer_info_t> topology = {
+      link(AXRT_DEVICE_LINK_SELF, 0, true), link(AXRT_DEVICE_LINK_NONE),
+      link(AXRT_DEVICE_LINK_NONE), link(AXRT_DEVICE_LINK_SELF, 0, true)};
+  topology[1].performance_rank = 3;
+  const std::string json = devices_report({}, devices, true, topology);
+  INFO(json);
+  CHECK(contains(json, "\"numa_node\": 0"));
+  CHECK(contains(json, "\"numa_node\": -1"));
+  CHECK(contains(json, "\"topology\": [\n"));
+  CHECK(contains(json, "\"device\": \"cpu:0\",\n      \"numa_node\": 0,\n      \"peers\": [\n"));
+  CHECK(contains(json, "\"peer\": \"cuda:0\",\n          \"link\": \"none\",\n"
+                       "          \"link_count\": 0,\n          \"direct_access\": false,\n"
+                       "          \"native_atomics\": false,\n          \"performance_rank\": 3\n"));
+  CHECK(contains(json, "\"peer\": \"cpu:0\",\n          \"link\": \"self\",\n"));
+  CHECK_FALSE(contains(devices_report({}, devices, true), "\"topology\""));
+}
+
+TEST_CASE("devices: an NVLink cell names its link count") {
+  CHECK(axrt::tools::link_text(link(AXRT_DEVICE_LINK_NVLINK, 18, true)) == "nvlink x18");
+  CHECK(axrt::tools::link_text(link(AXRT_DEVICE_LINK_NVLINK, 0, true)) == "nvlink");
+  CHECK(axrt::tools::link_text(link(AXRT_DEVICE_LINK_HOST_MEMORY, 0, true)) == "host-memory");
+  CHECK(axrt::tools::link_text(link(99)) == "unknown");
+}

@@ -159,6 +159,9 @@ struct Device {
   CUresult sticky = CUDA_SUCCESS;
   CUctx_st context;
   std::shared_ptr<CUstream_st> null_stream;  // created on first use
+  // Devices whose memory this context may access (cuCtxEnablePeerAccess);
+  // forgotten when the primary context is released for the last time.
+  std::set<int> peers_enabled;
 };
 
 }  // namespace
@@ -292,6 +295,17 @@ struct State {
   std::atomic<uint64_t> call_counts[kSymbolCount] = {};
   uint64_t host_waits = 0;  // axrt_mock_cuda_host_waits
   std::deque<CpuKernel> cpu_kernels;  // user data of the CPU kernels' entries
+  // Peer-to-peer, by unordered device pair (smaller ordinal first): pairs
+  // without an entry can access each other, with native atomics, rank 0.
+  struct PeerLink {
+    bool access = true;
+    bool native_atomics = true;
+    int performance_rank = 0;
+  };
+  std::map<std::pair<int, int>, PeerLink> peer_links;
+  std::map<std::pair<int, int>, uint32_t> nvlinks;  // second -1: to NVSwitches
+  std::map<int, int> host_numa_nodes;               // by device; default -1
+  uint64_t peer_copies[2] = {0, 0};                 // [direct]: cuMemcpyPeerAsync
 };
 
 // A kernel's parameter buffer, 16-byte aligned.
@@ -688,6 +702,8 @@ constexpr ErrorText kErrors[] = {
     AXRT_MOCK_ERROR(CUDA_ERROR_NO_BINARY_FOR_GPU,
                     "no kernel image is available for execution on the device"),
     AXRT_MOCK_ERROR(CUDA_ERROR_ECC_UNCORRECTABLE, "uncorrectable ECC error encountered"),
+    AXRT_MOCK_ERROR(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                    "peer access is not supported between these two devices"),
     AXRT_MOCK_ERROR(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed"),
     AXRT_MOCK_ERROR(CUDA_ERROR_NVLINK_UNCORRECTABLE,
                     "uncorrectable NVLink error detected during the execution"),
@@ -703,7 +719,12 @@ constexpr ErrorText kErrors[] = {
     AXRT_MOCK_ERROR(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
     AXRT_MOCK_ERROR(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch"),
     AXRT_MOCK_ERROR(CUDA_ERROR_LAUNCH_TIMEOUT, "the launch timed out and was terminated"),
+    AXRT_MOCK_ERROR(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+                    "peer access is already enabled"),
+    AXRT_MOCK_ERROR(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, "peer access has not been enabled"),
     AXRT_MOCK_ERROR(CUDA_ERROR_ASSERT, "device-side assert triggered"),
+    AXRT_MOCK_ERROR(CUDA_ERROR_TOO_MANY_PEERS,
+                    "peer mapping resources exhausted"),
     AXRT_MOCK_ERROR(CUDA_ERROR_HARDWARE_STACK_ERROR, "hardware stack error"),
     AXRT_MOCK_ERROR(CUDA_ERROR_ILLEGAL_INSTRUCTION, "an illegal instruction was encountered"),
     AXRT_MOCK_ERROR(CUDA_ERROR_MISALIGNED_ADDRESS, "misaligned address"),
@@ -792,6 +813,11 @@ CUresult mock_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUd
       break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *value = d->compute_capability >= 90; break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: {
+      auto it = s.host_numa_nodes.find(device);
+      *value = it != s.host_numa_nodes.end() ? it->second : -1;
+      break;
+    }
     default: *value = 0; break;  // every other attribute: 0
   }
   return CUDA_SUCCESS;
@@ -824,7 +850,7 @@ CUresult mock_cuDevicePrimaryCtxRelease(CUdevice device) {
   Device* d = device_at(s, device);
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (d->retain_count == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --d->retain_count;
+  if (--d->retain_count == 0) d->peers_enabled.clear();  // the context is gone
   return CUDA_SUCCESS;
 }
 
@@ -2002,6 +2028,125 @@ CUresult mock_cuFuncGetParamInfo(CUfunction function, size_t index, size_t* offs
   return CUDA_SUCCESS;
 }
 
+// --- Peers ---------------------------------------------------------------------
+
+// The mock's PCI address of device `ordinal`: bus 0x10 + ordinal, written in
+// capitals as the driver may write them.
+constexpr unsigned kFirstBus = 0x10;
+constexpr unsigned kSwitchBus = 0xF0;  // where NVSwitch links lead
+
+State::PeerLink peer_link(State& s, int a, int b) {
+  auto it = s.peer_links.find({std::min(a, b), std::max(a, b)});
+  return it != s.peer_links.end() ? it->second : State::PeerLink{};
+}
+
+CUresult mock_cuDeviceGetPCIBusId(char* bus_id, int length, CUdevice device) {
+  if (bus_id == nullptr || length <= 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (device_at(s, device) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(bus_id, static_cast<size_t>(length), "0000:%02X:00.0",
+                kFirstBus + static_cast<unsigned>(device));
+  return CUDA_SUCCESS;
+}
+
+CUresult mock_cuDeviceCanAccessPeer(int* can_access, CUdevice device, CUdevice peer) {
+  if (can_access == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (device_at(s, device) == nullptr || device_at(s, peer) == nullptr) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  *can_access = device != peer && peer_link(s, device, peer).access;
+  return CUDA_SUCCESS;
+}
+
+CUresult mock_cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attribute,
+                                      CUdevice source, CUdevice destination) {
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (device_at(s, source) == nullptr || device_at(s, destination) == nullptr ||
+      source == destination) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  const State::PeerLink link = peer_link(s, source, destination);
+  switch (attribute) {
+    case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK: *value = link.performance_rank; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED: *value = link.access; break;
+    case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+      *value = link.access && link.native_atomics;
+      break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult mock_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  if (flags != 0 || peer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  Device* d = nullptr;
+  if (CUresult r = need_context(s, &d)) return r;
+  if (peer->device == d) return CUDA_ERROR_INVALID_DEVICE;
+  if (peer->device->retain_count == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!peer_link(s, d->ordinal, peer->device->ordinal).access) {
+    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  }
+  if (!d->peers_enabled.insert(peer->device->ordinal).second) {
+    return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Device memory of `context`'s device holding [address, address + size).
+bool in_context(State& s, CUcontext context, CUdeviceptr address, size_t size) {
+  const Allocation* a = find_allocation(s, address, size);
+  return a != nullptr && a->kind != AllocKind::kPinned && a->device == context->device;
+}
+
+// Counts as direct when the stream's device enabled access to the other
+// device of the copy, else as staged (both work, as in CUDA).
+CUresult mock_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
+                                CUcontext src_context, size_t size, CUstream stream) {
+  if (dst_context == nullptr || src_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  Device* d = nullptr;
+  std::shared_ptr<CUstream_st> st;
+  if (CUresult r = prepare_stream(s, stream, &d, &st)) return r;
+  if (dst_context->device->retain_count == 0 || src_context->device->retain_count == 0) {
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (size == 0) return CUDA_SUCCESS;
+  if (!in_context(s, dst_context, dst, size) || !in_context(s, src_context, src, size)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const Device* other = dst_context->device != d ? dst_context->device : src_context->device;
+  const bool direct = other != d && d->peers_enabled.count(other->ordinal) > 0;
+  ++s.peer_copies[direct ? 1 : 0];
+  enqueue(st.get(), copy_op(reinterpret_cast<void*>(dst), reinterpret_cast<void*>(src), size));
+  return CUDA_SUCCESS;
+}
+
+CUresult mock_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* descriptors,
+                                 size_t count) {
+  if (descriptors == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  std::shared_ptr<CUmemPoolHandle_st> p;
+  if (CUresult r = get_pool(s, pool, &p)) return r;
+  for (size_t i = 0; i < count; ++i) {
+    const CUmemAccessDesc& desc = descriptors[i];
+    if (desc.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        device_at(s, desc.location.id) == nullptr ||
+        (desc.flags != 0 && desc.flags != 1 && desc.flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 // --- Kernel registration -------------------------------------------------------
 
 // A kernel's parameter layout by C rules, without tail padding; null when a
@@ -2150,6 +2295,10 @@ extern "C" void axrt_mock_cuda_reset(void) {
   s.kernel_faults.clear();
   s.hidden.clear();
   s.memory_limits.clear();
+  s.peer_links.clear();
+  s.nvlinks.clear();
+  s.host_numa_nodes.clear();
+  s.peer_copies[0] = s.peer_copies[1] = 0;
   for (auto& count : s.call_counts) count.store(0, std::memory_order_relaxed);
   s.host_waits = 0;
   for (const auto& [handle, stream] : s.streams) stream->host_waits = 0;
@@ -2243,4 +2392,154 @@ extern "C" int axrt_mock_cuda_sticky_error(int device) {
   std::lock_guard lock(s.mu);
   return device >= 0 && device < static_cast<int>(s.devices.size()) ? s.devices[device]->sticky
                                                                      : CUDA_SUCCESS;
+}
+
+extern "C" int axrt_mock_cuda_set_peer_access(int a, int b, int supported) {
+  if (a < 0 || b < 0 || a == b) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  s.peer_links[{std::min(a, b), std::max(a, b)}].access = supported != 0;
+  return CUDA_SUCCESS;
+}
+
+extern "C" int axrt_mock_cuda_set_peer_attributes(int a, int b, int native_atomics,
+                                                  int performance_rank) {
+  if (a < 0 || b < 0 || a == b) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  State::PeerLink& link = s.peer_links[{std::min(a, b), std::max(a, b)}];
+  link.native_atomics = native_atomics != 0;
+  link.performance_rank = performance_rank;
+  return CUDA_SUCCESS;
+}
+
+extern "C" uint64_t axrt_mock_cuda_peer_copies(int direct) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.peer_copies[direct ? 1 : 0];
+}
+
+extern "C" int axrt_mock_cuda_set_host_numa_node(int device, int node) {
+  if (device < 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  s.host_numa_nodes[device] = node;
+  return CUDA_SUCCESS;
+}
+
+extern "C" int axrt_mock_cuda_set_nvlinks(int a, int b, uint32_t count) {
+  if (a < 0 || b < -1 || a == b) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (b == -1) {
+    s.nvlinks[{a, -1}] = count;
+  } else {
+    s.nvlinks[{std::min(a, b), std::max(a, b)}] = count;
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------
+// 5. The NVML mock: the part of NVML the CUDA driver reads, over the links
+// of axrt_mock_cuda_set_nvlinks.
+// ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr int kNvmlSuccess = 0;
+constexpr int kNvmlErrorInvalidArgument = 2;
+constexpr int kNvmlErrorNotFound = 6;
+constexpr unsigned kNvmlMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
+
+// nvmlPciInfo_t of the _v2 functions.
+struct NvmlPciInfo {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+};
+
+// The remote end of each link of `device`, in order: a device ordinal for
+// each link to a GPU (peers by ordinal), then -1 for each link to a switch.
+std::vector<int> nvlink_ends(State& s, int device) {
+  std::vector<int> ends;
+  for (const auto& [pair, count] : s.nvlinks) {
+    if (pair.second == -1) continue;
+    const int other = pair.first == device ? pair.second : pair.second == device ? pair.first : -2;
+    if (other < 0) continue;
+    ends.insert(ends.end(), count, other);
+  }
+  auto it = s.nvlinks.find({device, -1});
+  if (it != s.nvlinks.end()) ends.insert(ends.end(), it->second, -1);
+  return ends;
+}
+
+// The handle of device `ordinal`: ordinal + 1, as a pointer.
+int handle_ordinal(const void* handle) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(handle)) - 1;
+}
+
+}  // namespace
+
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlInit_v2(void) { return kNvmlSuccess; }
+
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id,
+                                                                      void** device) {
+  if (bus_id == nullptr || device == nullptr) return kNvmlErrorInvalidArgument;
+  unsigned domain = 0, bus = 0, dev = 0, function = 0;
+  if (std::sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &function) != 4) {
+    return kNvmlErrorInvalidArgument;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  const int ordinal = static_cast<int>(bus) - static_cast<int>(kFirstBus);
+  if (domain != 0 || dev != 0 || function != 0 || device_at(s, ordinal) == nullptr) {
+    return kNvmlErrorNotFound;
+  }
+  *device = reinterpret_cast<void*>(static_cast<uintptr_t>(ordinal + 1));
+  return kNvmlSuccess;
+}
+
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkState(void* device, unsigned int link,
+                                                              int* active) {
+  if (active == nullptr) return kNvmlErrorInvalidArgument;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (device_at(s, handle_ordinal(device)) == nullptr) return kNvmlErrorInvalidArgument;
+  const size_t links = nvlink_ends(s, handle_ordinal(device)).size();
+  if (link >= std::max<size_t>(kNvmlMaxLinks, links)) return kNvmlErrorInvalidArgument;
+  *active = link < links ? 1 : 0;  // NVML_FEATURE_ENABLED / DISABLED
+  return kNvmlSuccess;
+}
+
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemoteDeviceType(void* device,
+                                                                         unsigned int link,
+                                                                         int* type) {
+  if (type == nullptr) return kNvmlErrorInvalidArgument;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (device_at(s, handle_ordinal(device)) == nullptr) return kNvmlErrorInvalidArgument;
+  const std::vector<int> ends = nvlink_ends(s, handle_ordinal(device));
+  if (link >= ends.size()) return kNvmlErrorInvalidArgument;
+  *type = ends[link] == -1 ? 2 : 0;  // NVML_NVLINK_DEVICE_TYPE_SWITCH / _GPU
+  return kNvmlSuccess;
+}
+
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* device,
+                                                                         unsigned int link,
+                                                                         NvmlPciInfo* pci) {
+  if (pci == nullptr) return kNvmlErrorInvalidArgument;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (device_at(s, handle_ordinal(device)) == nullptr) return kNvmlErrorInvalidArgument;
+  const std::vector<int> ends = nvlink_ends(s, handle_ordinal(device));
+  if (link >= ends.size()) return kNvmlErrorInvalidArgument;
+  *pci = NvmlPciInfo{};
+  pci->bus = ends[link] == -1 ? kSwitchBus : kFirstBus + static_cast<unsigned>(ends[link]);
+  std::snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", pci->bus);
+  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", pci->bus);
+  return kNvmlSuccess;
 }

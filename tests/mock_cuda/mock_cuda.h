@@ -1,12 +1,19 @@
 /* A mock of the CUDA Driver API for testing axrt's CUDA driver on machines
  * without a GPU (libaxrt_mock_cuda.so).
  *
- * The library exports exactly two kinds of symbols:
+ * The library exports exactly three kinds of symbols:
  *   - cuGetProcAddress_v2, through which the driver fetches every entry point
  *     listed in AXRT_CUDA_SYMBOLS (runtime/drivers/cuda/cuda_api.h); the
  *     entry points themselves are not exported;
  *   - the axrt_mock_cuda_* control functions below, with which a test
- *     configures the mock, injects faults and checks for leaks.
+ *     configures the mock, injects faults and checks for leaks;
+ *   - the NVML functions the CUDA driver reads NVLinks with
+ *     (runtime/drivers/cuda/nvml.cc), so that the library also stands in for
+ *     libnvidia-ml.so.1 (AXRT_NVML_LIBRARY): nvmlInit_v2,
+ *     nvmlDeviceGetHandleByPciBusId_v2, nvmlDeviceGetNvLinkState,
+ *     nvmlDeviceGetNvLinkRemoteDeviceType and
+ *     nvmlDeviceGetNvLinkRemotePciInfo_v2, over the links of
+ *     axrt_mock_cuda_set_nvlinks().
  * The library is linked with -z nodelete: once loaded it stays loaded, so its
  * state (and its stream threads) outlive a dlclose by the driver, and a test
  * that links the library and a driver that dlopens it share one instance.
@@ -47,6 +54,19 @@
  *   Any CUDA call made from a stream's worker thread (a host function or a
  *   kernel) returns CUDA_ERROR_NOT_PERMITTED, as the real driver forbids
  *   CUDA calls from host functions.
+ *   Peers: device n sits at PCI address 0000:<0x10 + n>:00.0
+ *   (cuDeviceGetPCIBusId, in capitals). Every pair of devices can access
+ *   each other with native atomics and performance rank 0 unless
+ *   axrt_mock_cuda_set_peer_access() / _set_peer_attributes() say
+ *   otherwise; cuCtxEnablePeerAccess refuses a pair without access
+ *   (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) and a second enabling
+ *   (CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), and a context forgets what it
+ *   enabled when its last retain is released. Copies between devices work
+ *   with or without access (cuMemcpyAsync and cuMemcpy2DAsync through
+ *   unified addressing, cuMemcpyPeerAsync); axrt_mock_cuda_peer_copies()
+ *   counts the cuMemcpyPeerAsync calls that had access and those that did
+ *   not. CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID is -1 unless
+ *   axrt_mock_cuda_set_host_numa_node() sets it.
  *
  * Environment, read by cuInit (devices are reconfigured only while nothing
  * is allocated, retained or created, so a process can re-init with new
@@ -129,8 +149,9 @@ typedef struct axrt_mock_cuda_objects_t {
 
 /* Clears sticky errors, pending error injections and kernel faults, hidden
  * symbols (those of the control API; AXRT_MOCK_CUDA_HIDE still applies),
- * memory limit overrides, call counts and host waits. Live objects and
- * registered kernels stay. */
+ * memory limit overrides, the peer, NVLink and NUMA settings below, call
+ * counts, peer copy counts and host waits. Live objects, registered kernels
+ * and the peer access contexts enabled stay. */
 AXRT_MOCK_CUDA_EXPORT void axrt_mock_cuda_reset(void);
 
 /* Makes one call of `function` (an AXRT_CUDA_SYMBOLS name such as
@@ -193,6 +214,34 @@ AXRT_MOCK_CUDA_EXPORT void axrt_mock_cuda_live_objects(axrt_mock_cuda_objects_t*
 /* The device's sticky error (0: none; also 0 for a device that does not
  * exist). */
 AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_sticky_error(int device);
+
+/* Whether devices `a` and `b` can access each other's memory (both ways):
+ * what cuDeviceCanAccessPeer and CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED
+ * answer. Every pair can until told otherwise. Returns 0, or
+ * CUDA_ERROR_INVALID_VALUE for a negative device or a == b. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_peer_access(int a, int b, int supported);
+
+/* CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED (when there is access) and
+ * _PERFORMANCE_RANK of the pair `a`, `b` (both ways; defaults 1 and 0).
+ * Returns 0 or CUDA_ERROR_INVALID_VALUE as above. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_peer_attributes(int a, int b, int native_atomics,
+                                                             int performance_rank);
+
+/* cuMemcpyPeerAsync calls since load or the last reset: with `direct`
+ * nonzero, those whose stream's device had enabled access to the other
+ * device (cuCtxEnablePeerAccess), else those that had not. */
+AXRT_MOCK_CUDA_EXPORT uint64_t axrt_mock_cuda_peer_copies(int direct);
+
+/* What CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID answers for `device` (default -1).
+ * Read when the CUDA driver enumerates devices. Returns 0 or
+ * CUDA_ERROR_INVALID_VALUE for a negative device. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_host_numa_node(int device, int node);
+
+/* The NVML mock's active NVLinks between devices `a` and `b` (both ways),
+ * or, with `b` = -1, from `a` to NVSwitches. Device a's links are numbered
+ * peer by peer (by ordinal), switch links last. Returns 0 or
+ * CUDA_ERROR_INVALID_VALUE. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_nvlinks(int a, int b, uint32_t count);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -535,6 +535,46 @@ BAD_ARGUMENTS(axrt_device_query_properties) {
       });
 }
 
+BAD_ARGUMENTS(axrt_device_query_peer) {
+  Guarded<axrt_device_peer_info_t> out;
+  EXPECT_INVALID(axrt_device_query_peer(nullptr, device, out.get()), "device");
+  EXPECT_INVALID(axrt_device_query_peer(device, nullptr, out.get()), "peer");
+  EXPECT_INVALID(axrt_device_query_peer(As<axrt_device_t>(stream), device, out.get()),
+                 "stream");
+  EXPECT_INVALID(axrt_device_query_peer(device, As<axrt_device_t>(buffer), out.get()),
+                 "buffer");
+  EXPECT_RELEASED(axrt_device_query_peer(StaleDevice(), device, out.get()), "device");
+  EXPECT_RELEASED(axrt_device_query_peer(device, StaleDevice(), out.get()), "peer");
+  // A device of another instance has no path to this one's.
+  axrt_instance_t other = nullptr;
+  axrt_device_t foreign = nullptr;
+  EXPECT_OK(axrt_instance_create(nullptr, &other));
+  EXPECT_OK(axrt_instance_find_device(other, "cpu:0", &foreign));
+  EXPECT_INVALID(axrt_device_query_peer(device, foreign, out.get()), "another instance");
+  EXPECT_INVALID(axrt_device_query_peer(foreign, device, out.get()), "another instance");
+  axrt_device_release(foreign);
+  axrt_instance_release(other);
+  CHECK(out.untouched());
+  WalkQueryStruct<axrt_device_peer_info_t>(
+      "out_info",
+      [&](axrt_device_peer_info_t* o) { return axrt_device_query_peer(device, device, o); });
+}
+
+BAD_ARGUMENTS(axrt_device_link_name) {
+  // Any value has a name: values no axrt_device_link_t defines are "unknown".
+  CHECK(std::string(axrt_device_link_name(AXRT_DEVICE_LINK_NONE)) == "none");
+  CHECK(std::string(axrt_device_link_name(AXRT_DEVICE_LINK_SELF)) == "self");
+  CHECK(std::string(axrt_device_link_name(AXRT_DEVICE_LINK_HOST_MEMORY)) == "host-memory");
+  CHECK(std::string(axrt_device_link_name(AXRT_DEVICE_LINK_PCIE)) == "pcie");
+  CHECK(std::string(axrt_device_link_name(AXRT_DEVICE_LINK_NVLINK)) == "nvlink");
+  for (axrt_device_link_t bad : {axrt_device_link_t{5}, axrt_device_link_t{0x7fffffff},
+                                 axrt_device_link_t{UINT32_MAX}}) {
+    const char* name = axrt_device_link_name(bad);
+    REQUIRE(name != nullptr);
+    CHECK(std::string(name) == "unknown");
+  }
+}
+
 BAD_ARGUMENTS(axrt_device_synchronize) {
   EXPECT_INVALID(axrt_device_synchronize(nullptr), "device");
   EXPECT_INVALID(axrt_device_synchronize(As<axrt_device_t>(buffer)), "buffer");
@@ -813,6 +853,18 @@ BAD_ARGUMENTS(axrt_stream_release) {
                     As<axrt_stream_t>(buffer));
 }
 
+BAD_ARGUMENTS(axrt_stream_get_device) {
+  axrt_device_t out = Sentinel<axrt_device_t>();
+  EXPECT_INVALID(axrt_stream_get_device(nullptr, &out), "stream");
+  EXPECT_INVALID(axrt_stream_get_device(stream, nullptr), "out_device");
+  EXPECT_INVALID(axrt_stream_get_device(As<axrt_stream_t>(recorded), &out), "event");
+  EXPECT_RELEASED(axrt_stream_get_device(StaleStream(), &out), "stream");
+  CHECK(out == Sentinel<axrt_device_t>());
+  EXPECT_OK(axrt_stream_get_device(stream, &out));
+  CHECK(out == device);
+  axrt_device_release(out);
+}
+
 BAD_ARGUMENTS(axrt_stream_copy_buffer) {
   axrt_buffer_t other = nullptr;
   EXPECT_OK(axrt_buffer_allocate(device, kBufferSize, nullptr, &other));
@@ -863,6 +915,18 @@ BAD_ARGUMENTS(axrt_stream_copy_buffer) {
   // `view` is [256, 512) of `buffer`.
   EXPECT_INVALID(axrt_stream_copy_buffer(stream, buffer, 260, view, 0, 16),
                  "overlap");
+  // Buffers of any device of the stream's instance, but not of another.
+  axrt_instance_t other_instance = nullptr;
+  axrt_device_t foreign_device = nullptr;
+  axrt_buffer_t foreign = nullptr;
+  EXPECT_OK(axrt_instance_create(nullptr, &other_instance));
+  EXPECT_OK(axrt_instance_find_device(other_instance, "cpu:0", &foreign_device));
+  EXPECT_OK(axrt_buffer_allocate(foreign_device, kBufferSize, nullptr, &foreign));
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, foreign, 0, other, 0, 16), "another instance");
+  EXPECT_INVALID(axrt_stream_copy_buffer(stream, buffer, 0, foreign, 0, 16), "another instance");
+  axrt_buffer_release(foreign);
+  axrt_device_release(foreign_device);
+  axrt_instance_release(other_instance);
   EXPECT_OK(axrt_stream_deallocate_buffer(stream, other));
   EXPECT_ERROR(axrt_stream_copy_buffer(stream, buffer, 0, other, 0, 16),
                AXRT_STATUS_CODE_FAILED_PRECONDITION, "dst");
@@ -986,6 +1050,25 @@ BAD_ARGUMENTS(axrt_stream_copy_2d) {
   c.src.offset = UINT64_MAX - 8;
   EXPECT_ERROR(axrt_stream_copy_2d(stream, &c), AXRT_STATUS_CODE_OUT_OF_RANGE,
                "src");
+  // Buffer to buffer, a buffer of another instance is refused.
+  {
+    axrt_instance_t other_instance = nullptr;
+    axrt_device_t foreign_device = nullptr;
+    axrt_buffer_t foreign = nullptr;
+    EXPECT_OK(axrt_instance_create(nullptr, &other_instance));
+    EXPECT_OK(axrt_instance_find_device(other_instance, "cpu:0", &foreign_device));
+    EXPECT_OK(axrt_buffer_allocate(foreign_device, kBufferSize, nullptr, &foreign));
+    c = good;
+    c.dst = {foreign, nullptr, 0, 128};
+    EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "another instance");
+    c.src.buffer = foreign;
+    c.dst = {buffer, nullptr, 512, 128};
+    c.height = 2;
+    EXPECT_INVALID(axrt_stream_copy_2d(stream, &c), "another instance");
+    axrt_buffer_release(foreign);
+    axrt_device_release(foreign_device);
+    axrt_instance_release(other_instance);
+  }
 
   // The struct conventions; a copy_2d takes no extensions at all.
   c = good;

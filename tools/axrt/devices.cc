@@ -1,8 +1,10 @@
-// `axrt devices [--json]`: every driver built into the library (a default
-// instance enables them all), with why a driver has no devices, and every
-// device's properties. Uses only the public C API, as an application would.
+// `axrt devices [--json] [--topology]`: every driver built into the library
+// (a default instance enables them all), with why a driver has no devices,
+// every device's properties and, with --topology, how the devices reach each
+// other's memory. Uses only the public C API, as an application would.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -83,10 +85,45 @@ void append(std::string* out, fmt::format_string<Args...> format, Args&&... args
   fmt::format_to(std::back_inserter(*out), format, std::forward<Args>(args)...);
 }
 
+std::string numa_text(int32_t node) { return node < 0 ? "unknown" : std::to_string(node); }
+
+// The matrix of `axrt devices --topology`: a row per device, its cells the
+// links to each device's memory, then its NUMA node.
+void append_topology(std::string* out, std::span<const axrt_device_properties_t> devices,
+                     std::span<const axrt_device_peer_info_t> topology) {
+  const size_t n = devices.size();
+  size_t width = 4;  // "numa"
+  for (const axrt_device_properties_t& p : devices) width = std::max(width, std::strlen(p.id));
+  for (const axrt_device_peer_info_t& info : topology) {
+    width = std::max(width, link_text(info).size());
+  }
+  width += 2;
+  append(out, "topology (each row's device reaching the memory of each column's):\n");
+  append(out, "  {:<{}}", "", width);
+  for (const axrt_device_properties_t& p : devices) append(out, "{:<{}}", p.id, width);
+  append(out, "numa node\n");
+  for (size_t i = 0; i < n; ++i) {
+    append(out, "  {:<{}}", devices[i].id, width);
+    for (size_t j = 0; j < n; ++j) append(out, "{:<{}}", link_text(topology[i * n + j]), width);
+    append(out, "{}\n", numa_text(devices[i].numa_node));
+  }
+}
+
 }  // namespace
 
+std::string link_text(const axrt_device_peer_info_t& info) {
+  std::string text = axrt_device_link_name(info.link);
+  if (info.link == AXRT_DEVICE_LINK_NVLINK && info.link_count > 0) {
+    text += fmt::format(" x{}", info.link_count);
+  }
+  return text;
+}
+
 std::string devices_report(std::span<const axrt_driver_info_t> drivers,
-                           std::span<const axrt_device_properties_t> devices, bool json) {
+                           std::span<const axrt_device_properties_t> devices, bool json,
+                           std::span<const axrt_device_peer_info_t> topology) {
+  const bool with_topology =
+      !topology.empty() && topology.size() == devices.size() * devices.size();
   std::string out;
   if (json) {
     JsonWriter w(&out);
@@ -124,9 +161,37 @@ std::string devices_report(std::span<const axrt_driver_info_t> drivers,
       w.member("host_visible_memory", (p.flags & AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY) != 0);
       w.member("event_timing", (p.flags & AXRT_DEVICE_FLAG_EVENT_TIMING) != 0);
       w.member("stream_ordered_allocation", (p.flags & AXRT_DEVICE_FLAG_STREAM_ORDERED_ALLOCATION) != 0);
+      w.member("numa_node", p.numa_node);  // -1: unknown
       w.end_object();
     }
     w.end_array();
+    if (with_topology) {
+      // A row per device: how it reaches each device's memory.
+      w.key("topology");
+      w.begin_array();
+      const size_t n = devices.size();
+      for (size_t i = 0; i < n; ++i) {
+        w.begin_object();
+        w.member("device", devices[i].id);
+        w.member("numa_node", devices[i].numa_node);
+        w.key("peers");
+        w.begin_array();
+        for (size_t j = 0; j < n; ++j) {
+          const axrt_device_peer_info_t& info = topology[i * n + j];
+          w.begin_object();
+          w.member("peer", devices[j].id);
+          w.member("link", axrt_device_link_name(info.link));
+          w.member("link_count", info.link_count);
+          w.member("direct_access", info.direct_access);
+          w.member("native_atomics", info.native_atomics);
+          w.member("performance_rank", info.performance_rank);
+          w.end_object();
+        }
+        w.end_array();
+        w.end_object();
+      }
+      w.end_array();
+    }
     w.end_object();
   } else {
     append(&out, "axrt {}\n", axrt_version_string());
@@ -157,15 +222,19 @@ std::string devices_report(std::span<const axrt_driver_info_t> drivers,
       }
       append(&out, "           {}\n", flag_names(p.flags));
     }
+    if (with_topology) append_topology(&out, devices, topology);
   }
   return out;
 }
 
 int run_devices(std::span<const std::string_view> args) {
   bool json = false;
+  bool topology = false;
   for (std::string_view arg : args) {
     if (arg == "--json") {
       json = true;
+    } else if (arg == "--topology") {
+      topology = true;
     } else {
       return usage_error(fmt::format("devices: unexpected argument '{}'", arg));
     }
@@ -189,6 +258,7 @@ int run_devices(std::span<const std::string_view> args) {
   }
 
   std::vector<axrt_device_properties_t> devices;
+  std::vector<DevicePtr> handles;
   size_t device_count = 0;
   if (failed(axrt_instance_device_count(instance.get(), &device_count), "axrt_instance_device_count")) {
     return kExitFailure;
@@ -204,9 +274,24 @@ int run_devices(std::span<const std::string_view> args) {
       return kExitFailure;
     }
     devices.push_back(p);
+    handles.push_back(std::move(device));
   }
 
-  const std::string out = devices_report(drivers, devices, json);
+  std::vector<axrt_device_peer_info_t> links;
+  if (topology) {
+    for (const DevicePtr& device : handles) {
+      for (const DevicePtr& peer : handles) {
+        axrt_device_peer_info_t info = AXRT_DEVICE_PEER_INFO_INIT;
+        if (failed(axrt_device_query_peer(device.get(), peer.get(), &info),
+                   "axrt_device_query_peer")) {
+          return kExitFailure;
+        }
+        links.push_back(info);
+      }
+    }
+  }
+
+  const std::string out = devices_report(drivers, devices, json, links);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }

@@ -51,6 +51,19 @@ py::dict pool_statistics(const Device& device) {
   return d;
 }
 
+// How `device` reaches the memory of `peer` (axrt_device_query_peer).
+py::dict peer_info(const Device& device, const Device& peer) {
+  axrt_device_peer_info_t info = AXRT_DEVICE_PEER_INFO_INIT;
+  check(axrt_device_query_peer(device.handle(), peer.handle(), &info));
+  py::dict d;
+  d["link"] = axrt_device_link_name(info.link);
+  d["link_count"] = info.link_count;
+  d["direct_access"] = info.direct_access;
+  d["native_atomics"] = info.native_atomics;
+  d["performance_rank"] = info.performance_rank;
+  return d;
+}
+
 const char* type_name(axrt_device_type_t type) {
   switch (type) {
     case AXRT_DEVICE_TYPE_CPU: return "cpu";
@@ -152,6 +165,9 @@ device: get them from axrt.devices() or axrt.device(name).)doc")
                                   d.properties().compute_capability_minor);
           },
           "(major, minor) for CUDA devices, None elsewhere.")
+      .def_property_readonly("numa_node", [](const Device& d) { return d.properties().numa_node; },
+                             "The NUMA node the device is attached to, or -1 when the system "
+                             "does not say.")
       .def_property_readonly("default_stream", &Device::default_stream,
                              "The stream calls use when given no stream=.")
       .def("reset_default_stream", &Device::reset_default_stream,
@@ -168,6 +184,11 @@ device: get them from axrt.devices() or axrt.device(name).)doc")
             check(status);
           },
           "Waits until the work of every stream of the device has completed.")
+      .def("peer", &peer_info, py::arg("other"),
+           R"doc(How this device reaches the memory of `other` (an axrt.Device, or this
+device itself): a dict with link ('self', 'host-memory', 'pcie', 'nvlink' or
+'none'), link_count (NVLinks), direct_access, native_atomics and
+performance_rank.)doc")
       .def("pool_statistics", &pool_statistics,
            "The device pool's counters: bytes_in_use, bytes_reserved, peak_bytes_in_use, "
            "allocation_count, reuse_count, deallocation_count, trim_count.")

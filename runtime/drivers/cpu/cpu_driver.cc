@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "base/numa.h"
 #include "runtime/driver.h"
 
 namespace axrt::cpu {
@@ -86,6 +87,17 @@ axrt_status_t device_synchronize(Device* device) {
   return synchronize_device(static_cast<CpuDevice*>(device));
 }
 
+// Every CPU device's memory is host memory: each reads and writes the
+// others' directly, with the host's atomics.
+axrt_status_t device_query_peer(Device*, Device*, axrt_device_peer_info_t* out) {
+  out->link = AXRT_DEVICE_LINK_HOST_MEMORY;
+  out->link_count = 0;
+  out->direct_access = true;
+  out->native_atomics = true;
+  out->performance_rank = 0;
+  return nullptr;
+}
+
 void device_destroy(Device* device) { delete static_cast<CpuDevice*>(device); }
 
 const DeviceVtable kCpuDeviceVtable = {
@@ -97,6 +109,7 @@ const DeviceVtable kCpuDeviceVtable = {
     .create_stream = create_stream,
     .create_event = create_event,
     .synchronize = device_synchronize,
+    .query_peer = device_query_peer,
 };
 
 constexpr uint32_t kMaxThreads = 1024;
@@ -158,6 +171,9 @@ CpuDevice::CpuDevice(uint32_t ordinal, uint32_t count, uint32_t threads)
   p.max_workgroup_invocations = 1024;
   p.max_workgroup_count[0] = p.max_workgroup_count[1] = p.max_workgroup_count[2] = 0x7fffffffu;
   p.max_shared_memory_per_workgroup = 64 * 1024;
+  // Memory comes from the allocating thread's node, with no binding: a
+  // node is known only when the host has one.
+  p.numa_node = single_host_numa_node();
 
   const CachingPool::Backend backend{host_allocate, host_free, nullptr};
   device_pool = std::make_unique<CachingPool>(backend, memory / 4);

@@ -498,7 +498,7 @@ class CpuQueue {
   }
 
   static std::byte* endpoint_address(const CopyEndpoint& endpoint) {
-    return endpoint.buffer ? endpoint.buffer->host_address(endpoint.offset) : endpoint.host;
+    return endpoint.host ? endpoint.host : endpoint.buffer->host_address(endpoint.offset);
   }
 
   void run_copy(const CopyCommand& copy) {
@@ -708,6 +708,9 @@ const StreamVtable kCpuStreamVtable = {
     .submit_batch = stream_submit_batch,
     .synchronize = stream_synchronize,
     .query = stream_query,
+    // Every CPU device's memory is host memory: a copy between two of them
+    // is the same memcpy.
+    .copy_peer = stream_copy,
 };
 
 CpuStream::CpuStream() : Stream(&kCpuStreamVtable) {

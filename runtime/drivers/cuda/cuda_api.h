@@ -52,6 +52,7 @@ enum : CUresult {
   CUDA_ERROR_NVLINK_UNCORRECTABLE = 220,
   CUDA_ERROR_JIT_COMPILER_NOT_FOUND = 221,
   CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+  CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
   CUDA_ERROR_CONTAINED = 226,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
@@ -59,7 +60,10 @@ enum : CUresult {
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
   CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   CUDA_ERROR_LAUNCH_TIMEOUT = 702,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+  CUDA_ERROR_PEER_ACCESS_NOT_ENABLED = 705,
   CUDA_ERROR_ASSERT = 710,
+  CUDA_ERROR_TOO_MANY_PEERS = 711,
   CUDA_ERROR_HARDWARE_STACK_ERROR = 714,
   CUDA_ERROR_ILLEGAL_INSTRUCTION = 715,
   CUDA_ERROR_MISALIGNED_ADDRESS = 716,
@@ -103,6 +107,17 @@ enum : CUdevice_attribute {
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
   CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH = 120,
+  // The host NUMA node closest to the device, -1 when the system has no
+  // NUMA (CUDA 12.2 and later; older drivers refuse the attribute).
+  CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID = 134,
+};
+
+// cuDeviceGetP2PAttribute
+typedef int CUdevice_P2PAttribute;
+enum : CUdevice_P2PAttribute {
+  CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK = 1,
+  CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED = 2,
+  CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 3,
 };
 
 typedef int CUpointer_attribute;
@@ -158,6 +173,12 @@ typedef struct CUmemPoolProps_st {
   size_t maxSize;  // 0: the system's default
   unsigned char reserved[56];
 } CUmemPoolProps;
+// cuMemPoolSetAccess
+typedef struct CUmemAccessDesc_st {
+  CUmemLocation location;
+  int flags;  // CU_MEM_ACCESS_FLAGS_PROT_*
+} CUmemAccessDesc;
+enum : int { CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 };
 typedef int CUmemPool_attribute;
 enum : CUmemPool_attribute {
   // int, 0 or 1; each 1 by default.
@@ -322,6 +343,19 @@ typedef struct CUlaunchConfig_st {
     12000, false)                                                                                 \
   X(cuKernelGetFunction, CUresult, (CUfunction * function, CUkernel kernel), 12000, false)        \
   X(cuFuncGetParamInfo, CUresult,                                                                 \
-    (CUfunction function, size_t index, size_t* offset, size_t* size), 12040, false)
+    (CUfunction function, size_t index, size_t* offset, size_t* size), 12040, false)             \
+  X(cuDeviceGetPCIBusId, CUresult, (char* bus_id, int length, CUdevice device), 4010, false)      \
+  X(cuDeviceCanAccessPeer, CUresult, (int* can_access, CUdevice device, CUdevice peer), 4000,     \
+    false)                                                                                        \
+  X(cuDeviceGetP2PAttribute, CUresult,                                                            \
+    (int* value, CUdevice_P2PAttribute attribute, CUdevice source, CUdevice destination), 8000,  \
+    false)                                                                                        \
+  X(cuCtxEnablePeerAccess, CUresult, (CUcontext peer, unsigned int flags), 4000, false)           \
+  X(cuMemcpyPeerAsync, CUresult,                                                                  \
+    (CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src, CUcontext src_context, size_t size, \
+     CUstream stream),                                                                            \
+    4000, false)                                                                                  \
+  X(cuMemPoolSetAccess, CUresult,                                                                 \
+    (CUmemoryPool pool, const CUmemAccessDesc* descriptors, size_t count), 11020, false)
 
 #endif  // AXRT_RUNTIME_DRIVERS_CUDA_CUDA_API_H_

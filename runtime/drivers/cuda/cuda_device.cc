@@ -6,9 +6,11 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "base/numa.h"
 #include "runtime/driver.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/drivers/cuda/cuda_nvtx.h"
+#include "runtime/drivers/cuda/nvml.h"
 
 namespace axrt::cuda {
 namespace {
@@ -291,6 +293,7 @@ const DeviceVtable kCudaDeviceVtable = {
     .create_event = create_event,
     .synchronize = device_synchronize,
     .load_code = load_code,
+    .query_peer = query_peer,
 };
 
 axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {
@@ -599,6 +602,47 @@ class CudaCode final : public DeviceCode {
 
 }  // namespace
 
+// --- Topology -------------------------------------------------------------
+
+axrt_status_t query_peer(Device* device, Device* peer, axrt_device_peer_info_t* out) {
+  CudaDevice* self = cuda(device);
+  CudaDevice* other = cuda(peer);
+  const CudaApi& cu = self->cu;
+  // A driver without these entry points reports no direct path.
+  int access = 0, atomics = 0, rank = 0;
+  if (cu.cuDeviceCanAccessPeer) {
+    AXRT_RETURN_IF_ERROR(
+        self->check(cu.cuDeviceCanAccessPeer(&access, self->cu_device, other->cu_device),
+                    "cuDeviceCanAccessPeer"));
+  } else if (cu.cuDeviceGetP2PAttribute) {
+    AXRT_RETURN_IF_ERROR(self->check(
+        cu.cuDeviceGetP2PAttribute(&access, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED,
+                                   self->cu_device, other->cu_device),
+        "cuDeviceGetP2PAttribute"));
+  }
+  if (access && cu.cuDeviceGetP2PAttribute) {
+    AXRT_RETURN_IF_ERROR(self->check(
+        cu.cuDeviceGetP2PAttribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                                   self->cu_device, other->cu_device),
+        "cuDeviceGetP2PAttribute"));
+    AXRT_RETURN_IF_ERROR(self->check(
+        cu.cuDeviceGetP2PAttribute(&rank, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
+                                   self->cu_device, other->cu_device),
+        "cuDeviceGetP2PAttribute"));
+  }
+  const uint32_t nvlinks = self->pci_bus_id.empty() || other->pci_bus_id.empty()
+                               ? 0
+                               : nvlink_count(self->pci_bus_id, other->pci_bus_id);
+  out->direct_access = access != 0;
+  out->native_atomics = access != 0 && atomics != 0;
+  out->performance_rank = access != 0 ? rank : 0;
+  out->link_count = nvlinks;
+  out->link = nvlinks > 0   ? AXRT_DEVICE_LINK_NVLINK
+              : access != 0 ? AXRT_DEVICE_LINK_PCIE
+                            : AXRT_DEVICE_LINK_NONE;
+  return nullptr;
+}
+
 // --- CudaDevice -----------------------------------------------------------
 
 bool in_cuda_callback() noexcept { return t_callback_depth > 0; }
@@ -679,6 +723,13 @@ axrt_status_t CudaDevice::initialize() {
   }
   p.max_workgroup_invocations = static_cast<uint32_t>(threads);
   p.max_shared_memory_per_workgroup = static_cast<uint32_t>(std::max(shared, shared_optin));
+  if (cu.cuDeviceGetPCIBusId) {
+    char bus_id[32] = {};
+    if (cu.cuDeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, cu_device) == CUDA_SUCCESS) {
+      pci_bus_id = bus_id;
+    }
+  }
+  p.numa_node = read_numa_node();
 
   AXRT_RETURN_IF_ERROR(
       check(cu.cuDevicePrimaryCtxRetain(&context, cu_device), "cuDevicePrimaryCtxRetain"));
@@ -711,6 +762,53 @@ axrt_status_t CudaDevice::initialize() {
     fallback_pool = std::make_unique<CachingPool>(device_backend, total / 4);
   }
   return nullptr;
+}
+
+int32_t CudaDevice::read_numa_node() const {
+  // The kernel's node of the device's PCI bus first; then the driver's
+  // (older drivers refuse the attribute, and that is no error); then the
+  // only node of a single-node host.
+  if (const int32_t node = pci_bus_id.empty() ? -1 : pci_numa_node(pci_bus_id); node >= 0) {
+    return node;
+  }
+  int host_node = -1;
+  if (cu.cuDeviceGetAttribute(&host_node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, cu_device) ==
+          CUDA_SUCCESS &&
+      host_node >= 0) {
+    return host_node;
+  }
+  return single_host_numa_node();
+}
+
+void CudaDevice::prepare_peer_access(CudaDevice* peer) {
+  const uint32_t index = peer->properties.ordinal;
+  {
+    std::lock_guard<std::mutex> lock(peer_mutex_);
+    if (peer_prepared_.size() <= index) peer_prepared_.resize(index + 1, false);
+    // Once per pair; a copy racing with the first one may go before access
+    // is enabled, which CUDA then stages, as it does when there is none.
+    if (peer_prepared_[index]) return;
+    peer_prepared_[index] = true;
+  }
+  int access = 0;
+  if (!cu.cuDeviceCanAccessPeer ||
+      cu.cuDeviceCanAccessPeer(&access, cu_device, peer->cu_device) != CUDA_SUCCESS || !access) {
+    return;  // no direct path: cuMemcpyPeerAsync stages through host memory
+  }
+  ContextScope scope(this);
+  // The results are left alone: access that was enabled already (another
+  // user of the primary context) is as good, and access CUDA refuses (too
+  // many peers) leaves the copies to CUDA's staging, which is correct too.
+  if (cu.cuCtxEnablePeerAccess) cu.cuCtxEnablePeerAccess(peer->context, 0);
+  // Memory of a pool is reached only by the devices the pool grants access
+  // to, whatever cuCtxEnablePeerAccess did.
+  if (peer->pool && cu.cuMemPoolSetAccess) {
+    CUmemAccessDesc access_desc{};
+    access_desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access_desc.location.id = static_cast<int>(cu_device);
+    access_desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    cu.cuMemPoolSetAccess(peer->pool, &access_desc, 1);
+  }
 }
 
 CudaDevice::~CudaDevice() {

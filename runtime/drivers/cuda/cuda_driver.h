@@ -191,6 +191,18 @@ struct CudaDevice : Device {
   std::mutex aligned_mutex;
   std::unordered_map<uintptr_t, uintptr_t> aligned_blocks;
 
+  // The device's PCI address (cuDeviceGetPCIBusId), empty when the driver
+  // does not say: how NVML and sysfs know it.
+  std::string pci_bus_id;
+
+  // Before the first peer copy of one of its streams with `peer`'s memory:
+  // lets this device reach that memory directly where CUDA can
+  // (cuCtxEnablePeerAccess, and access to the peer's memory pool), once per
+  // pair. Copies work either way (cuda_stream.cc). Any thread but a
+  // callback thread.
+  void prepare_peer_access(CudaDevice* peer);
+  // The NUMA node of the device's PCI bus (initialize()); -1 when unknown.
+  int32_t read_numa_node() const;
 
  private:
   std::atomic<bool> lost_{false};
@@ -204,6 +216,10 @@ struct CudaDevice : Device {
 
   std::mutex fences_mutex_;
   std::vector<CUevent> fences_;
+
+  // By the peer's axrt ordinal: whether prepare_peer_access() ran for it.
+  std::mutex peer_mutex_;
+  std::vector<bool> peer_prepared_;
 
   std::mutex timing_mutex_;
   std::vector<CUevent> timing_events_;
@@ -456,6 +472,8 @@ struct CudaEvent : Event {
 bool is_cuda_event(const Event* event) noexcept;
 
 axrt_status_t create_stream(Device* device, Stream** out_stream);
+// How `device` reaches `peer`'s memory (DeviceVtable::query_peer).
+axrt_status_t query_peer(Device* device, Device* peer, axrt_device_peer_info_t* out);
 // Finishes a released stream: false, doing nothing, while its work still
 // runs and `wait` is false.
 bool finish_stream(CudaStream* stream, bool wait);

@@ -487,14 +487,20 @@ struct Endpoint {
   std::byte* host = nullptr;
   uint64_t pitch = 0;
   bool addressable = false;  // device memory, or host memory CUDA can reach
+  // The CUDA device whose device-local memory this is; null for host memory.
+  CudaDevice* owner = nullptr;
 };
 
 Endpoint resolve(CudaDevice* d, const CopyEndpoint& e, uint64_t width) {
   Endpoint out;
   out.pitch = e.pitch ? e.pitch : width;
-  if (e.buffer) {
+  if (e.buffer && !e.host) {
     out.address = e.buffer->device_address(e.offset);
     out.addressable = true;
+    if (e.buffer->allocation()->memory_type != AXRT_MEMORY_TYPE_HOST_PINNED &&
+        e.buffer->device->vtable == d->vtable) {
+      out.owner = static_cast<CudaDevice*>(e.buffer->device.get());
+    }
     return out;
   }
   out.host = e.host;
@@ -512,7 +518,17 @@ Endpoint resolve(CudaDevice* d, const CopyEndpoint& e, uint64_t width) {
 axrt_status_t copy_direct(CudaStream* s, const Endpoint& src, const Endpoint& dst, uint64_t width,
                           uint64_t height) {
   CudaDevice* d = s->cuda_device();
-  if (height == 1 || (src.pitch == width && dst.pitch == width)) {
+  const bool contiguous = height == 1 || (src.pitch == width && dst.pitch == width);
+  // Between the memory of two devices: CUDA copies peer to peer where
+  // access was enabled (CudaDevice::prepare_peer_access), else through host
+  // memory itself. Unified addressing makes the plain copies below legal
+  // too, for the strided case and for drivers without cuMemcpyPeerAsync.
+  if (contiguous && src.owner && dst.owner && src.owner != dst.owner && d->cu.cuMemcpyPeerAsync) {
+    return d->check(d->cu.cuMemcpyPeerAsync(dst.address, dst.owner->context, src.address,
+                                            src.owner->context, width * height, s->stream),
+                    "cuMemcpyPeerAsync");
+  }
+  if (contiguous) {
     return d->check(d->cu.cuMemcpyAsync(dst.address, src.address, width * height, s->stream),
                     "cuMemcpyAsync");
   }
@@ -877,6 +893,15 @@ axrt_status_t begin_work(CudaStream* s) {
   return nullptr;
 }
 
+// Under order_mutex, when ready() lets new work go to CUDA: a host function
+// enqueued earlier may have failed the stream after begin_work() looked (it
+// ran while this work was being enqueued); the work then stops as it would
+// have there.
+axrt_status_t failed_meanwhile(CudaStream* s, uint64_t sequence) {
+  if (FailurePtr failure = s->failure_before(sequence)) return status_from_failure(failure);
+  return nullptr;
+}
+
 void stream_destroy(Stream* stream) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
@@ -892,9 +917,30 @@ void stream_destroy(Stream* stream) {
 // when its held turn comes (an error then fails the stream, as no caller is
 // left to tell). Held work is stamped for traces when it is enqueued.
 
+// Under order_mutex, before a copy with another CUDA device's memory: the
+// stream waits, on the device, for that device's pool allocations, as its
+// own streams do (wait_for_allocations). Its latest fence is at least as
+// late as the allocation of any buffer that exists now.
+axrt_status_t wait_for_peer_allocations(CudaStream* s, const CopyCommand& copy) {
+  CudaDevice* d = s->cuda_device();
+  for (const CopyEndpoint* side : {&copy.src, &copy.dst}) {
+    if (!side->buffer || side->host || side->buffer->device.get() == d ||
+        side->buffer->device->vtable != d->vtable ||
+        side->buffer->allocation()->memory_type == AXRT_MEMORY_TYPE_HOST_PINNED) {
+      continue;
+    }
+    auto* peer = static_cast<CudaDevice*>(side->buffer->device.get());
+    if (!peer->allocation_fence) continue;  // no pool: cuMemAlloc is synchronous
+    AXRT_RETURN_IF_ERROR(d->check(d->cu.cuStreamWaitEvent(s->stream, peer->allocation_fence, 0),
+                                  "cuStreamWaitEvent"));
+  }
+  return nullptr;
+}
+
 axrt_status_t issue_copy(CudaStream* s, const CopyCommand& copy, std::vector<Ref<Object>> keep,
                          const trace::OpStamp& stamp) {
   AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
+  AXRT_RETURN_IF_ERROR(wait_for_peer_allocations(s, copy));
   TraceScope traced;
   if (trace::recording(stamp)) traced.start(s, copy_record(copy), stamp);
   AXRT_RETURN_IF_ERROR(run_copy(s, copy));
@@ -914,11 +960,29 @@ axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
   HeldDone done;
   std::lock_guard<std::mutex> order(s->order_mutex);
   const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) return issue_copy(s, copy, std::move(keep), stamp);
+  if (ready(s, &done)) {
+    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
+    return issue_copy(s, copy, std::move(keep), stamp);
+  }
   return hold(s, make_held(sequence, [s, copy, keep = std::move(keep), stamp](
                                          Disposition how) mutable -> axrt_status_t {
     return how == Disposition::kIssue ? issue_copy(s, copy, std::move(keep), stamp) : nullptr;
   }));
+}
+
+// A copy with memory of another CUDA device (StreamVtable::copy_peer): this
+// device is first given direct access to the peer where CUDA can, then the
+// copy goes as any other (copy_direct picks cuMemcpyPeerAsync).
+axrt_status_t stream_copy_peer(Stream* stream, const CopyCommand& copy) {
+  CudaStream* s = cuda(stream);
+  AXRT_RETURN_IF_ERROR(begin_work(s));
+  for (const CopyEndpoint* side : {&copy.src, &copy.dst}) {
+    if (side->buffer && !side->host && side->buffer->device.get() != stream->device.get() &&
+        side->buffer->device->vtable == stream->device->vtable) {
+      s->cuda_device()->prepare_peer_access(static_cast<CudaDevice*>(side->buffer->device.get()));
+    }
+  }
+  return stream_copy(stream, copy);
 }
 
 axrt_status_t issue_fill(CudaStream* s, Ref<Buffer> buffer, uint64_t offset, uint64_t length,
@@ -947,6 +1011,7 @@ axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint6
   std::lock_guard<std::mutex> order(s->order_mutex);
   const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
   if (ready(s, &done)) {
+    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
     return issue_fill(s, std::move(target), offset, length, pattern, pattern_size, stamp);
   }
   return hold(s, make_held(sequence, [=, target = std::move(target)](
@@ -1398,7 +1463,10 @@ axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
   HeldDone done;
   std::lock_guard<std::mutex> order(s->order_mutex);
   const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) return fail_with(s, issue_batch(s, std::move(batch), stamp));
+  if (ready(s, &done)) {
+    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
+    return fail_with(s, issue_batch(s, std::move(batch), stamp));
+  }
   return hold(s, make_held(sequence, [s, batch = std::move(batch),
                                       stamp](Disposition how) mutable -> axrt_status_t {
     if (how == Disposition::kIssue) return issue_batch(s, std::move(batch), stamp);
@@ -1759,6 +1827,7 @@ const StreamVtable kCudaStreamVtable = {
     .synchronize = stream_synchronize,
     .query = stream_query,
     .get_native_handle = stream_get_native_handle,
+    .copy_peer = stream_copy_peer,
 };
 
 CudaEvent::CudaEvent(CudaDevice* d) : Event(&kCudaEventVtable) { device = Ref<Device>(d); }

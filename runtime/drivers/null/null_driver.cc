@@ -108,6 +108,9 @@ const DeviceVtable kNullDeviceVtable = {
     .synchronize = device_synchronize,
     // No device code: GPU code objects are never chosen for this device.
     .load_code = nullptr,
+    // One device, so no peer of its own driver. A driver with several says
+    // here how they reach each other (the CPU and CUDA drivers do).
+    .query_peer = nullptr,
 };
 
 // What a new driver fills from its hardware's queries.
@@ -130,6 +133,8 @@ NullDevice::NullDevice() : Device(&kNullDeviceVtable) {
   p.max_workgroup_invocations = 1024;
   p.max_workgroup_count[0] = p.max_workgroup_count[1] = p.max_workgroup_count[2] = 0x7fffffffu;
   p.max_shared_memory_per_workgroup = 64 * 1024;
+  // p.numa_node stays -1 (unknown), as the core sets it; a driver that
+  // knows the node of its device says it here.
   pool = std::make_unique<CachingPool>(CachingPool::Backend{host_allocate, host_free, nullptr},
                                        kMemory / 4);
   destroy = [](Object* object) { device_destroy(static_cast<Device*>(object)); };
@@ -237,7 +242,7 @@ struct NullStream : Stream {
 NullStream* null_stream(Stream* stream) { return static_cast<NullStream*>(stream); }
 
 std::byte* endpoint_address(const CopyEndpoint& endpoint) {
-  return endpoint.buffer ? endpoint.buffer->host_address(endpoint.offset) : endpoint.host;
+  return endpoint.host ? endpoint.host : endpoint.buffer->host_address(endpoint.offset);
 }
 
 void run_copy(const CopyCommand& copy) {
@@ -422,6 +427,11 @@ const StreamVtable kNullStreamVtable = {
     .query = stream_query,
     // No native queue behind a stream.
     .get_native_handle = nullptr,
+    // No copies between devices of this driver (it has one device): the
+    // core reaches other devices' host-visible memory through its host
+    // pointer and answers UNIMPLEMENTED for the rest. A driver with
+    // several devices copies between them here.
+    .copy_peer = nullptr,
 };
 
 NullStream::NullStream() : Stream(&kNullStreamVtable) {
