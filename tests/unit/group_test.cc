@@ -406,6 +406,12 @@ TEST_CASE("collectives check their arguments and queue nothing on an error", "[g
   REQUIRE_CALL_FAILS(axrt_group_create(in.devices.data(), 2, &options, &group),
                      AXRT_STATUS_CODE_INVALID_ARGUMENT, "unknown backend 'mpi'");
   REQUIRE(group == nullptr);
+  {
+    Instance other;
+    std::vector<axrt_device_t> mixed = {in.devices[0], other.devices[1]};
+    REQUIRE_CALL_FAILS(axrt_group_create(mixed.data(), mixed.size(), nullptr, &group),
+                       AXRT_STATUS_CODE_INVALID_ARGUMENT, "member 1 (cpu:1) cannot join member 0 (cpu:0)");
+  }
   axrt_device_t device = nullptr;
   REQUIRE_CALL_FAILS(axrt_group_get_device(g.group, 4, &device), AXRT_STATUS_CODE_OUT_OF_RANGE, "rank 4");
   REQUIRE_CALL_OK(axrt_group_get_device(g.group, 3, &device));
