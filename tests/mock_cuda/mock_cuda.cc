@@ -2244,3 +2244,13 @@ extern "C" int axrt_mock_cuda_sticky_error(int device) {
   return device >= 0 && device < static_cast<int>(s.devices.size()) ? s.devices[device]->sticky
                                                                      : CUDA_SUCCESS;
 }
+
+extern "C" int axrt_mock_cuda_poison_device(int device, int cuda_result) {
+  if (!is_sticky(cuda_result)) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  Device* d = device_at(s, device);
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  poison(s, d, cuda_result);
+  return CUDA_SUCCESS;
+}

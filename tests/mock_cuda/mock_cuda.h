@@ -194,6 +194,14 @@ AXRT_MOCK_CUDA_EXPORT void axrt_mock_cuda_live_objects(axrt_mock_cuda_objects_t*
  * exist). */
 AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_sticky_error(int device);
 
+/* Poisons the context of `device` with the sticky `cuda_result` (214, 700,
+ * 710, 714-719), as a faulting kernel would: from now on every call touching
+ * it returns that error and its queued work is dropped. May be called from
+ * any thread, host functions included (it is not a CUDA call). Returns 0, or
+ * CUDA_ERROR_INVALID_VALUE for a code that is not sticky or a device that
+ * does not exist. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_poison_device(int device, int cuda_result);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
