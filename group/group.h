@@ -104,7 +104,9 @@ class GroupState {
   axrt_status_t aborted_status(const char* context,
                                axrt_status_code_t code = AXRT_STATUS_CODE_ABORTED) const noexcept;
   void fill_info(axrt_group_info_t* out) const noexcept;
-  // Called once, by the first fail(), outside the lock.
+  // Called once, by the first fail(), outside the lock. Replacing the hook
+  // waits while it runs, so that a group clearing it before destroying its
+  // backend never races the hook.
   void set_abort_hook(std::function<void()> hook);
 
   // The lock and condition variable the backends' waits use, so that an
@@ -124,6 +126,7 @@ class GroupState {
   axrt_status_code_t failure_code_ = AXRT_STATUS_CODE_OK;
   std::string failure_;
   std::function<void()> abort_hook_;
+  bool hook_running_ = false;
 };
 
 class Backend {
