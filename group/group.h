@@ -136,6 +136,9 @@ class Backend {
   // Queues `collective` on its parts' streams. Checked already; called
   // under the group's enqueue lock. An error means nothing ran: work queued
   // on some members before the error must complete without doing anything.
+  // Where a library may have queued part of it (NCCL failing inside a group
+  // call), the backend fails the group with the error too, so that the
+  // abort ends that part.
   virtual axrt_status_t enqueue(const Collective& collective) = 0;
   // The group aborted (GroupState::fail): make queued and waiting work fail
   // at once. Any thread; may be called while enqueue() runs.
