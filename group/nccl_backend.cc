@@ -218,6 +218,7 @@ struct Core {
   std::deque<std::shared_ptr<InFlight>> in_flight;
   bool comms_live = true;
   bool abort_requested = false;
+  bool aborting = false;  // the watchdog is in ncclCommAbort, which may wait
   bool closing = false;
 };
 
@@ -376,10 +377,12 @@ void watch(std::shared_ptr<Core> core) {
       // What is in flight fails by itself now; its host functions keep it.
       for (auto& op : core->in_flight) spent.push_back(std::move(op));
       core->in_flight.clear();
+      core->aborting = true;
       lock.unlock();
       spent.clear();
       core->release_comms(/*abort=*/true);
       lock.lock();
+      core->aborting = false;
       continue;
     }
     if (core->closing && (!core->comms_live || core->in_flight.empty())) break;
@@ -451,9 +454,10 @@ class NcclBackend final : public Backend {
     {
       std::lock_guard<std::mutex> lock(core_->mutex);
       core_->closing = true;
-      idle = !core_->comms_live ||
-             std::all_of(core_->in_flight.begin(), core_->in_flight.end(),
-                         [](const auto& op) { return op->done(); });
+      idle = !core_->aborting &&
+             (!core_->comms_live ||
+              std::all_of(core_->in_flight.begin(), core_->in_flight.end(),
+                          [](const auto& op) { return op->done(); }));
     }
     core_->wake.notify_all();
     if (idle) {
