@@ -403,11 +403,15 @@ TEST_CASE("a member whose stream failed aborts the group; the rest rebuild and g
     bufs.push_back(std::make_unique<HostBuffer>(in.devices[r], n * 4, ones.data()));
     parts[r] = {in.streams[r], bufs[r]->buffer, 0, bufs[r]->buffer, 0};
   }
-  // Member 2 fails before the collective reaches it; three more are queued.
+  // Member 2 fails before the first of four collectives reaches it; it is
+  // held until all four are queued, which a group refuses once aborted.
+  std::atomic<bool> release{false};
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], block_until_set, &release));
   REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], fail_stream, nullptr));
   for (int i = 0; i < 4; ++i) {
     REQUIRE_CALL_OK(axrt_group_all_reduce(g->group, parts.data(), n, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
   }
+  release = true;
   REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[2]), AXRT_STATUS_CODE_INTERNAL, "injected failure");
   for (uint32_t r : {0u, 1u, 3u}) {
     REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[r]), AXRT_STATUS_CODE_ABORTED, "group 'tp'",
