@@ -319,7 +319,8 @@ bool find_timeout(Core& core, Clock::time_point now, int32_t* rank, std::string*
 }
 
 // Fails the group when member `rank`'s device was lost (its watch stream,
-// which is idle, fails only so); says whether it was.
+// which carries only event records, fails a query only then); says whether
+// it was.
 bool check_device(Core& core, uint32_t rank) {
   bool idle = false;
   StatusPtr status(axrt_stream_query(core.watch_streams[rank], &idle));
