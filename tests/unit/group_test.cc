@@ -261,7 +261,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     }
     // Reduce-scatter of fresh values: member r gets block r's sums.
     for (uint32_t r = 0; r < kDevices; ++r) {
-      std::memcpy(big[r]->pointer, values[r].data(), n * kDevices * 4);
+      if (n != 0) std::memcpy(big[r]->pointer, values[r].data(), n * kDevices * 4);
       scatter[r] = {in.streams[r], big[r]->buffer, 0, in_place ? big[r]->buffer : small[r]->buffer,
                     in_place ? r * n * 4 : 0};
     }
@@ -278,7 +278,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     }
     // Broadcast from member 2.
     for (uint32_t r = 0; r < kDevices; ++r) {
-      std::memcpy(small[r]->pointer, values[r].data(), n * 4);
+      if (n != 0) std::memcpy(small[r]->pointer, values[r].data(), n * 4);
       bcast[r] = {in.streams[r], r == 2 ? small[r]->buffer : nullptr, 0,
                   in_place || r != 2 ? small[r]->buffer : big[r]->buffer, 0};
     }
