@@ -112,9 +112,17 @@ bool GroupState::fail(int32_t rank, axrt_status_code_t code, std::string_view me
       failure_.clear();  // the code and rank still tell what happened
     }
     hook = std::move(abort_hook_);
+    hook_running_ = static_cast<bool>(hook);
   }
   changed_.notify_all();
-  if (hook) hook();
+  if (hook) {
+    hook();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hook_running_ = false;
+    }
+    changed_.notify_all();
+  }
   return true;
 }
 
@@ -137,7 +145,9 @@ void GroupState::fill_info(axrt_group_info_t* out) const noexcept {
 }
 
 void GroupState::set_abort_hook(std::function<void()> hook) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  // A hook running now may use what the caller is about to destroy.
+  changed_.wait(lock, [&] { return !hook_running_; });
   abort_hook_ = std::move(hook);
 }
 

@@ -105,7 +105,9 @@ class GroupState {
   axrt_status_t aborted_status(const char* context,
                                axrt_status_code_t code = AXRT_STATUS_CODE_ABORTED) const noexcept;
   void fill_info(axrt_group_info_t* out) const noexcept;
-  // Called once, by the first fail(), outside the lock.
+  // Called once, by the first fail(), outside the lock. Replacing the hook
+  // waits while it runs, so that a group clearing it before destroying its
+  // backend never races the hook.
   void set_abort_hook(std::function<void()> hook);
 
   // The lock and condition variable the backends' waits use, so that an
@@ -125,6 +127,7 @@ class GroupState {
   axrt_status_code_t failure_code_ = AXRT_STATUS_CODE_OK;
   std::string failure_;
   std::function<void()> abort_hook_;
+  bool hook_running_ = false;
 };
 
 class Backend {
@@ -134,6 +137,9 @@ class Backend {
   // Queues `collective` on its parts' streams. Checked already; called
   // under the group's enqueue lock. An error means nothing ran: work queued
   // on some members before the error must complete without doing anything.
+  // Where a library may have queued part of it (NCCL failing inside a group
+  // call), the backend fails the group with the error too, so that the
+  // abort ends that part.
   virtual axrt_status_t enqueue(const Collective& collective) = 0;
   // The group aborted (GroupState::fail): make queued and waiting work fail
   // at once. Any thread; may be called while enqueue() runs.

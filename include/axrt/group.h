@@ -19,6 +19,10 @@
  *     direct copy. Every member ends with bit-identical results.
  *   - "nccl": CUDA devices, through NCCL (libnccl.so.2, loaded at run time;
  *     AXRT_NCCL_LIBRARY names another file), one communicator per member.
+ *     NCCL queues onto each member stream's CUstream, which the group takes
+ *     with axrt_stream_get_native_handle(), with what that means for the
+ *     stream (docs/cuda-driver.md, "Native queues"). UNAVAILABLE from
+ *     axrt_group_create() when the library is missing or older than 2.10.
  * Members of different drivers cannot form a group (UNIMPLEMENTED).
  *
  * Failure. A member fails when its stream has failed by the time a

@@ -2543,3 +2543,13 @@ extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* d
   std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", pci->bus);
   return kNvmlSuccess;
 }
+
+extern "C" int axrt_mock_cuda_poison_device(int device, int cuda_result) {
+  if (!is_sticky(cuda_result)) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  Device* d = device_at(s, device);
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  poison(s, d, cuda_result);
+  return CUDA_SUCCESS;
+}

@@ -243,6 +243,14 @@ AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_host_numa_node(int device, int node
  * CUDA_ERROR_INVALID_VALUE. */
 AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_set_nvlinks(int a, int b, uint32_t count);
 
+/* Poisons the context of `device` with the sticky `cuda_result` (214, 700,
+ * 710, 714-719), as a faulting kernel would: from now on every call touching
+ * it returns that error and its queued work is dropped. May be called from
+ * any thread, host functions included (it is not a CUDA call). Returns 0, or
+ * CUDA_ERROR_INVALID_VALUE for a code that is not sticky or a device that
+ * does not exist. */
+AXRT_MOCK_CUDA_EXPORT int axrt_mock_cuda_poison_device(int device, int cuda_result);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1140,6 +1140,28 @@ TEST_CASE("cuda: a stream whose native handle was handed out keeps its work in o
     REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
     REQUIRE(seen.ran.load());
     CHECK(seen.device_seen == std::vector<uint8_t>(4096, 0x77));
+
+    // Handed out while a host function queued before still runs (and holds
+    // the stream's later work back): from the hand-out on, work enqueued
+    // through axrt reaches CUDA at once, ahead of the other library's.
+    axrt_stream_t late = NewStream(in.device);
+    std::atomic<bool> late_open{false};
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(late, WaitForOpen, &late_open));
+    const uint8_t first = 0x11;
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(late, device, 0, 4096, &first, 1));  // held
+    void* late_handle = nullptr;
+    REQUIRE_CALL_OK(axrt_stream_get_native_handle(late, &late_handle));
+    const uint8_t second = 0x22;
+    REQUIRE_CALL_OK(axrt_stream_fill_buffer(late, device, 0, 4096, &second, 1));
+    Observation late_seen;
+    late_seen.device_bytes = seen.device_bytes;
+    REQUIRE(cu().cuLaunchHostFunc(static_cast<CUstream>(late_handle), Observe, &late_seen) ==
+            CUDA_SUCCESS);
+    late_open.store(true);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(late));
+    REQUIRE(late_seen.ran.load());
+    CHECK(late_seen.device_seen == std::vector<uint8_t>(4096, 0x22));
+    axrt_stream_release(late);
     axrt_buffer_release(device);
     axrt_stream_release(stream);
   }

@@ -1549,6 +1549,11 @@ axrt_status_t stream_get_native_handle(Stream* stream, void** out_handle) {
     std::lock_guard<std::mutex> order(s->order_mutex);
     s->native_handed_out.store(true, std::memory_order_release);
     if (!in_cuda_callback()) drain(s, &done, true);
+    // A host function still running that held work back holds nothing from
+    // now on: what the stream enqueues next goes to CUDA at once, in order
+    // with what another library enqueues on the handle.
+    s->gate.reset();
+    update_holding(s);
     // What the other library enqueues may use buffers allocated so far.
     AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
   }
