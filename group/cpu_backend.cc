@@ -13,6 +13,9 @@
 //     own, until member c adds the last one and writes the block's result;
 //   - all-reduce: that ring (blocks of near-equal sizes), then an all-gather
 //     ring over the receive buffers;
+//   - either, for vectors of up to kDirectBytes: each member reduces what it
+//     receives itself, reading every member's buffer in rank order (two
+//     barriers instead of 2 (n - 1) + 1; see direct_reduce);
 //   - all-gather: each member copies its block in, then, size - 1 times,
 //     the block its left neighbour got in the step before;
 //   - broadcast: each member copies the root's buffer (a flat tree);
@@ -39,6 +42,8 @@ namespace {
 // The most bytes of one block a ring step reduces: bounds the members'
 // partial-sum buffers (two slices each).
 constexpr uint64_t kSliceBytes = 1024 * 1024;
+// Reductions of vectors up to this size skip the ring (see direct_reduce).
+constexpr uint64_t kDirectBytes = 64 * 1024;
 
 // ---------------------------------------------------------------------------
 // Element-wise reduction: out[i] = a[i] (op) b[i]; `out` may be `a`.
@@ -179,7 +184,17 @@ class CpuOp {
     } else {
       for (uint32_t r = 0; r <= n; ++r) blocks_[r] = r * c.count;
     }
-    if (kind_ == CollectiveKind::kAllReduce || kind_ == CollectiveKind::kReduceScatter) {
+    const bool reduces = kind_ == CollectiveKind::kAllReduce || kind_ == CollectiveKind::kReduceScatter;
+    if (reduces && n > 1 && blocks_[n] * element_ <= kDirectBytes) {
+      direct_ = true;
+      // Each member's reduction (of the whole vector, or of its block),
+      // copied out once everybody has read the send buffers.
+      slot_bytes_ = (kind_ == CollectiveKind::kAllReduce ? blocks_[n] : blocks_[1]) * element_;
+      if (slot_bytes_ != 0) {
+        scratch_.reset(new std::byte[slot_bytes_ * n]);
+        for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + slot_bytes_ * p;
+      }
+    } else if (reduces) {
       uint64_t largest = 0;
       for (uint32_t r = 0; r < n; ++r) largest = std::max(largest, blocks_[r + 1] - blocks_[r]);
       slice_ = std::max<uint64_t>(1, kSliceBytes / element_);
@@ -316,9 +331,10 @@ class CpuOp {
   bool algorithm(uint32_t p) {
     switch (kind_) {
       case CollectiveKind::kAllReduce:
+        if (direct_) return direct_reduce(p);
         return reduce_ring(p) && gather_ring(p);
       case CollectiveKind::kReduceScatter:
-        return reduce_ring(p);
+        return direct_ ? direct_reduce(p) : reduce_ring(p);
       case CollectiveKind::kAllGather: {
         Part& me = parts_[p];
         std::byte* mine = me.recv + blocks_[p] * element_;
@@ -377,6 +393,27 @@ class CpuOp {
     return true;
   }
 
+  // Small vectors (kDirectBytes): each member reduces what it receives
+  // itself, reading every member's send buffer in rank order (a flat tree
+  // whose root is every member), into its partial-sum buffer, and copies
+  // the result out after a barrier (in place, the send buffers are receive
+  // buffers, which the others read until then). Two barriers, where the ring
+  // takes 2 (n - 1) + 1 for an all-reduce.
+  bool direct_reduce(uint32_t p) {
+    const uint32_t n = participants_;
+    Part& me = parts_[p];
+    const bool all = kind_ == CollectiveKind::kAllReduce;
+    const uint64_t count = all ? blocks_[n] : block_elements(p);
+    if (count != 0) {
+      const uint64_t at = (all ? 0 : blocks_[p]) * element_;
+      reduce_(me.scratch, parts_[0].send + at, parts_[1].send + at, count);
+      for (uint32_t r = 2; r < n; ++r) reduce_(me.scratch, me.scratch, parts_[r].send + at, count);
+    }
+    if (!barrier()) return false;
+    if (count != 0) std::memcpy(me.recv, me.scratch, count * element_);
+    return true;
+  }
+
   // The all-gather ring over the receive buffers: each step, member p copies
   // the block its left neighbour completed in the step before.
   bool gather_ring(uint32_t p) {
@@ -410,6 +447,7 @@ class CpuOp {
   uint64_t slice_ = 1;
   uint64_t rounds_ = 0;
   uint64_t slot_bytes_ = 0;
+  bool direct_ = false;
   std::unique_ptr<std::byte[]> scratch_;
 
   // Under the group state's lock.

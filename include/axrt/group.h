@@ -14,7 +14,9 @@
  * Backends: the members' driver decides how the work is done.
  *   - "cpu": CPU devices; the runtime's own implementation over their host
  *     memory. All-reduce and reduce-scatter are rings (each member reduces
- *     the chunk its left neighbour passes on), all-gather a ring of copies,
+ *     the chunk its left neighbour passes on; vectors of up to 64 KiB are
+ *     reduced by each member itself, reading the members' buffers in rank
+ *     order), all-gather a ring of copies,
  *     broadcast a flat tree (each member copies from the root), send/recv a
  *     direct copy. Every member ends with bit-identical results.
  *   - "nccl": CUDA devices, through NCCL (libnccl.so.2, loaded at run time;
