@@ -127,6 +127,19 @@ def gloo_times(members: int, sizes: List[int]) -> Optional[Dict[int, float]]:
     return slowest
 
 
+def memcpy_bandwidth(size: int) -> float:
+    """GB/s of one thread copying `size` bytes (numpy), the best of a few runs:
+    the host memory's pace, for scale."""
+    src = np.ones(size // 4, np.float32)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return size / best / 1e9
+
+
 def busbw(size: int, seconds: float, members: int) -> float:
     return size / seconds * 2 * (members - 1) / members / 1e9
 
@@ -148,6 +161,7 @@ def main() -> int:
           f"({platform.processor() or platform.machine()})")
     print(f"{'bytes':>10} {'axrt us':>10} {'algbw':>7} {'busbw':>7} {'gloo us':>10} {'busbw':>7} "
           f"{'speed':>6}")
+    print(f"(one thread's memcpy of {sizes[-1]} bytes: {memcpy_bandwidth(sizes[-1]):.2f} GB/s)")
     records = []
     for size in sizes:
         t = mine[size]
