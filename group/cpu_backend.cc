@@ -71,6 +71,9 @@ void reduce_plain(void* out, const void* a, const void* b, uint64_t n) {
   T* o = static_cast<T*>(out);
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
+  // `out` is `a`, `b` or apart from both, never shifted against them: each
+  // element depends on its own index only, so the loop may be vectorized.
+#pragma GCC ivdep
   for (uint64_t i = 0; i < n; ++i) o[i] = combine<T, Op>(x[i], y[i]);
 }
 
