@@ -15,9 +15,9 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 
 N = 4
 DEVICES = [f"cpu:{i}" for i in range(N)]
-# 0, fewer than the members, uneven, one ring slice (65536 f32) and past it,
-# and 4 MiB + a little of float32.
-SIZES = [0, 1, 3, 5, 64, 1000, 4097, 65536, 65536 * 3 + 7, (1 << 20) + 3]
+# 0, fewer than the members, uneven, up to the flat reduction's 64 KiB and
+# past it, past one ring slice (1 MiB) and 16 MiB + a little of float32.
+SIZES = [0, 1, 3, 5, 64, 1000, 4097, 16384, 16385, 65536 * 3 + 7, (1 << 20) + 3, (1 << 22) + 5]
 DTYPES = {
     "float32": (np.float32, 2.0 ** -23),
     "float16": (np.float16, 2.0 ** -10),
@@ -74,7 +74,7 @@ def check_reduced(got, arrays, op, eps):
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 def test_all_reduce_matches_numpy_at_every_size(group, dtype, op):
     np_dtype, eps = DTYPES[dtype]
-    for n in SIZES if (dtype in ("float32", "int32") and op == "sum") else SIZES[:8]:
+    for n in SIZES if (dtype in ("float32", "int32") and op == "sum") else SIZES[:10]:
         arrays = inputs(n, np_dtype, seed=n)
         tensors = on_members(arrays)
         out = group.all_reduce(tensors, op=op)
