@@ -85,7 +85,7 @@ def test_all_reduce_matches_numpy_at_every_size(group, dtype, op):
         check_reduced(results[0], arrays, op, eps)
 
 
-@pytest.mark.parametrize("n", [0, 1, 7, 4097, 65536 * 2 + 1])
+@pytest.mark.parametrize("n", [0, 1, 7, 4097, 65536 * 2 + 1, (1 << 20) + 1])
 def test_all_gather_reduce_scatter_broadcast_match_numpy(group, n):
     arrays = inputs(n, np.float32, seed=11)
     gathered = [t.numpy() for t in group.all_gather(on_members(arrays))]
