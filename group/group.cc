@@ -46,16 +46,6 @@ bool overlap(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) noexcep
   return a_bytes != 0 && b_bytes != 0 && a < b + b_bytes && b < a + a_bytes;
 }
 
-// The device address of byte `offset` of `buffer` (checked before).
-uint64_t address_of(axrt_buffer_t buffer, uint64_t offset) noexcept {
-  axrt_buffer_info_t info = AXRT_BUFFER_INFO_INIT;
-  axrt_status_t status = axrt_buffer_query_info(buffer, &info);
-  if (status) {
-    status_destroy(status);
-    return 0;
-  }
-  return info.device_address + offset;
-}
 
 }  // namespace
 
@@ -234,7 +224,7 @@ void Group::info(axrt_group_info_t* out) const noexcept {
   copy_text(out->backend, backend_name_);
   out->size = size();
   state_->fill_info(out);
-  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(enqueue_mutex_));
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
   out->collectives = sequence_;
 }
 
@@ -255,7 +245,8 @@ axrt_status_t Group::abort(int32_t rank, const char* reason) {
 }
 
 axrt_status_t Group::check_range(const char* function, uint32_t rank, const char* what,
-                                 axrt_buffer_t buffer, uint64_t offset, uint64_t bytes) const {
+                                 axrt_buffer_t buffer, uint64_t offset, uint64_t bytes,
+                                 uint64_t* out_address) const {
   if (buffer == nullptr) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: member {}'s {} buffer is NULL",
                        function, rank, what);
@@ -283,6 +274,7 @@ axrt_status_t Group::check_range(const char* function, uint32_t rank, const char
                        "{} bytes",
                        function, rank, what, bytes, offset, info.size);
   }
+  if (out_address != nullptr) *out_address = info.device_address + offset;
   return nullptr;
 }
 
@@ -349,20 +341,21 @@ axrt_status_t Group::collective(const char* function, CollectiveKind kind,
     if (kind == CollectiveKind::kAllGather) recv_bytes = bytes * n;
     if (kind == CollectiveKind::kReduceScatter) send_bytes = bytes * n;
     const bool needs_send = kind != CollectiveKind::kBroadcast || r == root;
+    uint64_t send_at = 0, recv_at = 0;
     if (needs_send) {
-      AXRT_RETURN_IF_ERROR(check_range(function, r, "send", m.send_buffer, m.send_offset, send_bytes));
+      AXRT_RETURN_IF_ERROR(
+          check_range(function, r, "send", m.send_buffer, m.send_offset, send_bytes, &send_at));
       part.send = m.send_buffer;
       part.send_offset = m.send_offset;
       part.send_bytes = send_bytes;
     }
-    AXRT_RETURN_IF_ERROR(check_range(function, r, "receive", m.recv_buffer, m.recv_offset, recv_bytes));
+    AXRT_RETURN_IF_ERROR(
+        check_range(function, r, "receive", m.recv_buffer, m.recv_offset, recv_bytes, &recv_at));
     part.recv = m.recv_buffer;
     part.recv_offset = m.recv_offset;
     part.recv_bytes = recv_bytes;
     if (!needs_send) continue;
     // In place, or apart.
-    const uint64_t send_at = address_of(part.send, part.send_offset);
-    const uint64_t recv_at = address_of(part.recv, part.recv_offset);
     bool in_place = false;
     switch (kind) {
       case CollectiveKind::kAllGather: in_place = send_at == recv_at + r * bytes; break;

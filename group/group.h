@@ -146,7 +146,9 @@ class Backend {
   virtual void abort() noexcept = 0;
 };
 
-// Makes the backend named `name` for `devices`, or an error saying why not.
+// Make the "cpu" and the "nccl" backend for `devices` (the group checked
+// them: distinct, of one instance and one driver), or an error saying why
+// they cannot serve them.
 axrt_status_t make_cpu_backend(std::shared_ptr<GroupState> state,
                                const std::vector<axrt_device_t>& devices,
                                std::unique_ptr<Backend>* out);
@@ -178,15 +180,18 @@ class Group {
   Group() = default;
   axrt_status_t check_part(const char* function, uint32_t rank, axrt_stream_t stream,
                            MemberPart* part) const;
+  // Checks that `bytes` at `offset` of `buffer` lie in a live buffer of
+  // member `rank`'s device; writes their device address when asked.
   axrt_status_t check_range(const char* function, uint32_t rank, const char* what,
-                            axrt_buffer_t buffer, uint64_t offset, uint64_t bytes) const;
+                            axrt_buffer_t buffer, uint64_t offset, uint64_t bytes,
+                            uint64_t* out_address = nullptr) const;
   axrt_status_t submit(Collective& collective);
 
   std::vector<axrt_device_t> devices_;  // retained
   std::shared_ptr<GroupState> state_;
   std::unique_ptr<Backend> backend_;
   std::string backend_name_;
-  std::mutex enqueue_mutex_;
+  mutable std::mutex enqueue_mutex_;
   uint64_t sequence_ = 0;  // under enqueue_mutex_
 };
 

@@ -5,11 +5,13 @@
 #include <memory>
 
 #include "axrt/group.h"
+#include "base/options_struct.h"
 #include "base/status.h"
 #include "group/group.h"
 
 using axrt::guard;
 using axrt::make_status;
+using axrt::read_options_struct;
 using axrt::group::CollectiveKind;
 using axrt::group::Group;
 
@@ -18,17 +20,6 @@ struct axrt_group_s {
 };
 
 namespace {
-
-// The caller's struct, read as far as its struct_size goes.
-template <class T>
-bool read_struct(const T* in, T* out, const T& defaults) {
-  *out = defaults;
-  if (in == nullptr) return true;
-  if (in->struct_size < offsetof(T, next) + sizeof(void*)) return false;
-  std::memcpy(out, in, std::min(in->struct_size, sizeof(T)));
-  out->struct_size = sizeof(T);
-  return true;
-}
 
 axrt_status_t null_group(const char* function) {
   return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: group is NULL", function);
@@ -56,7 +47,7 @@ AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t co
                          "axrt_group_create: devices and out_group must not be NULL");
     }
     axrt_group_options_t opts;
-    if (!read_struct(options, &opts, axrt_group_options_t AXRT_GROUP_OPTIONS_INIT)) {
+    if (!read_options_struct(options, &opts, axrt_group_options_t AXRT_GROUP_OPTIONS_INIT)) {
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                          "axrt_group_create: options.struct_size {} is too small",
                          options->struct_size);

@@ -2,6 +2,8 @@
 // AXRT_NCCL_SYMBOLS by name, then a version check.
 #include "group/nccl_api.h"
 
+#include "base/runtime_library.h"
+
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,11 +20,6 @@ struct Loaded {
   std::string reason;
 };
 
-const char* dl_reason() {
-  const char* error = dlerror();
-  return error ? error : "unknown dynamic loader error";
-}
-
 std::string version_text(int code) {
   // Codes from 2.9 on are major * 10000 + minor * 100 + patch.
   if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code / 100 % 100, code % 100);
@@ -30,17 +27,16 @@ std::string version_text(int code) {
 }
 
 void load(Loaded* out) {
-  const char* override_path = std::getenv("AXRT_NCCL_LIBRARY");
-  const std::string path =
-      override_path && *override_path ? std::string(override_path) : std::string("libnccl.so.2");
-  // RTLD_NODELETE: NCCL's proxy threads and the host functions it queues
+  // Never unloaded: NCCL's proxy threads and the host functions it queues
   // may run in the library until the process exits.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  const RuntimeLibrary library = open_runtime_library("AXRT_NCCL_LIBRARY", "libnccl.so.2");
+  const std::string& path = library.path;
+  void* handle = library.handle;
   if (!handle) {
     out->reason = fmt::format(
         "{} not found: {}; install the nvidia-nccl-cu12 wheel (its nvidia/nccl/lib holds the "
         "library) or set AXRT_NCCL_LIBRARY to the library's path",
-        path, dl_reason());
+        path, library.error);
     return;
   }
   NcclApi& api = out->api;

@@ -27,6 +27,24 @@ bool range_fits(uint64_t offset, uint64_t length, uint64_t limit) {
   return offset <= limit && length <= limit - offset;
 }
 
+// That `buffer` (the parameter `name`) belongs to the stream's instance and
+// was not deallocated.
+axrt_status_t check_usable(const ApiCall& api, const Stream* stream, const Buffer* buffer,
+                           const char* name) {
+  if (buffer->device->instance != stream->device->instance) {
+    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                     "`{}` ({}) belongs to another instance than {}", name, buffer->describe(),
+                     stream->describe());
+  }
+  if (buffer->is_deallocated()) {
+    return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                     "`{}` ({}) was deallocated (axrt_stream_deallocate_buffer) and may not be "
+                     "used any more",
+                     name, buffer->describe());
+  }
+  return nullptr;
+}
+
 // Resolves the buffer parameter `name` for use by `stream`: a live buffer the
 // stream's device can reach, not deallocated.
 axrt_status_t resolve_stream_buffer(const ApiCall& api, const Stream* stream, axrt_buffer_t handle,
@@ -40,17 +58,7 @@ axrt_status_t resolve_stream_buffer(const ApiCall& api, const Stream* stream, ax
                      "buffers)",
                      name, buffer->describe(), stream->describe());
   }
-  if (buffer->device->instance != stream->device->instance) {
-    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                     "`{}` ({}) belongs to another instance than {}", name, buffer->describe(),
-                     stream->describe());
-  }
-  if (buffer->is_deallocated()) {
-    return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
-                     "`{}` ({}) was deallocated (axrt_stream_deallocate_buffer) and may not be "
-                     "used any more",
-                     name, buffer->describe());
-  }
+  AXRT_RETURN_IF_ERROR(check_usable(api, stream, buffer, name));
   *out = buffer;
   return nullptr;
 }
@@ -61,17 +69,7 @@ axrt_status_t resolve_copy_buffer(const ApiCall& api, const Stream* stream, axrt
                                   const char* name, Buffer** out) {
   Buffer* buffer = nullptr;
   AXRT_RETURN_IF_ERROR(api.resolve(handle, name, &buffer));
-  if (buffer->device->instance != stream->device->instance) {
-    return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                     "`{}` ({}) belongs to another instance than {}", name, buffer->describe(),
-                     stream->describe());
-  }
-  if (buffer->is_deallocated()) {
-    return api.error(AXRT_STATUS_CODE_FAILED_PRECONDITION,
-                     "`{}` ({}) was deallocated (axrt_stream_deallocate_buffer) and may not be "
-                     "used any more",
-                     name, buffer->describe());
-  }
+  AXRT_RETURN_IF_ERROR(check_usable(api, stream, buffer, name));
   *out = buffer;
   return nullptr;
 }

@@ -5,31 +5,18 @@
 #include <memory>
 
 #include "axrt/serving.h"
+#include "base/options_struct.h"
 #include "base/status.h"
 #include "serving/engine.h"
 
 using axrt::guard;
 using axrt::make_status;
+using axrt::read_options_struct;
 using axrt::serving::Engine;
 
 struct axrt_engine_s {
   std::unique_ptr<Engine> engine;
 };
-
-namespace {
-
-// The caller's options, read as far as its struct_size goes.
-template <class T>
-bool read_struct(const T* in, T* out, const T& defaults) {
-  *out = defaults;
-  if (in == nullptr) return true;
-  if (in->struct_size < offsetof(T, next) + sizeof(void*)) return false;
-  std::memcpy(out, in, std::min(in->struct_size, sizeof(T)));
-  out->struct_size = sizeof(T);
-  return true;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -43,7 +30,7 @@ AXRT_API axrt_status_t axrt_engine_create(axrt_executable_t executable,
                          "NULL");
     }
     axrt_engine_options_t opts;
-    if (!read_struct(options, &opts, axrt_engine_options_t AXRT_ENGINE_OPTIONS_INIT)) {
+    if (!read_options_struct(options, &opts, axrt_engine_options_t AXRT_ENGINE_OPTIONS_INIT)) {
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                          "axrt_engine_create: options.struct_size {} is too small",
                          options->struct_size);
@@ -63,7 +50,7 @@ AXRT_API axrt_status_t axrt_engine_add_request(axrt_engine_t engine,
                          "axrt_engine_add_request: engine and request must not be NULL");
     }
     axrt_request_t r;
-    if (!read_struct(request, &r, axrt_request_t AXRT_REQUEST_INIT)) {
+    if (!read_options_struct(request, &r, axrt_request_t AXRT_REQUEST_INIT)) {
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                          "axrt_engine_add_request: request.struct_size {} is too small",
                          request->struct_size);

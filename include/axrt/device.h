@@ -197,13 +197,14 @@ typedef struct axrt_device_peer_info_t {
  * when both devices' memory is host memory (both have
  * AXRT_DEVICE_FLAG_HOST_VISIBLE_MEMORY), else AXRT_DEVICE_LINK_NONE.
  * docs/multi-device.md says what each driver reports and from where.
- * `axrt devices --topology` prints the matrix. Thread-safe. */
+ * `axrt devices --topology` prints the matrix. Borrows both devices;
+ * thread-safe. */
 AXRT_API axrt_status_t axrt_device_query_peer(axrt_device_t device,
                                               axrt_device_t peer,
                                               axrt_device_peer_info_t* out_info);
 
 /* The name of `link` ("nvlink", "pcie", "host-memory", "self", "none"), or
- * "unknown". */
+ * "unknown": a static string. Thread-safe. */
 AXRT_API const char* axrt_device_link_name(axrt_device_link_t link);
 
 /* Blocks until all work on every stream of `device` has completed. Returns

@@ -39,7 +39,11 @@
  * destroy it, and build a new group, with new streams, on the devices that
  * remain (docs/multi-device.md, "Failure and recovery").
  *
- * Every function here is thread-safe. */
+ * Every function here is thread-safe, except that axrt_group_destroy()
+ * must not overlap another call on the same group. Calls borrow their
+ * arguments (the group, the `members` and `transfers` arrays, the streams)
+ * for their duration only; what a queued collective needs later it keeps
+ * (the buffers, see below). */
 #ifndef AXRT_GROUP_H_
 #define AXRT_GROUP_H_
 
@@ -84,8 +88,9 @@ AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t co
                                          const axrt_group_options_t* options,
                                          axrt_group_t* out_group);
 
-/* Destroys `group`. NULL is a no-op. Collectives already queued still run
- * (or fail, if the group aborted); destroying never waits for them. */
+/* Destroys `group` and releases its devices. NULL is a no-op. Collectives
+ * already queued still run (or fail, if the group aborted); destroying never
+ * waits for them. */
 AXRT_API void axrt_group_destroy(axrt_group_t group);
 
 /* Whether a group can still run collectives. */
@@ -197,7 +202,8 @@ typedef struct axrt_group_transfer_t {
 
 /* Queues `transfer_count` transfers as one operation (each send with its
  * receive, NCCL: within one group call); the members they name take part,
- * the others do not. */
+ * the others do not. A rank takes part on one stream per call
+ * (INVALID_ARGUMENT otherwise). */
 AXRT_API axrt_status_t axrt_group_send_recv(axrt_group_t group,
                                             const axrt_group_transfer_t* transfers,
                                             size_t transfer_count);

@@ -59,7 +59,7 @@ AXRT_API void axrt_stream_retain(axrt_stream_t stream);
 AXRT_API void axrt_stream_release(axrt_stream_t stream);
 
 /* Writes a new reference to the device `stream` belongs to. The caller
- * releases it. */
+ * releases it. Borrows `stream`; thread-safe. */
 AXRT_API axrt_status_t axrt_stream_get_device(axrt_stream_t stream,
                                               axrt_device_t* out_device);
 

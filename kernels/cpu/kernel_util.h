@@ -1,5 +1,5 @@
 // Internal helpers of the built-in CPU kernels: argument-rule failures,
-// fp16 and fp8 e4m3fn decoding, and the choice between the AVX2 + FMA and
+// fp16 (base/float16.h) and fp8 e4m3fn decoding, and the choice between the AVX2 + FMA and
 // the baseline build of a hot loop.
 #ifndef AXRT_KERNELS_CPU_KERNEL_UTIL_H_
 #define AXRT_KERNELS_CPU_KERNEL_UTIL_H_
@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "axrt/kernel_abi.h"
+#include "base/float16.h"
 
 namespace axrt::kernels::cpu {
 
@@ -33,21 +34,8 @@ inline constexpr axrt_kernel_result_t kStatusInvalidArgument = 3;
   return kStatusInvalidArgument;
 }
 
-// IEEE binary16 to binary32, exact (every half is a float), without relying
-// on the host having F16C.
-inline float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  const uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0) {
-    // Zero or subnormal: mantissa x 2^-24, exact in float.
-    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-    return sign != 0 ? -magnitude : magnitude;
-  }
-  const uint32_t bits = exponent == 0x1f ? sign | 0x7f800000u | (mantissa << 13)
-                                         : sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);
-  return std::bit_cast<float>(bits);
-}
+// IEEE binary16 to binary32 (base/float16.h), as the kernels call it.
+using ::axrt::half_to_float;
 
 namespace detail {
 

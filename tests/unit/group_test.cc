@@ -21,9 +21,16 @@
 
 #include "axrt/axrt.h"
 #include "base/float16.h"
+#include "tests/unit/group_support.h"
 #include "tests/unit/status_check.h"
 
 namespace {
+
+using Group = axrt_test::TestGroup;
+using axrt_test::BlockUntilSet;
+using axrt_test::FailStream;
+using axrt_test::RandomFloats;
+using axrt_test::SyncAll;
 
 constexpr uint32_t kDevices = 4;
 
@@ -85,30 +92,6 @@ struct HostBuffer {
   uint64_t size;
 };
 
-struct Group {
-  Group(const std::vector<axrt_device_t>& devices, uint64_t timeout_ns = 0, const char* label = "test") {
-    axrt_group_options_t options = AXRT_GROUP_OPTIONS_INIT;
-    options.label = label;
-    options.timeout_ns = timeout_ns;
-    REQUIRE_CALL_OK(axrt_group_create(devices.data(), devices.size(), &options, &group));
-  }
-  ~Group() { axrt_group_destroy(group); }
-  axrt_group_info_t info() const {
-    axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
-    REQUIRE_CALL_OK(axrt_group_query_info(group, &info));
-    return info;
-  }
-  axrt_group_t group = nullptr;
-};
-
-std::vector<float> random_floats(uint64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 // Counts the elements of a result that fail a check, so that a test makes
 // one assertion per result rather than one per element.
 struct Mismatches {
@@ -124,21 +107,6 @@ struct Mismatches {
     REQUIRE((m).count == 0);                                           \
   } while (false)
 
-void sync_all(const std::vector<axrt_stream_t>& streams, size_t count) {
-  for (size_t i = 0; i < count; ++i) REQUIRE_CALL_OK(axrt_stream_synchronize(streams[i]));
-}
-
-// Host function: blocks the stream until *flag is set.
-axrt_status_t block_until_set(void* flag, axrt_status_t) {
-  auto* f = static_cast<std::atomic<bool>*>(flag);
-  while (!f->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return nullptr;
-}
-
-axrt_status_t fail_stream(void*, axrt_status_t) {
-  return axrt_status_create(AXRT_STATUS_CODE_INTERNAL, "injected failure of this member");
-}
-
 // All-reduce of `n` float32 per member on the first `members` devices,
 // checked against a float64 reference.
 void check_all_reduce_f32(Instance& in, uint32_t members, uint64_t n, axrt_reduce_op_t op,
@@ -149,13 +117,13 @@ void check_all_reduce_f32(Instance& in, uint32_t members, uint64_t n, axrt_reduc
   std::vector<std::unique_ptr<HostBuffer>> send, recv;
   std::vector<axrt_collective_member_t> parts(members);
   for (uint32_t r = 0; r < members; ++r) {
-    inputs.push_back(random_floats(n, 100 + r));
+    inputs.push_back(RandomFloats(n, 100 + r));
     send.push_back(std::make_unique<HostBuffer>(in.devices[r], n * 4, inputs[r].data()));
     recv.push_back(std::make_unique<HostBuffer>(in.devices[r], n * 4));
     parts[r] = {in.streams[r], send[r]->buffer, 0, in_place ? send[r]->buffer : recv[r]->buffer, 0};
   }
   REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, parts.data(), n, AXRT_DTYPE_FLOAT32, op));
-  sync_all(in.streams, members);
+  SyncAll(in.streams, members);
   std::vector<float> first;
   for (uint32_t r = 0; r < members; ++r) {
     std::vector<float> got = (in_place ? send[r] : recv[r])->read<float>();
@@ -205,7 +173,7 @@ TEST_CASE("all-reduce of integers wraps exactly; 16-bit floats round each step",
       v32[r][i] = static_cast<int32_t>(rng());  // sums overflow: they wrap
       v8[r][i] = static_cast<int8_t>(rng());
     }
-    vf[r] = random_floats(n, 50 + r);
+    vf[r] = RandomFloats(n, 50 + r);
     std::vector<uint16_t> h(n), b(n);
     for (uint64_t i = 0; i < n; ++i) {
       h[i] = axrt::float_to_half(vf[r][i]);
@@ -224,7 +192,7 @@ TEST_CASE("all-reduce of integers wraps exactly; 16-bit floats round each step",
   REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, p8.data(), n, AXRT_DTYPE_INT8, AXRT_REDUCE_MIN));
   REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, p16.data(), n, AXRT_DTYPE_FLOAT16, AXRT_REDUCE_SUM));
   REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, pb16.data(), n, AXRT_DTYPE_BFLOAT16, AXRT_REDUCE_MAX));
-  sync_all(in.streams, kDevices);
+  SyncAll(in.streams, kDevices);
   for (uint32_t r = 0; r < kDevices; ++r) {
     const auto got32 = i32[r]->read<int32_t>();
     const auto got8 = i8[r]->read<int8_t>();
@@ -261,7 +229,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     std::vector<std::unique_ptr<HostBuffer>> big, small;
     std::vector<axrt_collective_member_t> gather(kDevices), scatter(kDevices), bcast(kDevices);
     for (uint32_t r = 0; r < kDevices; ++r) {
-      values[r] = random_floats(n * kDevices, 300 + r);
+      values[r] = RandomFloats(n * kDevices, 300 + r);
       big.push_back(std::make_unique<HostBuffer>(in.devices[r], n * kDevices * 4, values[r].data()));
       small.push_back(std::make_unique<HostBuffer>(in.devices[r], n * 4, values[r].data()));
     }
@@ -271,7 +239,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
                    in_place ? r * n * 4 : 0, big[r]->buffer, 0};
     }
     REQUIRE_CALL_OK(axrt_group_all_gather(g.group, gather.data(), n, AXRT_DTYPE_FLOAT32));
-    sync_all(in.streams, kDevices);
+    SyncAll(in.streams, kDevices);
     for (uint32_t r = 0; r < kDevices; ++r) {
       const auto got = big[r]->read<float>();
       Mismatches bad;
@@ -291,7 +259,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
     }
     REQUIRE_CALL_OK(axrt_group_reduce_scatter(g.group, scatter.data(), n, AXRT_DTYPE_FLOAT32,
                                               AXRT_REDUCE_SUM));
-    sync_all(in.streams, kDevices);
+    SyncAll(in.streams, kDevices);
     for (uint32_t r = 0; r < kDevices; ++r) {
       const auto got = (in_place ? big[r] : small[r])->read<float>();
       Mismatches bad;
@@ -309,7 +277,7 @@ TEST_CASE("all-gather, reduce-scatter and broadcast, in place and apart", "[grou
                   in_place || r != 2 ? small[r]->buffer : big[r]->buffer, 0};
     }
     REQUIRE_CALL_OK(axrt_group_broadcast(g.group, bcast.data(), n, AXRT_DTYPE_FLOAT32, 2));
-    sync_all(in.streams, kDevices);
+    SyncAll(in.streams, kDevices);
     for (uint32_t r = 0; r < kDevices; ++r) {
       const auto got = (in_place || r != 2 ? small[r] : big[r])->read<float>();
       REQUIRE(std::equal(got.begin(), got.begin() + n, values[2].begin()));
@@ -336,13 +304,13 @@ TEST_CASE("send/recv moves each member's buffer to the next, as one operation", 
                          n, AXRT_DTYPE_INT64});
   }
   REQUIRE_CALL_OK(axrt_group_send_recv(g.group, transfers.data(), transfers.size()));
-  sync_all(in.streams, kDevices);
+  SyncAll(in.streams, kDevices);
   for (uint32_t r = 0; r < kDevices; ++r) {
     REQUIRE(dst[r]->read<int64_t>() == values[(r + kDevices - 1) % kDevices]);
   }
   // A pair: only members 1 and 3 take part; the others' streams are not involved.
   std::atomic<bool> release{false};
-  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[0], block_until_set, &release));
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[0], BlockUntilSet, &release));
   axrt_group_transfer_t pair = {3, in.streams[3], src[3]->buffer, 8, 1, in.streams[1], dst[1]->buffer,
                                 0, 10, AXRT_DTYPE_INT64};
   REQUIRE_CALL_OK(axrt_group_send_recv(g.group, &pair, 1));
@@ -438,8 +406,8 @@ TEST_CASE("a member whose stream failed aborts the group; the rest rebuild and g
   // Member 2 fails before the collective reaches it; three more are queued
   // (while member 2 is held, so that the group is still active then).
   std::atomic<bool> release{false};
-  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], block_until_set, &release));
-  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], fail_stream, nullptr));
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], BlockUntilSet, &release));
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[2], FailStream, nullptr));
   for (int i = 0; i < 4; ++i) {
     REQUIRE_CALL_OK(axrt_group_all_reduce(g->group, parts.data(), n, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
   }
@@ -486,7 +454,7 @@ TEST_CASE("a member that never arrives times the group out; nobody hangs", "[gro
     parts[r] = {in.streams[r], bufs[r]->buffer, 0, bufs[r]->buffer, 0};
   }
   std::atomic<bool> release{false};
-  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[3], block_until_set, &release));
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[3], BlockUntilSet, &release));
   REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, parts.data(), 16, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
   std::vector<axrt_collective_member_t> gather = parts;
   for (uint32_t r = 0; r < kDevices; ++r) gather[r].send_offset = r * 16;  // in place
@@ -520,7 +488,7 @@ TEST_CASE("the application aborts a group whose members wait for a lost one", "[
     parts[r] = {in.streams[r], bufs[r]->buffer, 0, bufs[r]->buffer, 0};
   }
   std::atomic<bool> release{false};
-  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[1], block_until_set, &release));
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(in.streams[1], BlockUntilSet, &release));
   REQUIRE_CALL_OK(axrt_group_broadcast(g.group, parts.data(), 16, AXRT_DTYPE_FLOAT32, 0));
   // Members 0, 2 and 3 wait with no time limit until the abort.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -563,7 +531,7 @@ TEST_CASE("many collectives from several threads on one group stay in one order"
   }
   for (auto& t : threads) t.join();
   REQUIRE(failures == 0);
-  sync_all(in.streams, kDevices);
+  SyncAll(in.streams, kDevices);
   for (uint32_t r = 0; r < kDevices; ++r) {
     const auto got = bufs[r]->read<int32_t>();
     Mismatches bad;
@@ -588,7 +556,7 @@ TEST_CASE("a trace shows each member's part of a collective", "[group][trace]") 
   options.path = path.c_str();
   REQUIRE_CALL_OK(axrt_instance_trace_start(in.instance, &options));
   REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, parts.data(), 1024, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
-  sync_all(in.streams, kDevices);
+  SyncAll(in.streams, kDevices);
   REQUIRE_CALL_OK(axrt_instance_trace_stop(in.instance, nullptr));
   std::FILE* file = std::fopen(path.c_str(), "rb");
   REQUIRE(file != nullptr);

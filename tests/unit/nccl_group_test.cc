@@ -35,9 +35,16 @@
 #include "tests/mock_cuda/mock_cuda.h"
 #include "tests/mock_nccl/mock_nccl.h"
 #include "tests/unit/mock_cuda_support.h"
+#include "tests/unit/group_support.h"
 #include "tests/unit/status_check.h"
 
 namespace {
+
+using Group = axrt_test::TestGroup;
+using axrt_test::BlockUntilSet;
+using axrt_test::FailStream;
+using axrt_test::RandomFloats;
+using axrt_test::SyncAll;
 
 using axrt_test::Outcome;
 using axrt_test::Take;
@@ -132,50 +139,10 @@ struct Buffer {
   uint64_t size;
 };
 
-struct Group {
-  Group(const std::vector<axrt_device_t>& devices, uint64_t timeout_ns = 0,
-        const char* label = "tp") {
-    axrt_group_options_t options = AXRT_GROUP_OPTIONS_INIT;
-    options.label = label;
-    options.timeout_ns = timeout_ns;
-    REQUIRE_CALL_OK(axrt_group_create(devices.data(), devices.size(), &options, &group));
-  }
-  ~Group() { axrt_group_destroy(group); }
-  axrt_group_info_t info() const {
-    axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
-    REQUIRE_CALL_OK(axrt_group_query_info(group, &info));
-    return info;
-  }
-  axrt_group_t group = nullptr;
-};
-
-std::vector<float> RandomFloats(uint64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-void SyncAll(const std::vector<axrt_stream_t>& streams, size_t count) {
-  for (size_t i = 0; i < count; ++i) REQUIRE_CALL_OK(axrt_stream_synchronize(streams[i]));
-}
-
-// Host function: blocks the stream until *flag is set.
-axrt_status_t BlockUntilSet(void* flag, axrt_status_t) {
-  auto* f = static_cast<std::atomic<bool>*>(flag);
-  while (!f->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return nullptr;
-}
-
 // Host function: sets *flag.
 axrt_status_t SetFlag(void* flag, axrt_status_t) {
   static_cast<std::atomic<bool>*>(flag)->store(true);
   return nullptr;
-}
-
-axrt_status_t FailStream(void*, axrt_status_t) {
-  return axrt_status_create(AXRT_STATUS_CODE_INTERNAL, "injected failure of this member");
 }
 
 // The first `members` devices all-reduce `n` float32 each, in place or

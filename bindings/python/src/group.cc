@@ -165,6 +165,18 @@ class Group {
     return out;
   }
 
+  // Each member's stream, send (`sends`) and receive (`recvs`) ranges.
+  static std::vector<axrt_collective_member_t> members_of(
+      const std::vector<std::shared_ptr<Stream>>& streams, const std::vector<Operand>& sends,
+      const std::vector<Operand>& recvs) {
+    std::vector<axrt_collective_member_t> members;
+    for (size_t r = 0; r < streams.size(); ++r) {
+      members.push_back({streams[r]->handle(), sends[r].buffer.get(), sends[r].offset,
+                         recvs[r].buffer.get(), recvs[r].offset});
+    }
+    return members;
+  }
+
   static py::list results(const std::vector<Operand>& operands,
                           const std::vector<std::shared_ptr<Stream>>& streams) {
     py::list out;
@@ -179,11 +191,7 @@ class Group {
     const axrt_reduce_op_t reduce = parse_op(op);
     auto streams = streams_of(streams_arg);
     auto ops = operands(tensors, streams, "all_reduce");
-    std::vector<axrt_collective_member_t> members;
-    for (size_t r = 0; r < size(); ++r) {
-      members.push_back({streams[r]->handle(), ops[r].buffer.get(), ops[r].offset, ops[r].buffer.get(),
-                         ops[r].offset});
-    }
+    const auto members = members_of(streams, ops, ops);
     const axrt_tensor_info_t& info = ops[0].tensor->info();
     check(axrt_group_all_reduce(handle(), members.data(), info.element_count, info.dtype, reduce));
     return results(ops, streams);
@@ -192,11 +200,7 @@ class Group {
   py::list broadcast(const py::object& tensors, size_t root, const py::object& streams_arg) {
     auto streams = streams_of(streams_arg);
     auto ops = operands(tensors, streams, "broadcast");
-    std::vector<axrt_collective_member_t> members;
-    for (size_t r = 0; r < size(); ++r) {
-      members.push_back({streams[r]->handle(), ops[r].buffer.get(), ops[r].offset, ops[r].buffer.get(),
-                         ops[r].offset});
-    }
+    const auto members = members_of(streams, ops, ops);
     const axrt_tensor_info_t& info = ops[0].tensor->info();
     check(axrt_group_broadcast(handle(), members.data(), info.element_count, info.dtype, root));
     return results(ops, streams);
@@ -210,11 +214,7 @@ class Group {
     std::vector<int64_t> shape(info.shape, info.shape + info.rank);
     shape[0] *= static_cast<int64_t>(size());
     auto outs = allocate(info, shape, streams);
-    std::vector<axrt_collective_member_t> members;
-    for (size_t r = 0; r < size(); ++r) {
-      members.push_back({streams[r]->handle(), ins[r].buffer.get(), ins[r].offset, outs[r].buffer.get(),
-                         outs[r].offset});
-    }
+    const auto members = members_of(streams, ins, outs);
     check(axrt_group_all_gather(handle(), members.data(), info.element_count, info.dtype));
     keep_until_done(ins, streams);
     return results(outs, streams);
@@ -233,11 +233,7 @@ class Group {
     std::vector<int64_t> shape(info.shape, info.shape + info.rank);
     shape[0] /= static_cast<int64_t>(size());
     auto outs = allocate(info, shape, streams);
-    std::vector<axrt_collective_member_t> members;
-    for (size_t r = 0; r < size(); ++r) {
-      members.push_back({streams[r]->handle(), ins[r].buffer.get(), ins[r].offset, outs[r].buffer.get(),
-                         outs[r].offset});
-    }
+    const auto members = members_of(streams, ins, outs);
     check(axrt_group_reduce_scatter(handle(), members.data(), info.element_count / size(), info.dtype,
                                     reduce));
     keep_until_done(ins, streams);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "base/runtime_library.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
 
 namespace axrt::cuda {
@@ -17,20 +18,12 @@ struct Loaded {
   std::string reason;
 };
 
-const char* dl_reason() {
-  const char* error = dlerror();
-  return error ? error : "unknown dynamic loader error";
-}
-
 void load(Loaded* out) {
-  const char* override_path = std::getenv("AXRT_CUDA_DRIVER_LIBRARY");
-  const std::string path =
-      override_path && *override_path ? std::string(override_path) : std::string("libcuda.so.1");
-  // RTLD_NODELETE: callbacks and destructors may run in the library until
-  // the process exits.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  const RuntimeLibrary library = open_runtime_library("AXRT_CUDA_DRIVER_LIBRARY", "libcuda.so.1");
+  const std::string& path = library.path;
+  void* handle = library.handle;
   if (!handle) {
-    out->reason = fmt::format("no NVIDIA driver: {} could not be loaded ({})", path, dl_reason());
+    out->reason = fmt::format("no NVIDIA driver: {} could not be loaded ({})", path, library.error);
     return;
   }
   auto get_proc = reinterpret_cast<PFN_cuGetProcAddress_v2>(dlsym(handle, "cuGetProcAddress_v2"));

@@ -1613,6 +1613,16 @@ LatestRecord latest_record(CudaEvent* e) {
   return r;
 }
 
+// Why `function`, called from a host function, refuses to wait for the
+// latest record of `e`: the record reaches CUDA only after a host function of
+// its stream ran, which the waiting one could keep from ever happening.
+axrt_status_t waits_behind_own_host_function(const char* function, const CudaEvent* e) {
+  return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                     "{}: called from a host function while the latest record of {} waits "
+                     "behind a host function of its stream",
+                     function, e->describe());
+}
+
 axrt_status_t event_query(Event* event, bool* out_complete) {
   auto* e = static_cast<CudaEvent*>(event);
   CudaDevice* d = static_cast<CudaDevice*>(e->device.get());
@@ -1651,10 +1661,7 @@ axrt_status_t event_wait(Event* event, uint64_t timeout_ns) {
     // The record goes to CUDA once the host function before it ran, which a
     // host function waiting here could keep from ever happening.
     if (in_cuda_callback()) {
-      return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
-                         "axrt_event_wait: called from a host function while the latest record "
-                         "of {} waits behind a host function of its stream",
-                         e->describe());
+      return waits_behind_own_host_function("axrt_event_wait", e);
     }
     if (!record.held->wait_issued(deadline)) return timed_out();
   }
@@ -1727,10 +1734,7 @@ axrt_status_t event_enqueue_native_wait(Event* event, void* native_stream) {
     }
     if (record.waiting_on_host()) {
       if (in_cuda_callback()) {
-        return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
-                           "axrt_event_enqueue_native_wait: called from a host function while "
-                           "the latest record of {} waits behind a host function of its stream",
-                           e->describe());
+        return waits_behind_own_host_function("axrt_event_enqueue_native_wait", e);
       }
       flush_record(e);
       continue;  // the latest record now, which may have changed

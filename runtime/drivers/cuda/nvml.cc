@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/numa.h"
+#include "base/runtime_library.h"
 
 namespace axrt::cuda {
 namespace {
@@ -55,9 +56,7 @@ struct Nvml {
 // The loaded library, or nullptr. Never unloaded, like the Driver API.
 const Nvml* nvml() {
   static const Nvml* loaded = []() -> const Nvml* {
-    const char* override_path = std::getenv("AXRT_NVML_LIBRARY");
-    const char* path = override_path && *override_path ? override_path : "libnvidia-ml.so.1";
-    void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    void* handle = open_runtime_library("AXRT_NVML_LIBRARY", "libnvidia-ml.so.1").handle;
     if (!handle) return nullptr;
     auto* api = new Nvml();  // never freed: see above
     bool complete = true;

@@ -1,0 +1,67 @@
+// What the device-group tests share (group_test.cc on CPU devices,
+// nccl_group_test.cc on the mock CUDA and NCCL): a group owned for a test,
+// random inputs, and the host functions that hold or fail a member's stream.
+#ifndef AXRT_TESTS_UNIT_GROUP_SUPPORT_H_
+#define AXRT_TESTS_UNIT_GROUP_SUPPORT_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "axrt/axrt.h"
+#include "tests/unit/status_check.h"
+
+namespace axrt_test {
+
+// A group of `devices`, destroyed with the object.
+struct TestGroup {
+  explicit TestGroup(const std::vector<axrt_device_t>& devices, uint64_t timeout_ns = 0,
+                     const char* label = "test") {
+    axrt_group_options_t options = AXRT_GROUP_OPTIONS_INIT;
+    options.label = label;
+    options.timeout_ns = timeout_ns;
+    REQUIRE_CALL_OK(axrt_group_create(devices.data(), devices.size(), &options, &group));
+  }
+  ~TestGroup() { axrt_group_destroy(group); }
+  TestGroup(const TestGroup&) = delete;
+  TestGroup& operator=(const TestGroup&) = delete;
+  axrt_group_info_t info() const {
+    axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
+    REQUIRE_CALL_OK(axrt_group_query_info(group, &info));
+    return info;
+  }
+  axrt_group_t group = nullptr;
+};
+
+// `n` floats in [-4, 4) from `seed`.
+inline std::vector<float> RandomFloats(uint64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Synchronizes the first `count` streams, each of which must succeed.
+inline void SyncAll(const std::vector<axrt_stream_t>& streams, size_t count) {
+  for (size_t i = 0; i < count; ++i) REQUIRE_CALL_OK(axrt_stream_synchronize(streams[i]));
+}
+
+// Host function: holds the stream until *flag (a std::atomic<bool>) is set.
+inline axrt_status_t BlockUntilSet(void* flag, axrt_status_t) {
+  auto* f = static_cast<std::atomic<bool>*>(flag);
+  while (!f->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return nullptr;
+}
+
+// Host function: fails the stream, as a member that failed.
+inline axrt_status_t FailStream(void*, axrt_status_t) {
+  return axrt_status_create(AXRT_STATUS_CODE_INTERNAL, "injected failure of this member");
+}
+
+}  // namespace axrt_test
+
+#endif  // AXRT_TESTS_UNIT_GROUP_SUPPORT_H_
