@@ -439,7 +439,6 @@ axrt_status_t Group::send_recv(const char* function, const axrt_group_transfer_t
     tp.dst_buffer = x.dst_buffer;
     c.transfers.push_back(tp);
   }
-  c.count = transfer_count;
   return submit(c);
 }
 

@@ -71,7 +71,7 @@ struct TransferPart {
 struct Collective {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   uint64_t sequence = 0;  // the group's n-th collective, from 1
-  uint64_t count = 0;     // elements, as the API function takes it
+  uint64_t count = 0;     // elements, as the API function takes it (send/recv: unused)
   axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
   axrt_reduce_op_t op = AXRT_REDUCE_SUM;
   uint32_t root = 0;
