@@ -1,11 +1,16 @@
 # The two commands of the quick start: `make demo` and `make test`.
-# Both install what is missing, configure into build/, build and run.
+# Both install what is missing (tools/bootstrap.sh), configure into build/,
+# build and run: `make demo` with only what building needs, `make test` with
+# the test tools and the tests' own Python environment ($(VENV)).
 
 BUILD_DIR   ?= build/release
 ASAN_DIR    ?= build/asan
 TSAN_DIR    ?= build/tsan
 BENCH_DIR   ?= build/bench
 FUZZ_DIR    ?= build/fuzz
+# The Python environment every Python test, tool and benchmark runs in
+# (docs/testing.md); tools/bootstrap.sh makes and refreshes it.
+VENV        ?= build/venv
 # How long `make fuzz` runs the fuzzer, and the short run `make test` does.
 FUZZ_SECONDS       ?= 600
 FUZZ_SMOKE_SECONDS ?= 30
@@ -13,27 +18,67 @@ CMAKE       ?= cmake
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-release test-asan test-tsan fuzz fuzz-smoke fuzz-build bench soak soak-build install clean abi-baseline
+export AXRT_VENV := $(abspath $(VENV))
+PYTHON := $(AXRT_VENV)/bin/python
+# Every tree finds that interpreter (the module builds against it, the tests
+# run with it), never whichever python3 the PATH holds.
+PYTHON_FLAGS = -DPython_EXECUTABLE=$(PYTHON) -DPython3_EXECUTABLE=$(PYTHON)
+# The sanitizer and fuzzer trees keep line tables only: enough for every
+# report's stack, for a sixth less compile time than full debug information.
+LINE_TABLES = -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1
+
+.PHONY: all deps deps-build deps-bench build demo test test-release test-asan test-tsan \
+	test-summary fuzz fuzz-smoke fuzz-build bench soak soak-build install clean abi-baseline
 
 all: build
 
-deps:
-	@./tools/bootstrap.sh
+# What building needs (Debian packages only).
+deps-build:
+	@./tools/bootstrap.sh build
 
+# What testing needs: those, the test tools and $(VENV).
+deps:
+	@./tools/bootstrap.sh test
+
+# What the benchmarks need on top: Google Benchmark, OpenBLAS and the anchors.
+deps-bench:
+	@./tools/bootstrap.sh bench
+
+# The whole tree: library, tool, examples, tests and the Python module.
 build: deps
-	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DAXRT_BUILD_TESTS=ON -DAXRT_BUILD_PYTHON=ON $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
 
 # The MLP that axrt_mlp_compiler wrote during the build (int8 and AWQ int4
 # weights, CPU kernels plus CUDA variants when nvcc was found), run and
 # checked on the default device (AXRT_DEVICE, else cpu:0).
-demo: build
+# A tree that `make test` has not configured yet gets neither the tests nor
+# the Python module; only the demo's targets are built either way.
+demo: deps-build
+	@if [ ! -f $(BUILD_DIR)/CMakeCache.txt ]; then \
+	  echo $(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_PYTHON=OFF $(CMAKE_FLAGS); \
+	  $(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_PYTHON=OFF $(CMAKE_FLAGS) || exit 1; \
+	fi
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS) --target axrt_mlp axrt_mlp_model
 	$(BUILD_DIR)/examples/c/axrt_mlp $(BUILD_DIR)/examples/mlp.axe $(BUILD_DIR)/examples/mlp.ref
 
+# Each stage leaves its results in <tree>/test-results.xml (JUnit, with
+# every test's output); the summary at the end counts them and lists every
+# skip with its reason (tools/test_summary.py).
+CTEST = ctest --output-on-failure -j $(JOBS) --output-junit test-results.xml \
+	--test-output-size-passed 1048576
 test: test-release test-asan test-tsan fuzz-smoke
+	@$(MAKE) --no-print-directory test-summary
+
+test-summary:
+	@$(PYTHON) tools/test_summary.py $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
 
 test-release: build
-	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+	rm -rf $(BUILD_DIR)/test-results
+	$(CTEST) --test-dir $(BUILD_DIR)
 
 # Rewrites abi/baseline/libaxrt.abi from the built library: after a
 # compatible change of the C ABI, in the same commit (the abi.gate test
@@ -44,9 +89,9 @@ abi-baseline: build
 # The unit tests and the conformance suite again under ASan + UBSan, in a
 # tree with the fault-injection sites compiled in (fault_injection_test).
 # The sanitizer tree, configured (shared by test-asan and the soak).
-ASAN_CONFIGURE = $(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DAXRT_SANITIZE=address,undefined -DAXRT_FAULT_INJECTION=ON -DAXRT_BUILD_EXAMPLES=OFF \
-	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
+ASAN_CONFIGURE = $(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug $(LINE_TABLES) \
+	  -DAXRT_SANITIZE=address,undefined -DAXRT_FAULT_INJECTION=ON -DAXRT_BUILD_EXAMPLES=ON \
+	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 
 soak-build: deps
 	$(ASAN_CONFIGURE)
@@ -55,21 +100,23 @@ soak-build: deps
 test-asan: deps
 	$(ASAN_CONFIGURE)
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
-	ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS) -L sanitized
+	$(CTEST) --test-dir $(ASAN_DIR) -L sanitized
 
 # The multi-threaded tests (label `threaded`) again under ThreadSanitizer:
 # streams, events, pools and drivers are concurrent code, and a race must
 # fail the run.
 test-tsan: deps
-	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
+	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug $(LINE_TABLES) \
+	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=ON -DAXRT_BUILD_CUDA_KERNELS=OFF \
+	  $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS) --target axrt_threaded_tests
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L threaded
+	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(TSAN_DIR) -L threaded
 
 # The .axe reader under libFuzzer (clang, ASan + UBSan) in a tree of its own;
 # fuzz/run.sh seeds the corpus, runs, and on a finding names the reproducer.
 fuzz-build: deps
 	$(CMAKE) -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXRT_BUILD_FUZZERS=ON \
 	  -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_DRIVER_CUDA=OFF \
 	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
@@ -87,13 +134,15 @@ fuzz-smoke: fuzz-build build
 .PHONY: bench-build bench-check bench-baseline
 
 # The benchmarks' Release tree, built and not run.
-bench-build: deps
+bench-build: deps-bench
 	$(CMAKE) -S . -B $(BENCH_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DAXRT_BUILD_BENCHMARKS=ON -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	  -DAXRT_BUILD_BENCHMARKS=ON -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF \
+	  $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BENCH_DIR) -j $(JOBS)
 
-# The language-model benchmark needs torch and transformers; LLAMA_CPP_SOURCE,
-# a llama.cpp source tree, adds llama.cpp's rows (docs/performance.md). Every
+# Every Python benchmark runs in $(VENV), with the anchors that
+# `tools/bootstrap.sh bench` adds to it; LLAMA_CPP_SOURCE, a llama.cpp
+# source tree, adds llama.cpp's rows to the language-model benchmark (docs/performance.md). Every
 # figure also becomes a record, against its anchor from the same run, in
 # $(BENCH_DIR)/results.json (tests/bench/bench_results.py; the raw files are
 # kept in $(BENCH_RAW)).
@@ -106,22 +155,19 @@ bench: bench-build
 	  $(BENCH_OUT)/axrt_kernel_bench.json
 	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true \
 	  $(BENCH_OUT)/axrt_cuda_bench.json
-	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/python_bench.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/python_bench.py \
 	  --json $(BENCH_RAW)/python_bench.json
-	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/collective_bench.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/collective_bench.py \
 	  --json $(BENCH_RAW)/collective_bench.json
-	PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/matmul_vs_onnxruntime.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/matmul_vs_onnxruntime.py \
 	  --kernel-bench $(BENCH_DIR)/tests/bench/axrt_matmul_kernel_bench \
 	  --json $(BENCH_RAW)/matmul_vs_onnxruntime.json
-	@if python3 -c "import torch, transformers" 2>/dev/null; then \
-	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/serving_bench.py \
-	    --json $(BENCH_RAW)/serving_bench.json || exit 1; \
-	  echo PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py; \
-	  PYTHONPATH=$(BENCH_DIR)/python python3 tests/bench/llm_bench.py \
-	    $(if $(LLAMA_CPP_SOURCE),--llama-cpp-source $(LLAMA_CPP_SOURCE)) \
-	    --json $(BENCH_RAW)/llm_bench.json; \
-	else echo "llm_bench: skipped (torch and transformers are not importable)"; fi
-	python3 tests/bench/bench_results.py collect --out $(BENCH_DIR)/results.json $(BENCH_RAW)/*.json
+	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/serving_bench.py \
+	  --json $(BENCH_RAW)/serving_bench.json
+	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/llm_bench.py \
+	  $(if $(LLAMA_CPP_SOURCE),--llama-cpp-source $(LLAMA_CPP_SOURCE)) \
+	  --json $(BENCH_RAW)/llm_bench.json
+	$(PYTHON) tests/bench/bench_results.py collect --out $(BENCH_DIR)/results.json $(BENCH_RAW)/*.json
 
 # The performance regression gate (docs/performance.md, "Regression gate"):
 # the quick suite (the C++ benchmarks that have an anchor, short and
@@ -131,11 +177,11 @@ bench: bench-build
 # when it reruns, after the build.
 BENCH_BASELINE ?= tests/bench/baseline.json
 bench-check: bench-build
-	python3 tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick
-	@python3 tests/bench/bench_check.py --baseline $(BENCH_BASELINE) $(BENCH_DIR)/quick/results.json || { \
+	$(PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick
+	@$(PYTHON) tests/bench/bench_check.py --baseline $(BENCH_BASELINE) $(BENCH_DIR)/quick/results.json || { \
 	  echo "bench-check: running the quick suite again: a regression must show in both runs"; \
-	  python3 tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick-again && \
-	  python3 tests/bench/bench_check.py --baseline $(BENCH_BASELINE) \
+	  $(PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick-again && \
+	  $(PYTHON) tests/bench/bench_check.py --baseline $(BENCH_BASELINE) \
 	    $(BENCH_DIR)/quick/results.json $(BENCH_DIR)/quick-again/results.json; }
 
 # Rewrites $(BENCH_BASELINE) from fresh runs of the quick suite (the median
@@ -145,9 +191,9 @@ BENCH_BASELINE_RUNS ?= 3
 bench-baseline: bench-build
 	rm -rf $(BENCH_DIR)/baseline-runs
 	for run in $$(seq $(BENCH_BASELINE_RUNS)); do \
-	  python3 tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/baseline-runs/$$run || exit 1; \
+	  $(PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/baseline-runs/$$run || exit 1; \
 	done
-	python3 tests/bench/bench_check.py --write-baseline --baseline $(BENCH_BASELINE) \
+	$(PYTHON) tests/bench/bench_check.py --write-baseline --baseline $(BENCH_BASELINE) \
 	  $(BENCH_DIR)/baseline-runs/*/results.json
 
 # The soak, SOAK_SECONDS long (default 300) on SOAK_THREADS threads (4):
@@ -167,7 +213,7 @@ soak: build soak-build
 	AXRT_EXIT_RUNS=$${AXRT_EXIT_RUNS:-200} AXRT_EXIT_PARALLEL=$${AXRT_EXIT_PARALLEL:-3} \
 	  AXRT_EXIT_HOGS=$${AXRT_EXIT_HOGS:-2} PYTHONPATH=$(abspath $(BUILD_DIR))/python \
 	  AXRT_MOCK_CUDA_LIBRARY=$(abspath $(BUILD_DIR))/tests/mock_cuda/libaxrt_mock_cuda.so \
-	  python3 -m pytest -q -p no:cacheprovider tests/python/test_exit.py
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_exit.py
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

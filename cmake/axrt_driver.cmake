@@ -3,6 +3,7 @@
 #   [DEFAULT ON|OFF]                      the option's default (ON)
 #   SOURCES <file>...                     relative to the calling folder
 #   [CTS_UNSUPPORTED <file>]              what the conformance suite skips
+#   [NO_DEVICES]                          a driver that never has a device
 #   [LINK_LIBRARIES <lib>...])
 #
 # Called from a driver folder's CMakeLists.txt (runtime/drivers/<name>/, or a
@@ -17,9 +18,13 @@
 # The CTS_UNSUPPORTED file lists, one AXRT_CTS_UNSUPPORTED(kFeature,
 # "reason") per line, the optional capabilities of abi/cts/unsupported.h
 # the driver lacks; the conformance suite runs once per enabled driver
-# (`cts.<name>`) and skips exactly those, naming the reason.
+# (`cts.<name>`) and skips exactly those, naming the reason. A NO_DEVICES
+# driver (an example of the build's plumbing, which finds no hardware by
+# design) gets no conformance run: one that could never find its device
+# would check nothing.
 function(axrt_add_driver name)
-  cmake_parse_arguments(ARG "" "DOC;DEFAULT;CTS_UNSUPPORTED" "SOURCES;LINK_LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "NO_DEVICES" "DOC;DEFAULT;CTS_UNSUPPORTED" "SOURCES;LINK_LIBRARIES"
+    ${ARGN})
   if(NOT name MATCHES "^[a-z][a-z0-9_]*$")
     message(FATAL_ERROR "axrt_add_driver: '${name}' is not a driver name (lower case, digits, _)")
   endif()
@@ -44,6 +49,9 @@ function(axrt_add_driver name)
   target_compile_options(${target} PRIVATE ${AXRT_WARNINGS})
   set_property(GLOBAL APPEND PROPERTY AXRT_DRIVERS ${name})
   set_property(GLOBAL APPEND PROPERTY AXRT_DRIVER_TARGETS ${target})
+  if(ARG_NO_DEVICES)
+    set_property(GLOBAL PROPERTY AXRT_DRIVER_NO_DEVICES_${name} TRUE)
+  endif()
   if(ARG_CTS_UNSUPPORTED)
     get_filename_component(file "${ARG_CTS_UNSUPPORTED}" ABSOLUTE)
     if(NOT EXISTS "${file}")

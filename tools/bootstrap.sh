@@ -1,35 +1,54 @@
 #!/usr/bin/env bash
-# Installs what building and testing axrt needs, and nothing when all of it is
-# already there. Debian packages through apt-get; Python packages through pip.
+# Installs what a target of the Makefile needs, and nothing when all of it is
+# already there:
+#
+#   tools/bootstrap.sh build   Debian packages that building libaxrt, the
+#                              `axrt` tool and the C examples needs (make demo)
+#   tools/bootstrap.sh test    those, the test tools (Catch2, clang for the
+#                              fuzzer, abigail-tools, Python headers), and the
+#                              tests' own Python environment (make test)
+#   tools/bootstrap.sh bench   those, Google Benchmark, OpenBLAS and the
+#                              benchmarks' anchors in the same environment
+#
+# Debian packages come through apt-get (root, or sudo). Python packages go
+# into a virtual environment of the project's, never into the machine's
+# Python: $AXRT_VENV (build/venv by default), made from $PYTHON (python3)
+# without system site packages, from tools/requirements/*.txt through the
+# package index pip is configured with. torch is first tried from PyPI's
+# neighbour with the smaller CPU-only wheel, $AXRT_TORCH_INDEX_URL (empty: not
+# tried), with a short timeout and no retries; where that index cannot be
+# reached the default index serves it. The environment is made again from
+# scratch when a requirements file, the base interpreter or what is installed
+# in it (a package added by hand) changed since bootstrap last made it.
+# docs/testing.md says more.
 set -euo pipefail
 
-debian_packages=(
-  cmake ninja-build g++ clang libclang-rt-14-dev pkg-config binutils make
-  libfmt-dev catch2 libbenchmark-dev libopenblas-dev
-  libflatbuffers-dev flatbuffers-compiler libdlpack-dev python3-dev abigail-tools
-)
-# "module|pip requirement": the Python package (bindings/python) and its
-# tests. JAX on the CPU is what the DLPack interop tests exchange with;
-# tokenizers runs the text prompts of axrt.llm; starlette, uvicorn and
-# prometheus_client its server, which the tests call with the openai client;
-# matplotlib draws trace timelines (python -m axrt.traceplot).
-# torch (the CPU build, from PyTorch's own index, below) is what the PyTorch
-# operator and DLPack tests exchange with. transformers, the model path's
-# reference, is not installed: its outputs are committed (tests/llm/README.md).
-python_packages=(
-  "pybind11|pybind11>=2.10"
-  "scikit_build_core|scikit-build-core>=0.8"
-  "numpy|numpy>=1.22"
-  "ml_dtypes|ml_dtypes>=0.3"
-  "pytest|pytest>=7"
-  "jax|jax[cpu]"
-  "tokenizers|tokenizers>=0.13"
-  "starlette|starlette>=0.37"
-  "uvicorn|uvicorn>=0.29"
-  "prometheus_client|prometheus-client>=0.19"
-  "openai|openai>=1.0"
-  "matplotlib|matplotlib>=3.5"
-)
+level=${1:-test}
+case $level in
+  build | test | bench) ;;
+  *)
+    echo "usage: tools/bootstrap.sh [build|test|bench]" >&2
+    exit 2
+    ;;
+esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+requirements=$root/tools/requirements
+
+# --- Debian packages ---------------------------------------------------------
+
+debian_packages=(cmake ninja-build g++ make pkg-config libfmt-dev libflatbuffers-dev
+  flatbuffers-compiler libdlpack-dev)
+if [[ $level != build ]]; then
+  # Catch2 for the C++ tests, clang and its runtimes for the fuzzer,
+  # abigail-tools for the ABI gate, and what making the environment and
+  # building the extension module against its interpreter need.
+  debian_packages+=(catch2 clang libclang-rt-14-dev binutils abigail-tools python3-dev
+    python3-venv)
+fi
+if [[ $level == bench ]]; then
+  debian_packages+=(libbenchmark-dev libopenblas-dev)
+fi
 
 missing=()
 for pkg in "${debian_packages[@]}"; do
@@ -45,18 +64,84 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+[[ $level == build ]] && exit 0
+
+# --- The Python environment ----------------------------------------------------
+
 python=${PYTHON:-python3}
-missing=()
-for entry in "${python_packages[@]}"; do
-  if ! "$python" -c "import ${entry%%|*}" 2>/dev/null; then
-    missing+=("${entry#*|}")
+venv=${AXRT_VENV:-$root/build/venv}
+venv_python=$venv/bin/python
+torch_index=${AXRT_TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+  echo "bootstrap: $python is not a Python 3.9 or later (set PYTHON to one)" >&2
+  exit 1
+fi
+
+# One bootstrap at a time makes or changes the environment.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+
+sha() { sha256sum "$@" | cut -d' ' -f1; }
+# What the environment was made from and what it holds now.
+base_identity() {
+  "$python" -c 'import os, sys; print(os.path.realpath(sys.executable), sys.version.split()[0])'
+}
+installed() {
+  (cd "$venv" && ls -d lib/python*/site-packages/*.dist-info 2>/dev/null | sort | sha256sum | cut -d' ' -f1)
+}
+stamp=$venv/axrt-environment
+want_test="test $(sha "$requirements/test.txt")"
+want_bench="bench $(sha "$requirements/bench.txt")"
+want_base="base $(base_identity)"
+
+stamp_has() { [[ -f $stamp ]] && grep -qxF "$1" "$stamp"; }
+
+usable=0
+if [[ -x $venv_python ]] && "$venv_python" -c '' 2>/dev/null && stamp_has "$want_test" &&
+  stamp_has "$want_base" && stamp_has "installed $(installed)"; then
+  usable=1
+fi
+if ((usable)) && { [[ $level != bench ]] || stamp_has "$want_bench"; }; then
+  exit 0
+fi
+
+pip() { "$venv_python" -m pip --disable-pip-version-check "$@"; }
+started=$SECONDS
+if ((!usable)); then
+  if [[ -e $venv ]]; then
+    echo "bootstrap: $venv does not match tools/requirements/test.txt, $python or what bootstrap installed: making it again"
+  else
+    echo "bootstrap: making the test environment $venv (from $python)"
   fi
-done
-if ((${#missing[@]})); then
-  echo "bootstrap: installing Python packages: ${missing[*]}"
-  "$python" -m pip install --quiet "${missing[@]}"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  torch_requirement=$(grep -E '^torch[<>=~! ]' "$requirements/test.txt" | head -1)
+  if [[ -n $torch_index ]]; then
+    echo "bootstrap: trying $torch_index for ${torch_requirement} (CPU-only build)"
+    if pip install --quiet --no-deps --index-url "$torch_index" --timeout 10 --retries 0 \
+      "$torch_requirement" 2>/dev/null; then
+      echo "bootstrap: torch from $torch_index"
+    else
+      echo "bootstrap: $torch_index is out of reach: torch comes from the default index"
+    fi
+  fi
+  echo "bootstrap: installing tools/requirements/test.txt into $venv"
+  # No byte-compiling of every file of every package: what is imported is
+  # compiled on first use.
+  pip install --quiet --no-compile -r "$requirements/test.txt"
+  printf '%s\n%s\n' "$want_test" "$want_base" >"$stamp"
 fi
-if ! "$python" -c "import torch" 2>/dev/null; then
-  echo "bootstrap: installing torch (CPU build)"
-  "$python" -m pip install --quiet torch --index-url https://download.pytorch.org/whl/cpu
+if [[ $level == bench ]] && ! stamp_has "$want_bench"; then
+  echo "bootstrap: installing tools/requirements/bench.txt into $venv"
+  pip install --quiet --no-compile -r "$requirements/bench.txt"
+  grep -v '^bench ' "$stamp" >"$stamp.new" || true
+  echo "$want_bench" >>"$stamp.new"
+  mv "$stamp.new" "$stamp"
 fi
+grep -v '^installed ' "$stamp" >"$stamp.new" || true
+echo "installed $(installed)" >>"$stamp.new"
+mv "$stamp.new" "$stamp"
+pip freeze >"$venv/axrt-freeze.txt"
+echo "bootstrap: $venv ready in $((SECONDS - started)) s ($(wc -l <"$venv/axrt-freeze.txt") packages, $(du -sh "$venv" | cut -f1); list in $venv/axrt-freeze.txt)"

@@ -212,8 +212,8 @@ TEST_CASE_METHOD(DeviceTest, "host func: a returned status fails the stream "
     CHECK(Read(other_buffer.get(), 0, kSize) == initial_other);
     CHECK(readback == std::vector<uint8_t>(kSize, 0x55));
   } else {
-    WARN("work queued behind the failure is not checked on " << properties().id << ": "
-         << UnsupportedReason(driver(), Feature::kSkipQueuedWorkOnFailure));
+    WARN("skipped on " << properties().id << ": the check of work queued behind the failure ("
+         << UnsupportedReason(driver(), Feature::kSkipQueuedWorkOnFailure) << ")");
   }
 
   // Host functions behind it ran once each and were told.

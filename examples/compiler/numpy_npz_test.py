@@ -13,7 +13,7 @@ import sys
 try:
     import numpy as np
 except ImportError:
-    print("SKIP: numpy is not importable by", sys.executable)
+    print("skipped: numpy is not importable by", sys.executable)
     sys.exit(77)
 
 compiler, runner, work = sys.argv[1:4]

@@ -6,8 +6,11 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Tuple, 
 import numpy as np
 
 __version__: str
-DTYPES: dict[str, Tuple[int, int, Optional[np.dtype]]]
-"""Every axrt dtype by its runtime name: (number, bits per element, numpy dtype or None)."""
+DTYPES: dict[str, Tuple[int, int]]
+"""Every axrt dtype by its runtime name: (number, bits per element)."""
+def numpy_dtype(name: str) -> Optional[np.dtype]:
+    """The numpy dtype of the axrt dtype `name` (bfloat16, fp8, fp4 and the sub-byte integers
+    from ml_dtypes, imported on first use), or None when ml_dtypes is missing."""
 
 DeviceLike = Union[None, str, "Device"]
 Source = Union[str, os.PathLike, bytes, bytearray, memoryview]

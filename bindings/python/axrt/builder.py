@@ -45,6 +45,7 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple,
 import numpy as np
 
 from ._axrt import DTYPES as _axrt_dtypes
+from ._axrt import numpy_dtype as _axrt_numpy_dtype
 from ._axrt import AxeBuilder as _AxeBuilder
 
 __all__ = [
@@ -86,7 +87,7 @@ DTypeLike = Union[str, np.dtype, type]
 
 # The runtime's names (axrt_dtype_name): (number, bits per element).
 _DTYPES: Dict[str, Tuple[int, int]] = {
-    name: (code, bits) for name, (code, bits, _) in _axrt_dtypes.items()}
+    name: (code, bits) for name, (code, bits) in _axrt_dtypes.items()}
 
 # Other spellings: numpy's and ml_dtypes' names, short integer names.
 _ALIASES: Dict[str, str] = {
@@ -171,7 +172,7 @@ def _dtype_code(dtype: DTypeLike, what: str = "dtype") -> int:
 
 def _numpy_dtype(name: str) -> Optional[np.dtype]:
     """The numpy dtype of axrt dtype `name`, or None when ml_dtypes is missing."""
-    dt: Optional[np.dtype] = _axrt_dtypes[name][2]
+    dt: Optional[np.dtype] = _axrt_numpy_dtype(name)
     return dt
 
 

@@ -17,6 +17,8 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ._extras import MissingExtraError, require
+
 __all__ = ["load", "plot", "main"]
 
 _COLORS = {
@@ -58,7 +60,7 @@ def plot(path: "str | os.PathLike[str]", out: "str | os.PathLike[str]", *,
          title: Optional[str] = None, width: float = 14.0) -> None:
     """Draws the trace at ``path`` into the image ``out`` (its suffix picks the
     format: .png, .svg, .pdf). ``start_ms`` and ``end_ms`` crop the time axis."""
-    import matplotlib
+    matplotlib = require("matplotlib", "axrt.traceplot (trace timelines)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
@@ -144,8 +146,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         plot(args.trace, args.out, start_ms=args.start, end_ms=args.end, title=args.title,
              width=args.width)
-    except ImportError:
-        print("axrt.traceplot needs matplotlib: pip install matplotlib", file=sys.stderr)
+    except MissingExtraError as e:
+        print(f"axrt.traceplot: {e}", file=sys.stderr)
         return 2
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"axrt.traceplot: {e}", file=sys.stderr)

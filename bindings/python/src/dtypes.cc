@@ -42,36 +42,26 @@ constexpr DtypeName kNames[] = {
 
 constexpr size_t kDtypeCount = AXRT_DTYPE_FLOAT8_E8M0FNU + 1;
 
-// numpy dtype objects by axrt code, made when the module is imported (a
-// first use from several threads would import numpy inside a static's
-// initialisation, which lets go of the GIL) and kept for the life of the
-// process (never destroyed: they may be needed during shutdown).
+// numpy dtype objects by axrt code, kept for the life of the process (never
+// destroyed: they may be needed during shutdown). numpy's own types are made
+// when the module is imported (a first use from several threads would import
+// numpy inside a static's initialisation, which lets go of the GIL);
+// ml_dtypes' types on their first use, since importing ml_dtypes can cost
+// more than the rest of `import axrt` together. Every access holds the GIL.
 struct Table {
   std::array<PyObject*, kDtypeCount> numpy{};
   PyObject* by_dtype = nullptr;  // dict: numpy dtype -> axrt code
+  bool ml_dtypes_added = false;  // add_ml_dtypes() ran to its end
 };
 
 Table& table() {
   static Table* t = [] {
     auto* t = new Table();
     py::module_ np = py::module_::import("numpy");
-    py::object ml;
-    try {
-      ml = py::module_::import("ml_dtypes");
-    } catch (py::error_already_set&) {
-      PyErr_Clear();
-    }
     py::dict by_dtype;
     for (const DtypeName& n : kNames) {
-      py::object dt;
-      if (n.numpy) {
-        dt = np.attr("dtype")(n.numpy);
-      } else if (ml && py::hasattr(ml, n.ml_dtypes)) {
-        dt = np.attr("dtype")(ml.attr(n.ml_dtypes));
-      } else {
-        continue;
-      }
-      t->numpy[n.dtype] = dt.release().ptr();
+      if (!n.numpy) continue;
+      t->numpy[n.dtype] = np.attr("dtype")(n.numpy).release().ptr();
       by_dtype[py::handle(t->numpy[n.dtype])] = py::int_(n.dtype);
     }
     t->by_dtype = by_dtype.release().ptr();
@@ -80,12 +70,48 @@ Table& table() {
   return *t;
 }
 
+bool is_ml_dtype(axrt_dtype_t dtype) {
+  for (const DtypeName& n : kNames) {
+    if (n.dtype == dtype) return n.ml_dtypes != nullptr;
+  }
+  return false;
+}
+
+// Adds ml_dtypes' types, when it can be imported. Two threads may both get
+// here (the import lets go of the GIL); each fills only what is still empty,
+// between two calls into Python, so the table never changes under a reader.
+void add_ml_dtypes(Table& t) {
+  if (t.ml_dtypes_added) return;
+  py::module_ np = py::module_::import("numpy");
+  py::object ml;
+  try {
+    ml = py::module_::import("ml_dtypes");
+  } catch (py::error_already_set&) {
+    // Absent: its types stay without a numpy dtype (numpy_dtype says so).
+  }
+  for (const DtypeName& n : kNames) {
+    if (!ml || !n.ml_dtypes || t.numpy[n.dtype] || !py::hasattr(ml, n.ml_dtypes)) continue;
+    py::object dt = np.attr("dtype")(ml.attr(n.ml_dtypes));
+    py::object code = py::int_(n.dtype);
+    if (t.numpy[n.dtype]) continue;
+    if (PyDict_SetItem(t.by_dtype, dt.ptr(), code.ptr()) != 0) throw py::error_already_set();
+    t.numpy[n.dtype] = dt.release().ptr();
+  }
+  t.ml_dtypes_added = true;
+}
+
+// The numpy dtype of `dtype`, or null when there is none (ml_dtypes missing).
+PyObject* find_numpy_dtype(axrt_dtype_t dtype) {
+  if (dtype >= kDtypeCount) return nullptr;
+  Table& t = table();
+  if (!t.numpy[dtype] && is_ml_dtype(dtype)) add_ml_dtypes(t);
+  return t.numpy[dtype];
+}
+
 }  // namespace
 
 py::dtype numpy_dtype(axrt_dtype_t dtype) {
-  if (dtype < kDtypeCount) {
-    if (PyObject* dt = table().numpy[dtype]) return py::reinterpret_borrow<py::dtype>(dt);
-  }
+  if (PyObject* dt = find_numpy_dtype(dtype)) return py::reinterpret_borrow<py::dtype>(dt);
   for (const DtypeName& n : kNames) {
     if (n.dtype == dtype && n.ml_dtypes) {
       throw py::type_error(std::string("axrt dtype ") + axrt_dtype_name(dtype) +
@@ -96,8 +122,24 @@ py::dtype numpy_dtype(axrt_dtype_t dtype) {
   throw py::type_error(std::string("axrt dtype ") + axrt_dtype_name(dtype) + " has no numpy dtype");
 }
 
+namespace {
+
+// The axrt code of a numpy dtype, or null. A dtype of ml_dtypes can exist only
+// once ml_dtypes is imported: its types join the table then.
+PyObject* find_code(const py::handle& dtype) {
+  Table& t = table();
+  PyObject* code = PyDict_GetItem(t.by_dtype, dtype.ptr());
+  if (!code && !t.ml_dtypes_added && PyDict_GetItemString(PyImport_GetModuleDict(), "ml_dtypes")) {
+    add_ml_dtypes(t);
+    code = PyDict_GetItem(t.by_dtype, dtype.ptr());
+  }
+  return code;
+}
+
+}  // namespace
+
 axrt_dtype_t axrt_dtype(const py::dtype& dtype) {
-  PyObject* code = PyDict_GetItem(table().by_dtype, dtype.ptr());
+  PyObject* code = find_code(dtype);
   if (!code) {
     // Byte-swapped or otherwise unusual forms of a known type.
     py::dtype native = dtype.attr("newbyteorder")("=");
@@ -105,7 +147,7 @@ axrt_dtype_t axrt_dtype(const py::dtype& dtype) {
       throw py::type_error("axrt takes native-byte-order arrays; got dtype " +
                            py::str(dtype).cast<std::string>());
     }
-    code = PyDict_GetItem(table().by_dtype, native.ptr());
+    code = find_code(native);
     if (!code) {
       throw py::type_error("numpy dtype " + py::str(dtype).cast<std::string>() +
                            " has no axrt dtype");
@@ -115,15 +157,27 @@ axrt_dtype_t axrt_dtype(const py::dtype& dtype) {
 }
 
 void init_dtypes(py::module_& m) {
-  // Every axrt dtype by its runtime name: (number, bits per element, numpy
-  // dtype or None without ml_dtypes), for the builder.
+  // Every axrt dtype by its runtime name: (number, bits per element), for the
+  // builder; numpy_dtype(name) gives its numpy dtype.
+  table();
   py::dict dtypes;
   for (axrt_dtype_t d = 1; d < kDtypeCount; ++d) {
-    PyObject* numpy = table().numpy[d];
-    dtypes[py::str(axrt_dtype_name(d))] =
-        py::make_tuple(d, axrt_dtype_bit_width(d), numpy ? py::handle(numpy) : py::handle(Py_None));
+    dtypes[py::str(axrt_dtype_name(d))] = py::make_tuple(d, axrt_dtype_bit_width(d));
   }
   m.attr("DTYPES") = dtypes;
+  m.def(
+      "numpy_dtype",
+      [](const std::string& name) -> py::object {
+        for (axrt_dtype_t d = 1; d < kDtypeCount; ++d) {
+          if (name != axrt_dtype_name(d)) continue;
+          PyObject* dt = find_numpy_dtype(d);
+          return dt ? py::reinterpret_borrow<py::object>(dt) : py::object(py::none());
+        }
+        throw py::value_error("no axrt dtype is named '" + name + "'");
+      },
+      py::arg("name"),
+      "The numpy dtype of the axrt dtype `name` (bfloat16, fp8, fp4 and the sub-byte integers "
+      "from ml_dtypes, imported on first use), or None when ml_dtypes is missing.");
 }
 
 axrt_dtype_t parse_dtype(const py::handle& dtype) {

@@ -127,6 +127,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Imported here so that --help works without the compiled module.
     import axrt
 
+    from .._extras import MissingExtraError
     from . import UnsupportedModelError, convert, load
     from .checkpoint import CheckpointError
 
@@ -154,8 +155,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         model = load(args.model, args.device, devices=args.devices)
         if args.prompt is not None:
             if model.tokenizer is None:
-                print(f"error: {args.model} carries no tokenizer (or the tokenizers package is "
-                      "missing): use --prompt-ids", file=sys.stderr)
+                print(f"error: {args.model} carries no tokenizer: use --prompt-ids",
+                      file=sys.stderr)
                 return 2
             prompt_ids = model.tokenizer.encode(args.prompt).ids
         else:
@@ -180,7 +181,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{len(prompt_ids)} prompt tokens, {len(tokens)} generated; first token "
                   f"{(first - start) * 1e3:.1f} ms{rate}", file=sys.stderr)
         return 0
-    except (UnsupportedModelError, CheckpointError, ValueError, OSError, axrt.Error) as e:
+    except (UnsupportedModelError, CheckpointError, MissingExtraError, ValueError, OSError,
+            axrt.Error) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
 

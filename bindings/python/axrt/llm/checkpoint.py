@@ -18,21 +18,15 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 
-try:
-    import ml_dtypes
-
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency of axrt
-    _BF16 = None
+from .. import _axrt
 
 _DTYPES = {
     "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
     "I64": np.dtype("<i8"), "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"),
     "U8": np.dtype("u1"), "U16": np.dtype("<u2"), "U32": np.dtype("<u4"), "U64": np.dtype("<u8"),
     "BOOL": np.dtype("?"),
+    "BF16": None,  # ml_dtypes' bfloat16, imported when a checkpoint holds one
 }
-if _BF16 is not None:
-    _DTYPES["BF16"] = _BF16
 
 # A header longer than this is not a checkpoint header.
 _MAX_HEADER = 100 * 1024 * 1024
@@ -77,6 +71,12 @@ class SafetensorsFile:
                 raise CheckpointError(f"{self.path}: tensor '{name}' has dtype {dtype_name}, "
                                       f"which is not supported ({', '.join(_DTYPES)})")
             dtype = _DTYPES[dtype_name]
+            if dtype is None:
+                dtype = _axrt.numpy_dtype("bf16")
+                if dtype is None:
+                    raise CheckpointError(f"{self.path}: tensor '{name}' is bfloat16, which needs "
+                                          "ml_dtypes (pip install ml_dtypes)")
+                _DTYPES[dtype_name] = dtype
             count = int(np.prod(shape, dtype=np.int64)) if shape else 1
             if begin < 0 or end < begin or end - begin != count * dtype.itemsize:
                 raise CheckpointError(f"{self.path}: tensor '{name}' {dtype_name}{list(shape)} "

@@ -21,6 +21,7 @@ from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Iterable,
 import numpy as np
 
 from .. import _axrt
+from .._extras import MissingExtraError
 from .model import Model, check_sampling, check_token_ids, make_tokenizer, read_model
 
 if TYPE_CHECKING:
@@ -309,6 +310,7 @@ class Engine:
             executable = _axrt.load(os.fspath(model), device)
             self.config, self.tokenizer_json = read_model(executable)
             self._tokenizer = None
+        self._no_tokenizer = "the model carries no tokenizer"
         self.executable = executable
         self._low = _axrt.Engine(executable, num_blocks=int(num_blocks),
                                  kv_cache_bytes=int(kv_cache_bytes),
@@ -350,11 +352,13 @@ class Engine:
     @property
     def tokenizer(self):
         """The model's ``tokenizers.Tokenizer``, or None when the file carries none or the
-        tokenizers package is missing (prompts are then token ids)."""
+        tokenizers package is missing (prompts are then token ids, and :meth:`encode` says
+        which extra to install)."""
         if self._tokenizer is None and self.tokenizer_json is not None:
             try:
                 self._tokenizer = make_tokenizer(self.tokenizer_json)
-            except ImportError:
+            except MissingExtraError as e:
+                self._no_tokenizer = str(e)
                 self.tokenizer_json = None
         return self._tokenizer
 
@@ -369,8 +373,7 @@ class Engine:
         against the vocabulary. ValueError when it cannot be."""
         if isinstance(prompt, str):
             if self.tokenizer is None:
-                raise ValueError("the model carries no tokenizer (or the tokenizers package is "
-                                 "missing): give the prompt as token ids")
+                raise ValueError(f"{self._no_tokenizer}: give the prompt as token ids")
             try:
                 prompt.encode("utf-8")
             except UnicodeEncodeError as e:

@@ -8,6 +8,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _axrt
+from .._extras import require
 from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardInfo,
                      UnsupportedModelError)
 
@@ -36,9 +37,8 @@ def make_tokenizer(tokenizer_json: Optional[str]):
     """A ``tokenizers.Tokenizer`` of `tokenizer_json`, or None when there is none."""
     if tokenizer_json is None:
         return None
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_str(tokenizer_json)
+    tokenizers = require("tokenizers", "the model's tokenizer (text prompts of axrt.llm)")
+    return tokenizers.Tokenizer.from_str(tokenizer_json)
 
 
 def check_token_ids(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
@@ -167,8 +167,9 @@ class LanguageModel:
     and generation over a paged KV cache.
 
     ``config`` is the model's :class:`ModelConfig`; ``tokenizer`` its
-    tokenizer (a ``tokenizers.Tokenizer``) when the file carries one and the
-    tokenizers package is installed, else None. The KV cache is one pool of
+    tokenizer (a ``tokenizers.Tokenizer``) when the file carries one, else None
+    (reading it raises MissingExtraError, an ImportError naming the extra, when
+    the tokenizers package is missing). The KV cache is one pool of
     ``num_blocks`` blocks of ``config.block_size`` tokens, shared by the
     model's sessions. A subclass provides ``kv_cache`` and the calls
     ``_prefill(tokens, positions, block_table, kv_cache)``, ``_decode(...)``

@@ -27,18 +27,25 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import prometheus_client
-import uvicorn
+
+from .._extras import require
+
+# The serve extra, checked first so that its absence names the extra.
+for _module in ("starlette", "uvicorn", "prometheus_client"):
+    require(_module, "the OpenAI-compatible server (axrt.llm.server)")
+
+import prometheus_client  # noqa: E402
+import uvicorn  # noqa: E402
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.requests import Request as HTTPRequest
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.applications import Starlette  # noqa: E402
+from starlette.middleware import Middleware  # noqa: E402
+from starlette.requests import Request as HTTPRequest  # noqa: E402
+from starlette.responses import JSONResponse, Response  # noqa: E402
+from starlette.routing import Route  # noqa: E402
 
-import axrt
+import axrt  # noqa: E402
 
-from .engine import AsyncRequest, Engine, RequestError, TokenEvent
+from .engine import AsyncRequest, Engine, RequestError, TokenEvent  # noqa: E402
 
 #: Default limit on a request's body.
 DEFAULT_MAX_BODY_BYTES = 1 << 20

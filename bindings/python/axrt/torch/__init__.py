@@ -27,9 +27,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import torch
+from .._extras import require
 
-from .. import _axrt
+torch = require("torch", "axrt.torch (PyTorch operators)")
+
+from .. import _axrt  # noqa: E402
 
 __all__ = ["register", "backward_name", "Registered", "DTYPES"]
 
@@ -40,8 +42,8 @@ BACKWARD_SUFFIX = "_backward"
 # counterparts, whose names are torch's too. Sub-byte types have none.
 DTYPES: Dict[str, torch.dtype] = {
     _name: getattr(torch, _np.name)
-    for _name, (_, _bits, _np) in _axrt.DTYPES.items()
-    if _np is not None and _bits % 8 == 0 and hasattr(torch, _np.name)
+    for _name, (_, _bits) in _axrt.DTYPES.items()
+    if _bits % 8 == 0 and (_np := _axrt.numpy_dtype(_name)) is not None and hasattr(torch, _np.name)
 }
 
 _lock = threading.Lock()
