@@ -18,34 +18,49 @@ CMAKE       ?= cmake
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-export AXRT_VENV := $(abspath $(VENV))
-PYTHON := $(AXRT_VENV)/bin/python
-# Every tree finds that interpreter (the module builds against it, the tests
-# run with it), never whichever python3 the PATH holds.
-PYTHON_FLAGS = -DPython_EXECUTABLE=$(PYTHON) -DPython3_EXECUTABLE=$(PYTHON)
-# The sanitizer and fuzzer trees keep line tables only: enough for every
-# report's stack, for a sixth less compile time than full debug information.
-LINE_TABLES = -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1
+# The interpreter the environment is made from (any Python 3.9 or later).
+BASE_PYTHON ?= python3
 
-.PHONY: all deps deps-build deps-bench build demo test test-release test-asan test-tsan \
-	test-summary fuzz fuzz-smoke fuzz-build bench soak soak-build install clean abi-baseline
+export AXRT_VENV := $(abspath $(VENV))
+VENV_PYTHON := $(AXRT_VENV)/bin/python
+BOOTSTRAP = PYTHON=$(BASE_PYTHON) ./tools/bootstrap.sh
+# The module builds for the environment's interpreter, with its pybind11,
+# and the tests run in it: never with whichever python3 the PATH holds.
+TEST_PYTHON_FLAGS = -DAXRT_TEST_PYTHON=$(VENV_PYTHON)
+PYTHON_FLAGS = -DPython_EXECUTABLE=$(VENV_PYTHON) $(TEST_PYTHON_FLAGS)
+# The sanitizer trees keep line tables only (enough for every report's
+# stack, for a sixth less compile time than full debug information) and
+# precompile the headers the library's files share (cmake/
+# axrt_precompile_headers.cmake); the release tree builds as installs do.
+SANITIZER_TREE = -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DAXRT_PRECOMPILE_HEADERS=ON
+
+.PHONY: all deps deps-build deps-test deps-bench venv venv-build build demo test test-release test-asan \
+	test-tsan test-summary fuzz fuzz-smoke fuzz-build bench soak soak-build install clean \
+	abi-baseline
 
 all: build
 
 # What building needs (Debian packages only).
 deps-build:
-	@./tools/bootstrap.sh build
+	@$(BOOTSTRAP) build
 
-# What testing needs: those, the test tools and $(VENV).
-deps:
-	@./tools/bootstrap.sh test
+# What testing needs: the Debian packages (deps-test) and $(VENV) (venv),
+# whose first step (venv-build: what building the module needs) takes
+# seconds and the rest, minutes.
+deps: deps-test venv
+deps-test:
+	@$(BOOTSTRAP) test --packages
+venv-build: deps-test
+	@$(BOOTSTRAP) test --venv-build
+venv: venv-build
+	@$(BOOTSTRAP) test --venv
 
 # What the benchmarks need on top: Google Benchmark, OpenBLAS and the anchors.
 deps-bench:
-	@./tools/bootstrap.sh bench
+	@$(BOOTSTRAP) bench
 
 # The whole tree: library, tool, examples, tests and the Python module.
-build: deps
+build: venv-build
 	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DAXRT_BUILD_TESTS=ON -DAXRT_BUILD_PYTHON=ON $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
@@ -70,13 +85,16 @@ demo: deps-build
 # skip with its reason (tools/test_summary.py).
 CTEST = ctest --output-on-failure -j $(JOBS) --output-junit test-results.xml \
 	--test-output-size-passed 1048576
-test: test-release test-asan test-tsan fuzz-smoke
+# The environment is made (downloads, mostly) while the release tree builds.
+test:
+	@$(MAKE) --no-print-directory -j2 build venv
+	@$(MAKE) --no-print-directory test-release test-asan test-tsan fuzz-smoke
 	@$(MAKE) --no-print-directory test-summary
 
-test-summary:
-	@$(PYTHON) tools/test_summary.py $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+test-summary: venv
+	@$(VENV_PYTHON) tools/test_summary.py $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
 
-test-release: build
+test-release: build venv
 	rm -rf $(BUILD_DIR)/test-results
 	$(CTEST) --test-dir $(BUILD_DIR)
 
@@ -89,15 +107,15 @@ abi-baseline: build
 # The unit tests and the conformance suite again under ASan + UBSan, in a
 # tree with the fault-injection sites compiled in (fault_injection_test).
 # The sanitizer tree, configured (shared by test-asan and the soak).
-ASAN_CONFIGURE = $(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug $(LINE_TABLES) \
+ASAN_CONFIGURE = $(CMAKE) -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug $(SANITIZER_TREE) \
 	  -DAXRT_SANITIZE=address,undefined -DAXRT_FAULT_INJECTION=ON -DAXRT_BUILD_EXAMPLES=ON \
-	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(PYTHON_FLAGS) $(CMAKE_FLAGS)
+	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(TEST_PYTHON_FLAGS) $(CMAKE_FLAGS)
 
-soak-build: deps
+soak-build: deps-test
 	$(ASAN_CONFIGURE)
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_soak
 
-test-asan: deps
+test-asan: deps-test
 	$(ASAN_CONFIGURE)
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS) --target axrt_sanitized_tests
 	$(CTEST) --test-dir $(ASAN_DIR) -L sanitized
@@ -105,16 +123,16 @@ test-asan: deps
 # The multi-threaded tests (label `threaded`) again under ThreadSanitizer:
 # streams, events, pools and drivers are concurrent code, and a race must
 # fail the run.
-test-tsan: deps
-	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug $(LINE_TABLES) \
-	  -DAXRT_SANITIZE=thread -DAXRT_BUILD_EXAMPLES=ON -DAXRT_BUILD_CUDA_KERNELS=OFF \
-	  $(PYTHON_FLAGS) $(CMAKE_FLAGS)
+test-tsan: deps-test
+	$(CMAKE) -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug $(SANITIZER_TREE) \
+	  -DAXRT_SANITIZE=thread -DAXRT_FAULT_INJECTION=ON -DAXRT_BUILD_EXAMPLES=ON \
+	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(TEST_PYTHON_FLAGS) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(TSAN_DIR) -j $(JOBS) --target axrt_threaded_tests
 	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(TSAN_DIR) -L threaded
 
 # The .axe reader under libFuzzer (clang, ASan + UBSan) in a tree of its own;
 # fuzz/run.sh seeds the corpus, runs, and on a finding names the reproducer.
-fuzz-build: deps
+fuzz-build: deps-test
 	$(CMAKE) -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXRT_BUILD_FUZZERS=ON \
@@ -155,19 +173,19 @@ bench: bench-build
 	  $(BENCH_OUT)/axrt_kernel_bench.json
 	$(BENCH_DIR)/tests/bench/axrt_cuda_bench --benchmark_counters_tabular=true \
 	  $(BENCH_OUT)/axrt_cuda_bench.json
-	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/python_bench.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(VENV_PYTHON) tests/bench/python_bench.py \
 	  --json $(BENCH_RAW)/python_bench.json
-	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/collective_bench.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(VENV_PYTHON) tests/bench/collective_bench.py \
 	  --json $(BENCH_RAW)/collective_bench.json
-	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/matmul_vs_onnxruntime.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(VENV_PYTHON) tests/bench/matmul_vs_onnxruntime.py \
 	  --kernel-bench $(BENCH_DIR)/tests/bench/axrt_matmul_kernel_bench \
 	  --json $(BENCH_RAW)/matmul_vs_onnxruntime.json
-	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/serving_bench.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(VENV_PYTHON) tests/bench/serving_bench.py \
 	  --json $(BENCH_RAW)/serving_bench.json
-	PYTHONPATH=$(BENCH_DIR)/python $(PYTHON) tests/bench/llm_bench.py \
+	PYTHONPATH=$(BENCH_DIR)/python $(VENV_PYTHON) tests/bench/llm_bench.py \
 	  $(if $(LLAMA_CPP_SOURCE),--llama-cpp-source $(LLAMA_CPP_SOURCE)) \
 	  --json $(BENCH_RAW)/llm_bench.json
-	$(PYTHON) tests/bench/bench_results.py collect --out $(BENCH_DIR)/results.json $(BENCH_RAW)/*.json
+	$(VENV_PYTHON) tests/bench/bench_results.py collect --out $(BENCH_DIR)/results.json $(BENCH_RAW)/*.json
 
 # The performance regression gate (docs/performance.md, "Regression gate"):
 # the quick suite (the C++ benchmarks that have an anchor, short and
@@ -177,11 +195,11 @@ bench: bench-build
 # when it reruns, after the build.
 BENCH_BASELINE ?= tests/bench/baseline.json
 bench-check: bench-build
-	$(PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick
-	@$(PYTHON) tests/bench/bench_check.py --baseline $(BENCH_BASELINE) $(BENCH_DIR)/quick/results.json || { \
+	$(VENV_PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick
+	@$(VENV_PYTHON) tests/bench/bench_check.py --baseline $(BENCH_BASELINE) $(BENCH_DIR)/quick/results.json || { \
 	  echo "bench-check: running the quick suite again: a regression must show in both runs"; \
-	  $(PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick-again && \
-	  $(PYTHON) tests/bench/bench_check.py --baseline $(BENCH_BASELINE) \
+	  $(VENV_PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/quick-again && \
+	  $(VENV_PYTHON) tests/bench/bench_check.py --baseline $(BENCH_BASELINE) \
 	    $(BENCH_DIR)/quick/results.json $(BENCH_DIR)/quick-again/results.json; }
 
 # Rewrites $(BENCH_BASELINE) from fresh runs of the quick suite (the median
@@ -191,9 +209,9 @@ BENCH_BASELINE_RUNS ?= 3
 bench-baseline: bench-build
 	rm -rf $(BENCH_DIR)/baseline-runs
 	for run in $$(seq $(BENCH_BASELINE_RUNS)); do \
-	  $(PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/baseline-runs/$$run || exit 1; \
+	  $(VENV_PYTHON) tests/bench/bench_results.py quick $(BENCH_DIR) $(BENCH_DIR)/baseline-runs/$$run || exit 1; \
 	done
-	$(PYTHON) tests/bench/bench_check.py --write-baseline --baseline $(BENCH_BASELINE) \
+	$(VENV_PYTHON) tests/bench/bench_check.py --write-baseline --baseline $(BENCH_BASELINE) \
 	  $(BENCH_DIR)/baseline-runs/*/results.json
 
 # The soak, SOAK_SECONDS long (default 300) on SOAK_THREADS threads (4):
@@ -208,12 +226,12 @@ bench-baseline: bench-build
 # AXRT_EXIT_HOGS from the environment override the defaults.
 SOAK_SECONDS ?= 300
 SOAK_THREADS ?= 4
-soak: build soak-build
+soak: build venv soak-build
 	$(ASAN_DIR)/tests/soak/axrt_soak $(SOAK_SECONDS) $(SOAK_THREADS)
 	AXRT_EXIT_RUNS=$${AXRT_EXIT_RUNS:-200} AXRT_EXIT_PARALLEL=$${AXRT_EXIT_PARALLEL:-3} \
 	  AXRT_EXIT_HOGS=$${AXRT_EXIT_HOGS:-2} PYTHONPATH=$(abspath $(BUILD_DIR))/python \
 	  AXRT_MOCK_CUDA_LIBRARY=$(abspath $(BUILD_DIR))/tests/mock_cuda/libaxrt_mock_cuda.so \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_exit.py
+	  $(VENV_PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_exit.py
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(or $(PREFIX),/usr/local)

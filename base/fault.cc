@@ -3,6 +3,8 @@
 #ifdef AXRT_FAULT_INJECTION
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace axrt::fault {
 
@@ -34,9 +36,35 @@ uint64_t draw() noexcept {
   return state * 0x2545F4914F6CDD1Dull;
 }
 
+constexpr const char* kSiteNames[kSiteCount] = {"host_allocation", "device_allocation",
+                                                 "file_map",        "file_read",
+                                                 "short_read",      "thread_start"};
+
+// AXRT_FAULT_ARM (fault.h), read once, at the first event; no allocation (this
+// runs inside operator new) and nothing armed when the value is not understood.
+void arm_from_environment() noexcept {
+  static std::atomic<bool> read{false};
+  if (read.load(std::memory_order_acquire) || read.exchange(true)) return;
+  const char* value = std::getenv("AXRT_FAULT_ARM");
+  if (value == nullptr) return;
+  const char* colon = std::strchr(value, ':');
+  if (colon == nullptr) return;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(colon + 1, &end, 10);
+  if (n == 0 || *end != '\0') return;
+  for (int site = 0; site < kSiteCount; ++site) {
+    const size_t length = std::strlen(kSiteNames[site]);
+    if (static_cast<size_t>(colon - value) == length &&
+        std::strncmp(value, kSiteNames[site], length) == 0) {
+      arm(static_cast<Site>(site), n, /*persistent=*/true);
+    }
+  }
+}
+
 }  // namespace
 
 bool should_fail(Site site) noexcept {
+  arm_from_environment();
   if (always.load(std::memory_order_relaxed) & (1u << static_cast<int>(site))) return true;
   const uint32_t one_in =
       random_one_in[static_cast<int>(site)].load(std::memory_order_relaxed);

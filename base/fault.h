@@ -1,7 +1,7 @@
 // Fault injection for the tests: makes the N-th event of a kind fail (a host
-// allocation, a device allocation, a file mapping, a file read) so that a
-// test can walk every failure point of a path, one at a time
-// (tests/unit/fault_injection_test.cc, docs/testing.md).
+// allocation, a device allocation, a file mapping, a file read, a thread
+// start) so that a test can walk every failure point of a path, one at a
+// time (tests/unit/fault_injection_test.cc, docs/testing.md).
 //
 // Compiled in only where AXRT_FAULT_INJECTION is defined (the CMake option of
 // the same name, on in the sanitizer build of `make test`). Everywhere else
@@ -19,8 +19,9 @@ enum class Site : int {
   kFileMap = 2,           // mmap of an executable file
   kFileRead = 3,          // read() of an executable file: fails with EIO
   kShortRead = 4,         // read() of an executable file: returns one byte
+  kThreadStart = 5,       // a thread start (base/thread.h): fails as when the system has none
 };
-inline constexpr int kSiteCount = 5;
+inline constexpr int kSiteCount = 6;
 
 #ifdef AXRT_FAULT_INJECTION
 
@@ -42,6 +43,12 @@ void set_always(Site site, bool on) noexcept;
 // in `one_in`, drawn from per-thread generators seeded from `seed` (the
 // soak); 0 stops it.
 void set_random(Site site, uint32_t one_in, uint64_t seed) noexcept;
+
+// A process whose switch its test cannot reach (a child of the test, or
+// code in a shared libaxrt, which holds a switch of its own) is armed by its
+// environment: AXRT_FAULT_ARM=<site>:<n> arms `site` (host_allocation,
+// device_allocation, file_map, file_read, short_read, thread_start) at its
+// n-th event and every later one, before the first event is counted.
 
 #else
 

@@ -55,6 +55,7 @@
 #include "axrt/memory.h"
 #include "axrt/stream.h"
 #include "base/dtype.h"
+#include "base/thread.h"
 #include "group/group.h"
 #include "group/nccl_api.h"
 
@@ -437,7 +438,7 @@ class NcclBackend final : public Backend {
   // Starts the watchdog.
   axrt_status_t start() {
     try {
-      watchdog_ = std::thread(watch, core_);
+      watchdog_ = start_thread([core = core_] { watch(core); });
     } catch (const std::system_error& e) {
       return make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
                          "axrt_group_create: no thread for the watchdog of group '{}': {}",

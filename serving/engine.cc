@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "axrt/axrt.h"
+#include "base/thread.h"
 #include "trace/trace.h"
 
 namespace axrt::serving {
@@ -113,7 +114,7 @@ axrt_status_t Engine::create(axrt_executable_t executable, const axrt_engine_opt
                              std::unique_ptr<Engine>* out) {
   std::unique_ptr<Engine> engine(new Engine());
   AXRT_RETURN_IF_ERROR(engine->init(executable, options));
-  engine->thread_ = std::thread([e = engine.get()] {
+  engine->thread_ = start_thread([e = engine.get()] {
     // How debuggers, top and traces name the thread (at most 15 characters).
     pthread_setname_np(pthread_self(), "axrt engine");
     e->run();

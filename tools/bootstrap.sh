@@ -5,10 +5,15 @@
 #   tools/bootstrap.sh build   Debian packages that building libaxrt, the
 #                              `axrt` tool and the C examples needs (make demo)
 #   tools/bootstrap.sh test    those, the test tools (Catch2, clang for the
-#                              fuzzer, abigail-tools, Python headers), and the
-#                              tests' own Python environment (make test)
+#                              fuzzer, abigail-tools, Python headers), and
+#                              the tests' own Python environment (make test)
 #   tools/bootstrap.sh bench   those, Google Benchmark, OpenBLAS and the
 #                              benchmarks' anchors in the same environment
+#
+# A second argument does part of it: --packages the Debian packages only,
+# --venv the Python environment only, --venv-build only the first step of
+# the environment, what building the extension module needs (`make test`
+# installs the rest while the tree builds).
 #
 # Debian packages come through apt-get (root, or sudo). Python packages go
 # into a virtual environment of the project's, never into the machine's
@@ -24,10 +29,12 @@
 set -euo pipefail
 
 level=${1:-test}
-case $level in
-  build | test | bench) ;;
+part=${2:-all}
+case $level:$part in
+  build:all | build:--packages | test:all | test:--packages | test:--venv | test:--venv-build | \
+    bench:all | bench:--packages | bench:--venv) ;;
   *)
-    echo "usage: tools/bootstrap.sh [build|test|bench]" >&2
+    echo "usage: tools/bootstrap.sh [build|test|bench] [--packages|--venv|--venv-build]" >&2
     exit 2
     ;;
 esac
@@ -50,6 +57,7 @@ if [[ $level == bench ]]; then
   debian_packages+=(libbenchmark-dev libopenblas-dev)
 fi
 
+[[ $part == --venv ]] && debian_packages=()
 missing=()
 for pkg in "${debian_packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
@@ -64,7 +72,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-[[ $level == build ]] && exit 0
+[[ $level == build || $part == --packages ]] && exit 0
 
 # --- The Python environment ----------------------------------------------------
 
@@ -92,36 +100,46 @@ installed() {
   (cd "$venv" && ls -d lib/python*/site-packages/*.dist-info 2>/dev/null | sort | sha256sum | cut -d' ' -f1)
 }
 stamp=$venv/axrt-environment
+want_base="base $(base_identity)"
+want_build="build $(sha "$requirements/build.txt")"
 want_test="test $(sha "$requirements/test.txt")"
 want_bench="bench $(sha "$requirements/bench.txt")"
-want_base="base $(base_identity)"
-
 stamp_has() { [[ -f $stamp ]] && grep -qxF "$1" "$stamp"; }
-
-usable=0
-if [[ -x $venv_python ]] && "$venv_python" -c '' 2>/dev/null && stamp_has "$want_test" &&
-  stamp_has "$want_base" && stamp_has "installed $(installed)"; then
-  usable=1
-fi
-if ((usable)) && { [[ $level != bench ]] || stamp_has "$want_bench"; }; then
-  exit 0
-fi
-
+stamp_add() {
+  grep -v "^${1%% *} " "$stamp" >"$stamp.new" || true
+  echo "$1" >>"$stamp.new"
+  mv "$stamp.new" "$stamp"
+}
 pip() { "$venv_python" -m pip --disable-pip-version-check "$@"; }
+
+# The environment is made in two steps: first what building needs
+# (build.txt: pybind11, a few seconds), so that the tree can be configured
+# and built while the second step installs the rest (test.txt). The stamp
+# records each step; a step that did not finish leaves no record.
 started=$SECONDS
-if ((!usable)); then
+if [[ -x $venv_python ]] && "$venv_python" -c '' 2>/dev/null && stamp_has "$want_base" &&
+  stamp_has "$want_build" && { ! grep -q '^test ' "$stamp" || { stamp_has "$want_test" &&
+  stamp_has "installed $(installed)"; }; }; then
+  :  # the first step is done, and nothing changed since the second
+else
   if [[ -e $venv ]]; then
-    echo "bootstrap: $venv does not match tools/requirements/test.txt, $python or what bootstrap installed: making it again"
+    echo "bootstrap: $venv does not match tools/requirements, $python or what bootstrap installed: making it again"
   else
     echo "bootstrap: making the test environment $venv (from $python)"
   fi
   rm -rf "$venv"
   "$python" -m venv "$venv"
+  pip install --quiet --no-compile -r "$requirements/build.txt"
+  printf '%s\n%s\n' "$want_base" "$want_build" >"$stamp"
+fi
+[[ $part == --venv-build ]] && exit 0
+
+if ! stamp_has "$want_test"; then
   torch_requirement=$(grep -E '^torch[<>=~! ]' "$requirements/test.txt" | head -1)
   if [[ -n $torch_index ]]; then
     echo "bootstrap: trying $torch_index for ${torch_requirement} (CPU-only build)"
-    if pip install --quiet --no-deps --index-url "$torch_index" --timeout 10 --retries 0 \
-      "$torch_requirement" 2>/dev/null; then
+    if pip install --quiet --no-compile --no-deps --index-url "$torch_index" --timeout 10 \
+      --retries 0 "$torch_requirement" 2>/dev/null; then
       echo "bootstrap: torch from $torch_index"
     else
       echo "bootstrap: $torch_index is out of reach: torch comes from the default index"
@@ -131,17 +149,15 @@ if ((!usable)); then
   # No byte-compiling of every file of every package: what is imported is
   # compiled on first use.
   pip install --quiet --no-compile -r "$requirements/test.txt"
-  printf '%s\n%s\n' "$want_test" "$want_base" >"$stamp"
+  stamp_add "$want_test"
 fi
 if [[ $level == bench ]] && ! stamp_has "$want_bench"; then
   echo "bootstrap: installing tools/requirements/bench.txt into $venv"
   pip install --quiet --no-compile -r "$requirements/bench.txt"
-  grep -v '^bench ' "$stamp" >"$stamp.new" || true
-  echo "$want_bench" >>"$stamp.new"
-  mv "$stamp.new" "$stamp"
+  stamp_add "$want_bench"
 fi
-grep -v '^installed ' "$stamp" >"$stamp.new" || true
-echo "installed $(installed)" >>"$stamp.new"
-mv "$stamp.new" "$stamp"
-pip freeze >"$venv/axrt-freeze.txt"
-echo "bootstrap: $venv ready in $((SECONDS - started)) s ($(wc -l <"$venv/axrt-freeze.txt") packages, $(du -sh "$venv" | cut -f1); list in $venv/axrt-freeze.txt)"
+if ! stamp_has "installed $(installed)"; then
+  stamp_add "installed $(installed)"
+  pip freeze >"$venv/axrt-freeze.txt"
+  echo "bootstrap: $venv ready in $((SECONDS - started)) s ($(wc -l <"$venv/axrt-freeze.txt") packages, $(du -sh "$venv" | cut -f1); list in $venv/axrt-freeze.txt)"
+fi

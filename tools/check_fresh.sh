@@ -63,7 +63,7 @@ make_args=()
 pin=()
 [[ -n $cpus ]] && pin=(taskset -c "$cpus")
 
-received() { awk 'NR > 2 && $1 != "lo:" { sum += $2 } END { printf "%d\n", sum }' /proc/net/dev; }
+received() { awk 'NR > 2 && $1 != "lo:" { sum += $2 } END { printf "%.0f\n", sum }' /proc/net/dev; }
 
 status=0
 report=()

@@ -526,8 +526,17 @@ TEST_CASE("cuda: a stream released with work queued finishes it, then frees ever
 }
 
 TEST_CASE("cuda: a stream released when no thread can start", "[.mock-release-without-threads]") {
-  Instance in;
-  axrt_stream_t stream = NewStream(in.device);
+  // The CUDA driver alone: the host function below starts the device's one
+  // thread (the releaser), and the release would start the second (the
+  // reaper). Where thread starts fail by fault injection, they are counted
+  // from the start of the process (ThreadStartsEnvironment(1)).
+  axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+  options.drivers = "cuda";
+  axrt_instance_t instance = nullptr;
+  axrt_device_t device = nullptr;
+  REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
+  REQUIRE_CALL_OK(axrt_instance_find_device(instance, "cuda:0", &device));
+  axrt_stream_t stream = NewStream(device);
   std::atomic<bool> ran{false};
   REQUIRE_CALL_OK(axrt_stream_launch_host_func(
       stream,
@@ -538,18 +547,21 @@ TEST_CASE("cuda: a stream released when no thread can start", "[.mock-release-wi
       },
       &ran));
   // No room for the stack of the device's reaper thread.
-  REQUIRE(axrt_test::LimitAddressSpace(1 << 20));
+  REQUIRE(axrt_test::ShortOfThreads(1 << 20));
   axrt_stream_release(stream);
   CHECK(ran.load());
+  axrt_device_release(device);
+  axrt_instance_release(instance);
 }
 
 TEST_CASE("cuda: releasing a stream when no thread can start waits for its work", "[mock]") {
-  if (!axrt_test::kCanLimitAddressSpace) {
-    WARN("skipped: no address-space limit under this sanitizer");
+  if (!axrt_test::kCanFailThreadStarts) {
+    WARN("skipped: neither an address-space limit nor fault injection in this build");
     return;
   }
   INFO("run with \"[.mock-release-without-threads]\" (and the mock) for the child's report");
-  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.mock-release-without-threads]")));
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.mock-release-without-threads]", 60,
+                                                    axrt_test::ThreadStartsEnvironment(1))));
 }
 
 TEST_CASE("cuda: pageable copies go through pinned chunks, pinned ones straight", "[mock]") {

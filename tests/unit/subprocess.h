@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -22,17 +23,22 @@ namespace axrt_test {
 
 // Runs this test binary again with the test cases `tag` names (a hidden tag,
 // "[.name]", runs only when named) and the same environment, its report
-// discarded. Returns the wait status; a child still running after
+// discarded; `extra_env` ("NAME=value"), when given, is added to the child's
+// environment. Returns the wait status; a child still running after
 // `timeout_s` seconds is killed (SIGKILL), and -1 means it could not start.
 // Run the binary with the tag by hand to see the report.
-inline int RunSelf(const std::string& tag, int timeout_s = 60) {
+inline int RunSelf(const std::string& tag, int timeout_s = 60, const std::string& extra_env = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  std::string self = "/proc/self/exe", arg = tag;
+  std::string self = "/proc/self/exe", arg = tag, extra = extra_env;
   char* argv[] = {self.data(), arg.data(), nullptr};
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  if (!extra.empty()) env.push_back(extra.data());
+  env.push_back(nullptr);
   pid_t pid = 0;
-  const int started = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv, environ);
+  const int started = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv, env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (started != 0) return -1;
   int status = 0;
@@ -69,6 +75,23 @@ inline constexpr bool kCanLimitAddressSpace = true;
 inline constexpr bool kCanLimitAddressSpace = true;
 #endif
 
+// Whether a child can be made short of threads: by the address-space limit
+// below, or, in the trees with fault injection (the sanitizer trees, where
+// the limit cannot be set), by failing its thread starts (base/fault.h).
+#ifdef AXRT_FAULT_INJECTION
+inline constexpr bool kCanFailThreadStarts = true;
+#else
+inline constexpr bool kCanFailThreadStarts = kCanLimitAddressSpace;
+#endif
+
+// What RunSelf() adds to a child's environment so that only `starts` more
+// threads start in it: nothing where the child limits its address space
+// itself (ShortOfThreads), AXRT_FAULT_ARM where it cannot.
+inline std::string ThreadStartsEnvironment(int starts) {
+  if (kCanLimitAddressSpace) return {};
+  return "AXRT_FAULT_ARM=thread_start:" + std::to_string(starts + 1);
+}
+
 // Limits the process's address space to what it uses now plus `headroom`
 // bytes, so that starting a thread (an 8 MiB stack) fails once that is
 // spent. False when no limit could be set.
@@ -79,6 +102,15 @@ inline bool LimitAddressSpace(uint64_t headroom) {
   if (!kCanLimitAddressSpace || pages == 0 || getrlimit(RLIMIT_AS, &limit) != 0) return false;
   limit.rlim_cur = pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) + headroom;
   return setrlimit(RLIMIT_AS, &limit) == 0;
+}
+
+// In a child that RunSelf() started with ThreadStartsEnvironment(): limits
+// its address space to about `headroom` bytes more where it can (room for
+// headroom / 8 MiB thread stacks); elsewhere the environment already fails
+// its thread starts. False when neither is possible.
+inline bool ShortOfThreads(uint64_t headroom) {
+  if (kCanLimitAddressSpace) return LimitAddressSpace(headroom);
+  return kCanFailThreadStarts;
 }
 
 }  // namespace axrt_test

@@ -77,7 +77,7 @@ TEST_CASE("a pool of one runs everything inline") {
 
 TEST_CASE("a pool short of threads", "[.pool-short-of-threads]") {
   // Room for about two more thread stacks, not for 63.
-  REQUIRE(axrt_test::LimitAddressSpace(20 << 20));
+  REQUIRE(axrt_test::ShortOfThreads(20 << 20));
   WorkgroupPool pool(64);
   CHECK(pool.concurrency() >= 1);
   CHECK(pool.concurrency() < 64);
@@ -89,10 +89,11 @@ TEST_CASE("a pool short of threads", "[.pool-short-of-threads]") {
 }
 
 TEST_CASE("a pool that cannot start all its threads works with those it has") {
-  if (!axrt_test::kCanLimitAddressSpace) {
-    WARN("skipped: no address-space limit under this sanitizer");
+  if (!axrt_test::kCanFailThreadStarts) {
+    WARN("skipped: neither an address-space limit nor fault injection in this build");
     return;
   }
   INFO("run with \"[.pool-short-of-threads]\" for the child's report");
-  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.pool-short-of-threads]")));
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.pool-short-of-threads]", 60,
+                                                    axrt_test::ThreadStartsEnvironment(2))));
 }

@@ -145,11 +145,11 @@ axrt_dtype_t axrt_dtype(const py::dtype& dtype) {
     py::dtype native = dtype.attr("newbyteorder")("=");
     if (!dtype.attr("isnative").cast<bool>()) {
       throw py::type_error("axrt takes native-byte-order arrays; got dtype " +
-                           py::str(dtype).cast<std::string>());
+                           py::str(py::handle(dtype)).cast<std::string>());
     }
     code = find_code(native);
     if (!code) {
-      throw py::type_error("numpy dtype " + py::str(dtype).cast<std::string>() +
+      throw py::type_error("numpy dtype " + py::str(py::handle(dtype)).cast<std::string>() +
                            " has no axrt dtype");
     }
   }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/thread.h"
 #include "runtime/driver.h"
 #include "runtime/drivers/cpu/cpu_driver.h"
 #include "trace/trace.h"
@@ -169,7 +170,7 @@ class CpuQueue {
       : device_(device), device_ref_(device), name_(std::move(name)) {}
 
   void start(std::shared_ptr<CpuQueue> self) {
-    std::thread([self = std::move(self)] { self->worker_main(); }).detach();
+    start_thread([self = std::move(self)] { self->worker_main(); }).detach();
   }
 
   // Runs `op` inline when the stream is idle and the work is small, and

@@ -1,5 +1,7 @@
 #include "runtime/drivers/cpu/workgroup_pool.h"
 
+#include "base/thread.h"
+
 #include <chrono>
 #include <system_error>
 #include <thread>
@@ -23,10 +25,10 @@ WorkgroupPool::WorkgroupPool(uint32_t concurrency) {
   workers_.reserve(threads);
   for (uint32_t i = 0; i < threads; ++i) {
     try {
-      workers_.emplace_back([this, i] {
+      workers_.push_back(start_thread([this, i] {
         t_worker_index = i + 1;
         worker_main();
-      });
+      }));
     } catch (const std::system_error&) {
       // The system has no more threads to give. Throwing would destroy the
       // started ones unjoined (std::terminate); the pool works with them.

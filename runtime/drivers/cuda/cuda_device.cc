@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "base/numa.h"
+#include "base/thread.h"
 #include "runtime/driver.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/drivers/cuda/cuda_nvtx.h"
@@ -954,7 +955,7 @@ void CudaDevice::retire(CudaStream* stream) {
       try {
         // The thread owns only the shared state: it never touches the
         // device, which finishing a stream may destroy.
-        reaper_thread_ = std::thread([reaper = reaper_] {
+        reaper_thread_ = start_thread([reaper = reaper_] {
           std::unique_lock<std::mutex> lock(reaper->mutex);
           while (true) {
             reaper->wake.wait(lock, [&] { return reaper->stop || !reaper->streams.empty(); });
@@ -988,7 +989,7 @@ axrt_status_t CudaDevice::start_releaser() {
   try {
     // Like the reaper, the thread owns only the shared state: the last work
     // it is done with may release the device.
-    releaser_thread_ = std::thread([releaser = releaser_] {
+    releaser_thread_ = start_thread([releaser = releaser_] {
       std::unique_lock<std::mutex> lock(releaser->mutex);
       while (true) {
         releaser->wake.wait(lock, [&] { return releaser->stop || !releaser->streams.empty(); });
