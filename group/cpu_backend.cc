@@ -73,7 +73,11 @@ void reduce_plain(void* out, const void* a, const void* b, uint64_t n) {
   const T* y = static_cast<const T*>(b);
   // `out` is `a`, `b` or apart from both, never shifted against them: each
   // element depends on its own index only, so the loop may be vectorized.
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#else
 #pragma GCC ivdep
+#endif
   for (uint64_t i = 0; i < n; ++i) o[i] = combine<T, Op>(x[i], y[i]);
 }
 

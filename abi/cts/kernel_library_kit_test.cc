@@ -1077,7 +1077,7 @@ TEST_CASE_METHOD(DeviceTest,
     c.grid = {CeilDiv(cols, 16), CeilDiv(rows, 16), 1};
     c.buffers = {InputBuffer(BytesOf(in)), OutputBuffer(rows * cols * 4)};
     c.scalars = {rows, cols};
-    c.check = [in, rows, cols](std::span<const std::vector<uint8_t>> buffers) {
+    c.check = [=](std::span<const std::vector<uint8_t>> buffers) {
       std::vector<float> want(rows * cols);
       for (uint64_t r = 0; r < rows; ++r) {
         for (uint64_t j = 0; j < cols; ++j) want[j * rows + r] = in[r * cols + j];
@@ -1094,7 +1094,7 @@ TEST_CASE_METHOD(DeviceTest,
     c.grid = {CeilDiv(n, 256), 1, 1};
     c.buffers = {OutputBuffer(n * 4)};
     c.scalars = {n, 7, 5};
-    c.check = [n](std::span<const std::vector<uint8_t>> buffers) {
+    c.check = [=](std::span<const std::vector<uint8_t>> buffers) {
       std::vector<uint32_t> want(n);
       for (uint32_t i = 0; i < n; ++i) want[i] = 7 + 5 * i;
       CHECK(ValuesOf<uint32_t>(buffers[0]) == want);

@@ -43,6 +43,9 @@ template <int MR, int NS>
     int kc) {
   using F = Simd<16>::F;
   static_assert(kNr == 16);
+  // 512-bit vectors pass by value only between functions built for
+  // AVX-512 (clang refuses even an always-inline helper without the target,
+  // such as load_vector): loads and stores are spelled out here.
   F acc[MR][NS];
 #pragma GCC unroll 12
   for (int m = 0; m < MR; ++m) {
@@ -53,7 +56,7 @@ template <int MR, int NS>
   for (int k = 0; k < kc; ++k) {
     F bv[NS];
 #pragma GCC unroll 4
-    for (int s = 0; s < NS; ++s) bv[s] = load_vector<F>(b + s * kKc * kNr + k * kNr);
+    for (int s = 0; s < NS; ++s) __builtin_memcpy(&bv[s], b + s * kKc * kNr + k * kNr, sizeof(F));
 #pragma GCC unroll 12
     for (int m = 0; m < MR; ++m) {
       const float am = a[m * lda + k];
@@ -66,7 +69,10 @@ template <int MR, int NS>
 #pragma GCC unroll 4
     for (int s = 0; s < NS; ++s) {
       float* row = c + m * kTile + s * kNr;
-      store_vector(row, load_vector<F>(row) + acc[m][s]);
+      F sum;
+      __builtin_memcpy(&sum, row, sizeof sum);
+      sum += acc[m][s];
+      __builtin_memcpy(row, &sum, sizeof sum);
     }
   }
 }

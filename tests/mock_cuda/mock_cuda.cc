@@ -2444,15 +2444,12 @@ extern "C" int axrt_mock_cuda_set_nvlinks(int a, int b, uint32_t count) {
 // of axrt_mock_cuda_set_nvlinks.
 // ---------------------------------------------------------------------------
 
-namespace {
-
-constexpr int kNvmlSuccess = 0;
-constexpr int kNvmlErrorInvalidArgument = 2;
-constexpr int kNvmlErrorNotFound = 6;
-constexpr unsigned kNvmlMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
-
+// NVML's types as nvml.h declares them (global, under the same tags): the
+// driver calls these functions through pointers of exactly these types.
+extern "C" {
+struct nvmlDevice_st;
 // nvmlPciInfo_t of the _v2 functions.
-struct NvmlPciInfo {
+struct nvmlPciInfo_st {
   char busIdLegacy[16];
   unsigned int domain;
   unsigned int bus;
@@ -2461,6 +2458,14 @@ struct NvmlPciInfo {
   unsigned int pciSubSystemId;
   char busId[32];
 };
+}
+
+namespace {
+
+constexpr int kNvmlSuccess = 0;
+constexpr int kNvmlErrorInvalidArgument = 2;
+constexpr int kNvmlErrorNotFound = 6;
+constexpr unsigned kNvmlMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
 
 // The remote end of each link of `device`, in order: a device ordinal for
 // each link to a GPU (peers by ordinal), then -1 for each link to a switch.
@@ -2487,7 +2492,7 @@ int handle_ordinal(const void* handle) {
 extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlInit_v2(void) { return kNvmlSuccess; }
 
 extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id,
-                                                                      void** device) {
+                                                                      nvmlDevice_st** device) {
   if (bus_id == nullptr || device == nullptr) return kNvmlErrorInvalidArgument;
   unsigned domain = 0, bus = 0, dev = 0, function = 0;
   if (std::sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &function) != 4) {
@@ -2499,11 +2504,11 @@ extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char
   if (domain != 0 || dev != 0 || function != 0 || device_at(s, ordinal) == nullptr) {
     return kNvmlErrorNotFound;
   }
-  *device = reinterpret_cast<void*>(static_cast<uintptr_t>(ordinal + 1));
+  *device = reinterpret_cast<nvmlDevice_st*>(static_cast<uintptr_t>(ordinal + 1));
   return kNvmlSuccess;
 }
 
-extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkState(void* device, unsigned int link,
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkState(nvmlDevice_st* device, unsigned int link,
                                                               int* active) {
   if (active == nullptr) return kNvmlErrorInvalidArgument;
   State& s = state();
@@ -2515,7 +2520,7 @@ extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkState(void* device, unsi
   return kNvmlSuccess;
 }
 
-extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemoteDeviceType(void* device,
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_st* device,
                                                                          unsigned int link,
                                                                          int* type) {
   if (type == nullptr) return kNvmlErrorInvalidArgument;
@@ -2528,16 +2533,16 @@ extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemoteDeviceType(void* d
   return kNvmlSuccess;
 }
 
-extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemotePciInfo_v2(void* device,
+extern "C" AXRT_MOCK_CUDA_EXPORT int nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_st* device,
                                                                          unsigned int link,
-                                                                         NvmlPciInfo* pci) {
+                                                                         nvmlPciInfo_st* pci) {
   if (pci == nullptr) return kNvmlErrorInvalidArgument;
   State& s = state();
   std::lock_guard lock(s.mu);
   if (device_at(s, handle_ordinal(device)) == nullptr) return kNvmlErrorInvalidArgument;
   const std::vector<int> ends = nvlink_ends(s, handle_ordinal(device));
   if (link >= ends.size()) return kNvmlErrorInvalidArgument;
-  *pci = NvmlPciInfo{};
+  *pci = nvmlPciInfo_st{};
   pci->bus = ends[link] == -1 ? kSwitchBus : kFirstBus + static_cast<unsigned>(ends[link]);
   std::snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", pci->bus);
   std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", pci->bus);

@@ -1353,13 +1353,14 @@ TEST_CASE("the int4 kernels with f32 activations are batch-invariant") {
                                         {136, 768, 128},
                                         {40, 96, 32}}) {
         const Int4Weights q = quantize_int4(random_weights(K, N, 314), N, K, group, kind);
+        const uint64_t group_size = group;  // clang before 16 captures no structured binding
         check_batch_invariance(
             name,
             [&](ArgBlock& args) {
               args.buffer("qweight", q.qweight.data())
                   .buffer("scales", q.scales.data())
                   .buffer("qzeros", q.qzeros.data())
-                  .u64("group_size", group);
+                  .u64("group_size", group_size);
             },
             N, K, {2, 5, 16, 17, 63, 64, 65, 200});
       }

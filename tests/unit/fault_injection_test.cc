@@ -69,6 +69,8 @@ const char* SiteName(Site site) {
       return "file reads (EIO)";
     case Site::kShortRead:
       return "file reads (short)";
+    case Site::kThreadStart:
+      return "thread starts";
   }
   return "?";
 }

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -74,6 +75,33 @@ inline constexpr bool kCanLimitAddressSpace = true;
 #else
 inline constexpr bool kCanLimitAddressSpace = true;
 #endif
+
+// Whether a child can limit its data segment (RLIMIT_DATA) and still run:
+// not under TSan, whose allocator ends the process at the first allocation
+// the limit refuses. Under ASan, the child needs DataLimitEnvironment().
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kCanLimitData = false;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kCanLimitData = false;
+#else
+inline constexpr bool kCanLimitData = true;
+#endif
+#else
+inline constexpr bool kCanLimitData = true;
+#endif
+
+// What RunSelf() adds to the environment of a child that limits its data
+// segment: under ASan, an allocation the limit refuses returns null (as
+// malloc does) instead of ending the process, and freed memory goes back to
+// use soon (a small quarantine) instead of growing the segment; nothing
+// elsewhere. Options of the caller's ASAN_OPTIONS are kept.
+inline std::string DataLimitEnvironment() {
+  if (kCanLimitAddressSpace) return {};
+  const char* own = std::getenv("ASAN_OPTIONS");
+  return std::string("ASAN_OPTIONS=") + (own != nullptr && *own ? std::string(own) + ":" : "") +
+         "allocator_may_return_null=1:quarantine_size_mb=8";
+}
 
 // Whether a child can be made short of threads: by the address-space limit
 // below, or, in the trees with fault injection (the sanitizer trees, where

@@ -12,14 +12,14 @@
 #include "base/numa.h"
 #include "base/runtime_library.h"
 
-namespace axrt::cuda {
-namespace {
-
+// The types of NVML's C API, declared as nvml.h declares them (at global
+// scope, under the same tags), so that the functions called through the
+// pointers below have exactly the type they are defined with.
 extern "C" {
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st* nvmlDevice_t;
 // nvmlPciInfo_t as the _v2 and later functions fill it.
-typedef struct {
+typedef struct nvmlPciInfo_st {
   char busIdLegacy[16];
   unsigned int domain;
   unsigned int bus;
@@ -29,6 +29,9 @@ typedef struct {
   char busId[32];
 } nvmlPciInfo_t;
 }
+
+namespace axrt::cuda {
+namespace {
 
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlErrorInvalidArgument = 2;  // past the last link
