@@ -61,35 +61,33 @@ inline bool ExitedCleanly(int status) {
   return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// Which sanitizer this program runs under (GCC says so with a macro, clang
+// with __has_feature).
+#if defined(__has_feature)
+#define AXRT_TEST_HAS_FEATURE(f) __has_feature(f)
+#else
+#define AXRT_TEST_HAS_FEATURE(f) 0
+#endif
+#if defined(__SANITIZE_ADDRESS__) || AXRT_TEST_HAS_FEATURE(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#if defined(__SANITIZE_THREAD__) || AXRT_TEST_HAS_FEATURE(thread_sanitizer)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // Whether LimitAddressSpace() can work: not under ASan and TSan, which
 // reserve terabytes of address space up front (a limit would stop them, not
 // the code under test).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kCanLimitAddressSpace = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kCanLimitAddressSpace = false;
-#else
-inline constexpr bool kCanLimitAddressSpace = true;
-#endif
-#else
-inline constexpr bool kCanLimitAddressSpace = true;
-#endif
+inline constexpr bool kCanLimitAddressSpace = !kAddressSanitizer && !kThreadSanitizer;
 
 // Whether a child can limit its data segment (RLIMIT_DATA) and still run:
 // not under TSan, whose allocator ends the process at the first allocation
 // the limit refuses. Under ASan, the child needs DataLimitEnvironment().
-#if defined(__SANITIZE_THREAD__)
-inline constexpr bool kCanLimitData = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-inline constexpr bool kCanLimitData = false;
-#else
-inline constexpr bool kCanLimitData = true;
-#endif
-#else
-inline constexpr bool kCanLimitData = true;
-#endif
+inline constexpr bool kCanLimitData = !kThreadSanitizer;
 
 // What RunSelf() adds to the environment of a child that limits its data
 // segment: under ASan, an allocation the limit refuses returns null (as
@@ -97,7 +95,7 @@ inline constexpr bool kCanLimitData = true;
 // use soon (a small quarantine) instead of growing the segment; nothing
 // elsewhere. Options of the caller's ASAN_OPTIONS are kept.
 inline std::string DataLimitEnvironment() {
-  if (kCanLimitAddressSpace) return {};
+  if (!kAddressSanitizer) return {};
   const char* own = std::getenv("ASAN_OPTIONS");
   return std::string("ASAN_OPTIONS=") + (own != nullptr && *own ? std::string(own) + ":" : "") +
          "allocator_may_return_null=1:quarantine_size_mb=8";
