@@ -89,13 +89,21 @@ demo: deps-build
 CTEST = ctest --output-on-failure -j $(JOBS) --output-junit test-results.xml \
 	--test-output-size-passed 1048576
 # The environment is made (downloads, mostly) while the release tree builds.
+# Each stage's wall time goes to $(STAGE_TIMES), for the summary.
+STAGE_TIMES = $(BUILD_DIR)/stage-times
+timed = start=$$(date +%s); $(MAKE) --no-print-directory $(2); rc=$$?; \
+	echo "$(1) $$(($$(date +%s) - start))" >>$(STAGE_TIMES); exit $$rc
 test:
-	@$(MAKE) --no-print-directory -j2 build venv
-	@$(MAKE) --no-print-directory test-release test-asan test-tsan fuzz-smoke
+	@mkdir -p $(BUILD_DIR) && rm -f $(STAGE_TIMES)
+	@$(call timed,environment and release build,-j2 build venv)
+	@$(call timed,release tests,test-release)
+	@$(call timed,ASan + UBSan build and tests,test-asan)
+	@$(call timed,TSan build and tests,test-tsan)
+	@$(call timed,fuzzer build and smoke,fuzz-smoke)
 	@$(MAKE) --no-print-directory test-summary
 
 test-summary: venv
-	@$(VENV_PYTHON) tools/test_summary.py $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	@$(VENV_PYTHON) tools/test_summary.py --stages $(STAGE_TIMES) $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
 
 test-release: build venv
 	rm -rf $(BUILD_DIR)/test-results
@@ -138,7 +146,7 @@ test-tsan: deps-test
 fuzz-build: deps-test
 	$(CMAKE) -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXRT_BUILD_FUZZERS=ON \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DAXRT_BUILD_FUZZERS=ON -DAXRT_PRECOMPILE_HEADERS=ON \
 	  -DAXRT_BUILD_TESTS=OFF -DAXRT_BUILD_EXAMPLES=OFF -DAXRT_DRIVER_CUDA=OFF \
 	  -DAXRT_BUILD_CUDA_KERNELS=OFF $(CMAKE_FLAGS)
 	$(CMAKE) --build $(FUZZ_DIR) -j $(JOBS) --target axe_reader_fuzzer

@@ -1,7 +1,7 @@
 """The last words of `make test`: how many tests ran in each tree, which were
 skipped and why, and where the time went.
 
-usage: test_summary.py [--slowest N] TREE...
+usage: test_summary.py [--slowest N] [--stages FILE] TREE...
 
 Reads TREE/test-results.xml, the JUnit file each stage's CTest run writes
 (with every test's output; Makefile, CTEST). A skip is either a whole CTest
@@ -11,6 +11,9 @@ each says why on a line of its output of the form
     skipped: <reason>                  (a CTest test as a whole; a pytest case,
                                         as tests/python/run_pytest.py prints it)
     skipped on <device>: <reason>      (a conformance case on one device)
+
+With --stages, FILE holds one line per stage of `make test`, its name and
+its wall time in seconds (Makefile, STAGE_TIMES); they are printed first.
 
 Exits 1 when a tree's results are missing or hold a failure, else 0.
 """
@@ -62,11 +65,19 @@ def main(argv) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs="+")
     parser.add_argument("--slowest", type=int, default=8)
+    parser.add_argument("--stages", type=Path)
     args = parser.parse_args(argv)
 
     everything = []
     status = 0
     print("\n=== make test: summary ===")
+    if args.stages is not None and args.stages.is_file():
+        stages = [line.rsplit(" ", 1) for line in args.stages.read_text().splitlines() if line.strip()]
+        total = sum(int(seconds) for _, seconds in stages)
+        width = max(len(name) for name, _ in stages)
+        for name, seconds in stages:
+            print(f"{name:<{width}}  {int(seconds):5d} s")
+        print(f"{'in all':<{width}}  {total:5d} s\n")
     for tree in args.trees:
         result = read_tree(tree)
         if result is None:
