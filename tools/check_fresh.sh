@@ -2,7 +2,8 @@
 # The fresh-machine check: `make demo` and then `make test` in a new clone, as
 # far as one machine can pretend to be a fresh one.
 #
-#   tools/check_fresh.sh [--keep] [--jobs N] [--cpus LIST] [--isa avx2] [COMMIT]
+#   tools/check_fresh.sh [--keep] [--test-only] [--again] [--jobs N] [--cpus LIST]
+#                        [--isa avx2] [COMMIT]
 #
 # What it does:
 #   - clones the repository (COMMIT, default HEAD: what is committed, not the
@@ -15,6 +16,9 @@
 #   - reports the time of each, the bytes this machine received meanwhile
 #     (the downloads, as far as the network counters tell), and the summary
 #     that `make test` printed.
+# --test-only leaves out `make demo` (as CI does: `make test` alone on a fresh
+# clone); --again runs `make test` a second time at the end (the environment
+# and the trees kept, as on a developer's machine).
 # --cpus LIST runs both under `taskset -c LIST` (for example --cpus 0 for one
 # core); --isa avx2 sets AXRT_CPU_ISA=avx2 (the CPU device's AVX2 paths on an
 # AVX-512 machine). Debian packages cannot be uninstalled for the check:
@@ -23,6 +27,8 @@
 set -euo pipefail
 
 keep=0
+targets=(demo test)
+again=0
 jobs=
 cpus=
 isa=
@@ -30,10 +36,12 @@ commit=HEAD
 while (($#)); do
   case $1 in
     --keep) keep=1 ;;
+    --test-only) targets=(test) ;;
+    --again) again=1 ;;
     --jobs) jobs=$2; shift ;;
     --cpus) cpus=$2; shift ;;
     --isa) isa=$2; shift ;;
-    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "check_fresh: unknown option $1" >&2; exit 2 ;;
     *) commit=$1 ;;
   esac
@@ -67,8 +75,10 @@ received() { awk 'NR > 2 && $1 != "lo:" { sum += $2 } END { printf "%.0f\n", sum
 
 status=0
 report=()
-for target in demo test; do
+((again)) && targets+=(test)
+for target in "${targets[@]}"; do
   log=$work/make-$target.log
+  [[ -e $log ]] && log=$work/make-$target-again.log
   before=$(received)
   start=$(date +%s)
   echo "check_fresh: make $target (log: $log)"
@@ -80,6 +90,7 @@ for target in demo test; do
   fi
   seconds=$(($(date +%s) - start))
   megabytes=$((($(received) - before) / 1000000))
+  [[ $log == *-again.log ]] && target="$target again"
   report+=("make $target: $outcome in $seconds s, $megabytes MB received")
   echo "check_fresh: ${report[-1]}"
   if [[ $outcome != passed ]]; then
@@ -88,9 +99,12 @@ for target in demo test; do
     break
   fi
 done
-if [[ -f $work/make-test.log ]]; then
-  sed -n '/=== make test: summary ===/,$p' "$work/make-test.log"
-fi
+for log in "$work/make-test.log" "$work/make-test-again.log"; do
+  if [[ -f $log ]]; then
+    echo "check_fresh: from $log:"
+    sed -n '/=== make test: summary ===/,$p' "$log"
+  fi
+done
 echo
 printf 'check_fresh: %s\n' "${report[@]}"
 exit $status
