@@ -40,12 +40,9 @@ constexpr const char* kSiteNames[kSiteCount] = {"host_allocation", "device_alloc
                                                  "file_map",        "file_read",
                                                  "short_read",      "thread_start"};
 
-// AXRT_FAULT_ARM (fault.h), read once, at the first event; no allocation (this
-// runs inside operator new) and nothing armed when the value is not understood.
-void arm_from_environment() noexcept {
-  static std::atomic<bool> read{false};
-  if (read.load(std::memory_order_acquire) || read.exchange(true)) return;
-  const char* value = std::getenv("AXRT_FAULT_ARM");
+// AXRT_FAULT_ARM (fault.h), parsed; no allocation (this runs inside operator
+// new) and nothing armed when the value is not understood.
+void arm_named_site(const char* value) noexcept {
   if (value == nullptr) return;
   const char* colon = std::strchr(value, ':');
   if (colon == nullptr) return;
@@ -59,6 +56,14 @@ void arm_from_environment() noexcept {
       arm(static_cast<Site>(site), n, /*persistent=*/true);
     }
   }
+}
+
+// Reads AXRT_FAULT_ARM once, at the first event of any thread; an event on
+// another thread meanwhile waits until the site is armed (a function-local
+// static's initialization, which allocates nothing).
+void arm_from_environment() noexcept {
+  static const bool armed = (arm_named_site(std::getenv("AXRT_FAULT_ARM")), true);
+  (void)armed;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "runtime/drivers/cpu/workgroup_pool.h"
 
-#include "base/thread.h"
-
 #include <chrono>
 #include <system_error>
 #include <thread>
+
+#include "base/thread.h"
 
 namespace axrt::cpu {
 namespace {
