@@ -153,24 +153,11 @@ class CpuOp {
         participants_(static_cast<uint32_t>(c.parts.size())),
         arrived_parts_(c.parts.size(), false) {}
 
-  // Resolves the buffers' host addresses, keeps the buffers, lays out the
-  // blocks and the partial-sum buffers.
+  // Resolves every part's and transfer's host addresses and keeps the
+  // buffers (a whole-group call).
   axrt_status_t prepare(const Collective& c) {
-    const uint32_t n = participants_;
-    parts_.resize(n);
-    for (uint32_t p = 0; p < n; ++p) {
-      const MemberPart& m = c.parts[p];
-      parts_[p].rank = m.rank;
-      recv_bytes_.push_back(m.recv_bytes);
-      if (m.send != nullptr) {
-        AXRT_RETURN_IF_ERROR(host_address(m.send, m.send_offset, &parts_[p].send));
-        kept_.emplace_back(m.send);
-      }
-      if (m.recv != nullptr) {
-        AXRT_RETURN_IF_ERROR(host_address(m.recv, m.recv_offset, &parts_[p].recv));
-        kept_.emplace_back(m.recv);
-      }
-    }
+    layout(c);
+    for (uint32_t p = 0; p < participants_; ++p) AXRT_RETURN_IF_ERROR(bind(p, c.parts[p]));
     for (const TransferPart& t : c.transfers) {
       Copy copy;
       copy.dst_part = t.dst_part;
@@ -179,10 +166,38 @@ class CpuOp {
       AXRT_RETURN_IF_ERROR(host_address(t.src_buffer, t.src_offset, &src));
       AXRT_RETURN_IF_ERROR(host_address(t.dst_buffer, t.dst_offset, &copy.dst));
       copy.src = src;
-      kept_.emplace_back(t.src_buffer);
-      kept_.emplace_back(t.dst_buffer);
+      kept_[t.src_part].emplace_back(t.src_buffer);
+      kept_[t.dst_part].emplace_back(t.dst_buffer);
       copies_.push_back(copy);
     }
+    return nullptr;
+  }
+
+  // Part `p`'s host addresses, and its buffers kept until the collective
+  // ran. Before part p's host function is queued; the parts' binds are
+  // serialized by the group's enqueue lock, and a member reads another's
+  // part only after the rendezvous.
+  axrt_status_t bind(uint32_t p, const MemberPart& m) {
+    parts_[p].rank = m.rank;
+    recv_bytes_[p] = m.recv_bytes;
+    if (m.send != nullptr) {
+      AXRT_RETURN_IF_ERROR(host_address(m.send, m.send_offset, &parts_[p].send));
+      kept_[p].emplace_back(m.send);
+    }
+    if (m.recv != nullptr) {
+      AXRT_RETURN_IF_ERROR(host_address(m.recv, m.recv_offset, &parts_[p].recv));
+      kept_[p].emplace_back(m.recv);
+    }
+    return nullptr;
+  }
+
+  // Lays out the blocks and the partial-sum buffers.
+  void layout(const Collective& c) {
+    const uint32_t n = participants_;
+    parts_.resize(n);
+    recv_bytes_.assign(n, 0);
+    kept_.resize(n);
+    for (uint32_t p = 0; p < n; ++p) parts_[p].rank = c.parts[p].rank;
     // Block r of the vector: elements [blocks_[r], blocks_[r + 1]).
     blocks_.assign(n + 1, 0);
     if (kind_ == CollectiveKind::kAllReduce) {
@@ -213,7 +228,6 @@ class CpuOp {
         slot_bytes_ = slot;
       }
     }
-    return nullptr;
   }
 
   // Work queued on some members before an enqueue failed does nothing.
@@ -449,7 +463,7 @@ class CpuOp {
   std::vector<Part> parts_;
   std::vector<uint64_t> recv_bytes_;  // per part, for traces
   std::vector<Copy> copies_;
-  std::vector<BufferRef> kept_;
+  std::vector<std::vector<BufferRef>> kept_;  // per part
   std::vector<uint64_t> blocks_;
   uint64_t slice_ = 1;
   uint64_t rounds_ = 0;
@@ -496,6 +510,32 @@ class CpuBackend final : public Backend {
       tickets[p].release();  // the host function owns it now
     }
     return nullptr;
+  }
+
+  axrt_status_t enqueue_part(const Collective& c, uint32_t rank,
+                             std::shared_ptr<void>* shared) override {
+    std::shared_ptr<CpuOp> op = std::static_pointer_cast<CpuOp>(*shared);
+    if (!op) {
+      op = std::make_shared<CpuOp>(state_, c);
+      op->layout(c);
+      *shared = op;
+    }
+    axrt_status_t status = op->bind(rank, c.parts[rank]);
+    std::unique_ptr<Ticket> ticket;
+    if (status == nullptr) {
+      ticket = std::make_unique<Ticket>(Ticket{op, rank});
+      status = axrt_stream_launch_host_func(c.parts[rank].stream, run_ticket, ticket.get());
+    }
+    if (status == nullptr) {
+      ticket.release();  // the host function owns it now
+      return nullptr;
+    }
+    // The members that queued theirs would wait for this one: they end now.
+    state_->fail(static_cast<int32_t>(rank), axrt_status_code(status),
+                 fmt::format("member {} ({}) could not queue its part of {} #{}: {}", rank,
+                             state_->member_id(rank), collective_name(c.kind), c.sequence,
+                             axrt_status_message(status)));
+    return status;
   }
 
   // Waiting members wake through the group state's condition variable,

@@ -207,6 +207,7 @@ axrt_status_t Group::create(const axrt_device_t* devices, size_t count,
                        backend);
   }
   group->backend_name_ = group->backend_->name();
+  group->member_sequence_.assign(count, 0);
   Backend* raw = group->backend_.get();
   group->state_->set_abort_hook([raw] { raw->abort(); });
   *out = std::move(group);
@@ -214,6 +215,12 @@ axrt_status_t Group::create(const axrt_device_t* devices, size_t count,
 }
 
 Group::~Group() {
+  if (state_ && !pending_.empty()) {
+    const Pending& oldest = pending_.begin()->second;
+    state_->fail(-1, AXRT_STATUS_CODE_ABORTED,
+                 fmt::format("the group was destroyed before every member queued its part of {} #{}",
+                             collective_name(oldest.collective.kind), oldest.collective.sequence));
+  }
   if (state_) state_->set_abort_hook(nullptr);
   backend_.reset();
   for (axrt_device_t device : devices_) axrt_device_release(device);
@@ -297,12 +304,9 @@ axrt_status_t Group::check_part(const char* function, uint32_t rank, axrt_stream
   return nullptr;
 }
 
-axrt_status_t Group::collective(const char* function, CollectiveKind kind,
-                                const axrt_collective_member_t* members, uint64_t count,
-                                axrt_dtype_t dtype, axrt_reduce_op_t op, size_t root) {
-  if (members == nullptr) {
-    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: members is NULL", function);
-  }
+axrt_status_t Group::check_shape(const char* function, CollectiveKind kind, uint64_t count,
+                                 axrt_dtype_t dtype, axrt_reduce_op_t op, size_t root,
+                                 uint64_t* out_bytes) const {
   if (!supported_dtype(dtype)) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                        "{}: element type {} ({}) is not one collectives take (int8, uint8, int32, "
@@ -325,7 +329,57 @@ axrt_status_t Group::collective(const char* function, CollectiveKind kind,
     return make_status(AXRT_STATUS_CODE_OUT_OF_RANGE, "{}: {} elements of {} overflow a byte count",
                        function, count, dtype_name(dtype));
   }
-  const uint64_t bytes = count * element;
+  *out_bytes = count * element;
+  return nullptr;
+}
+
+axrt_status_t Group::check_member(const char* function, CollectiveKind kind, uint32_t r,
+                                  const axrt_collective_member_t& m, uint64_t bytes, size_t root,
+                                  MemberPart* part) const {
+  const uint32_t n = size();
+  AXRT_RETURN_IF_ERROR(check_part(function, r, m.stream, part));
+  uint64_t send_bytes = bytes, recv_bytes = bytes;
+  if (kind == CollectiveKind::kAllGather) recv_bytes = bytes * n;
+  if (kind == CollectiveKind::kReduceScatter) send_bytes = bytes * n;
+  const bool needs_send = kind != CollectiveKind::kBroadcast || r == root;
+  uint64_t send_at = 0, recv_at = 0;
+  if (needs_send) {
+    AXRT_RETURN_IF_ERROR(
+        check_range(function, r, "send", m.send_buffer, m.send_offset, send_bytes, &send_at));
+    part->send = m.send_buffer;
+    part->send_offset = m.send_offset;
+    part->send_bytes = send_bytes;
+  }
+  AXRT_RETURN_IF_ERROR(
+      check_range(function, r, "receive", m.recv_buffer, m.recv_offset, recv_bytes, &recv_at));
+  part->recv = m.recv_buffer;
+  part->recv_offset = m.recv_offset;
+  part->recv_bytes = recv_bytes;
+  if (!needs_send) return nullptr;
+  // In place, or apart.
+  bool in_place = false;
+  switch (kind) {
+    case CollectiveKind::kAllGather: in_place = send_at == recv_at + r * bytes; break;
+    case CollectiveKind::kReduceScatter: in_place = recv_at == send_at + r * bytes; break;
+    default: in_place = send_at == recv_at; break;
+  }
+  if (!in_place && overlap(send_at, send_bytes, recv_at, recv_bytes)) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "{}: member {}'s send and receive ranges overlap without being in place",
+                       function, r);
+  }
+  return nullptr;
+}
+
+axrt_status_t Group::collective(const char* function, CollectiveKind kind,
+                                const axrt_collective_member_t* members, uint64_t count,
+                                axrt_dtype_t dtype, axrt_reduce_op_t op, size_t root) {
+  if (members == nullptr) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: members is NULL", function);
+  }
+  uint64_t bytes = 0;
+  AXRT_RETURN_IF_ERROR(check_shape(function, kind, count, dtype, op, root, &bytes));
+  const uint32_t n = size();
   Collective c;
   c.kind = kind;
   c.count = count;
@@ -334,41 +388,94 @@ axrt_status_t Group::collective(const char* function, CollectiveKind kind,
   c.root = static_cast<uint32_t>(root);
   c.parts.resize(n);
   for (uint32_t r = 0; r < n; ++r) {
-    const axrt_collective_member_t& m = members[r];
-    MemberPart& part = c.parts[r];
-    AXRT_RETURN_IF_ERROR(check_part(function, r, m.stream, &part));
-    uint64_t send_bytes = bytes, recv_bytes = bytes;
-    if (kind == CollectiveKind::kAllGather) recv_bytes = bytes * n;
-    if (kind == CollectiveKind::kReduceScatter) send_bytes = bytes * n;
-    const bool needs_send = kind != CollectiveKind::kBroadcast || r == root;
-    uint64_t send_at = 0, recv_at = 0;
-    if (needs_send) {
-      AXRT_RETURN_IF_ERROR(
-          check_range(function, r, "send", m.send_buffer, m.send_offset, send_bytes, &send_at));
-      part.send = m.send_buffer;
-      part.send_offset = m.send_offset;
-      part.send_bytes = send_bytes;
-    }
-    AXRT_RETURN_IF_ERROR(
-        check_range(function, r, "receive", m.recv_buffer, m.recv_offset, recv_bytes, &recv_at));
-    part.recv = m.recv_buffer;
-    part.recv_offset = m.recv_offset;
-    part.recv_bytes = recv_bytes;
-    if (!needs_send) continue;
-    // In place, or apart.
-    bool in_place = false;
-    switch (kind) {
-      case CollectiveKind::kAllGather: in_place = send_at == recv_at + r * bytes; break;
-      case CollectiveKind::kReduceScatter: in_place = recv_at == send_at + r * bytes; break;
-      default: in_place = send_at == recv_at; break;
-    }
-    if (!in_place && overlap(send_at, send_bytes, recv_at, recv_bytes)) {
-      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                         "{}: member {}'s send and receive ranges overlap without being in place",
-                         function, r);
-    }
+    AXRT_RETURN_IF_ERROR(check_member(function, kind, r, members[r], bytes, root, &c.parts[r]));
   }
   return submit(c);
+}
+
+namespace {
+
+// "all_reduce of 4096 FLOAT32 (sum)", for a part that disagrees.
+std::string describe_shape(const Collective& c) {
+  std::string text = fmt::format("{} of {} {}", collective_name(c.kind), c.count, dtype_name(c.dtype));
+  if (c.kind == CollectiveKind::kAllReduce || c.kind == CollectiveKind::kReduceScatter) {
+    static constexpr const char* kOps[] = {"sum", "max", "min"};
+    text += fmt::format(" ({})", kOps[c.op]);
+  }
+  if (c.kind == CollectiveKind::kBroadcast) text += fmt::format(" from root {}", c.root);
+  return text;
+}
+
+}  // namespace
+
+axrt_status_t Group::part(const char* function, size_t rank, CollectiveKind kind,
+                          const axrt_collective_member_t* member, uint64_t count,
+                          axrt_dtype_t dtype, axrt_reduce_op_t op, size_t root) {
+  const uint32_t n = size();
+  if (rank >= n) {
+    return make_status(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                       "{}: rank {} is not a member of group '{}' ({} members)", function, rank,
+                       state_->label(), n);
+  }
+  if (member == nullptr) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: member is NULL", function);
+  }
+  uint64_t bytes = 0;
+  AXRT_RETURN_IF_ERROR(check_shape(function, kind, count, dtype, op, root, &bytes));
+  const uint32_t r = static_cast<uint32_t>(rank);
+  MemberPart checked;
+  AXRT_RETURN_IF_ERROR(check_member(function, kind, r, *member, bytes, root, &checked));
+
+  std::lock_guard<std::mutex> lock(enqueue_mutex_);
+  const uint64_t sequence = member_sequence_[r] + 1;
+  const std::string context = fmt::format("{} #{}", collective_name(kind), sequence);
+  if (state_->aborted()) return state_->aborted_status(context.c_str());
+  auto found = pending_.find(sequence);
+  if (found == pending_.end()) {
+    Pending fresh;
+    fresh.collective.kind = kind;
+    fresh.collective.sequence = sequence;
+    fresh.collective.count = count;
+    fresh.collective.dtype = dtype;
+    fresh.collective.op = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter
+                              ? op
+                              : axrt_reduce_op_t{AXRT_REDUCE_SUM};
+    fresh.collective.root = kind == CollectiveKind::kBroadcast ? static_cast<uint32_t>(root) : 0;
+    fresh.collective.parts.resize(n);
+    for (uint32_t m = 0; m < n; ++m) fresh.collective.parts[m].rank = m;
+    fresh.first_rank = r;
+    found = pending_.emplace(sequence, std::move(fresh)).first;
+  }
+  Pending& pending = found->second;
+  Collective& c = pending.collective;
+  const bool same = c.kind == kind && c.count == count && c.dtype == dtype &&
+                    (c.op == op || (kind != CollectiveKind::kAllReduce &&
+                                    kind != CollectiveKind::kReduceScatter)) &&
+                    (c.root == root || kind != CollectiveKind::kBroadcast);
+  if (!same) {
+    Collective mine = c;
+    mine.kind = kind;
+    mine.count = count;
+    mine.dtype = dtype;
+    mine.op = op;  // checked: a reduction
+    mine.root = static_cast<uint32_t>(root);
+    const std::string message = fmt::format(
+        "member {} ({})'s part of collective #{} is {}, but member {} ({}) queued {}", r,
+        state_->member_id(r), sequence, describe_shape(mine), pending.first_rank,
+        state_->member_id(pending.first_rank), describe_shape(c));
+    state_->fail(static_cast<int32_t>(r), AXRT_STATUS_CODE_INVALID_ARGUMENT, message);
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: group '{}': {}", function,
+                       state_->label(), message);
+  }
+  c.parts[r] = checked;
+  axrt_status_t status = backend_->enqueue_part(c, r, &pending.backend);
+  c.parts[r] = MemberPart{};
+  c.parts[r].rank = r;
+  if (status != nullptr) return status;
+  member_sequence_[r] = sequence;
+  sequence_ = std::max(sequence_, sequence);
+  if (++pending.queued == n) pending_.erase(found);
+  return nullptr;
 }
 
 axrt_status_t Group::send_recv(const char* function, const axrt_group_transfer_t* transfers,
@@ -449,8 +556,19 @@ axrt_status_t Group::submit(Collective& collective) {
     const std::string context = fmt::format("{} #{}", collective_name(collective.kind), collective.sequence);
     return state_->aborted_status(context.c_str());
   }
+  if (!pending_.empty()) {
+    const Pending& oldest = pending_.begin()->second;
+    uint32_t missing = 0;
+    while (missing < size() && member_sequence_[missing] >= oldest.collective.sequence) ++missing;
+    return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                       "group '{}': member {} ({}) has not queued its part of {} #{}, which other "
+                       "members queued alone; a collective of every member waits until it has",
+                       state_->label(), missing, state_->member_id(missing),
+                       collective_name(oldest.collective.kind), oldest.collective.sequence);
+  }
   AXRT_RETURN_IF_ERROR(backend_->enqueue(collective));
   ++sequence_;
+  std::fill(member_sequence_.begin(), member_sequence_.end(), sequence_);
   return nullptr;
 }
 

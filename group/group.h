@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -141,6 +142,15 @@ class Backend {
   // call), the backend fails the group with the error too, so that the
   // abort ends that part.
   virtual axrt_status_t enqueue(const Collective& collective) = 0;
+  // Queues member `rank`'s part of `collective` on that part's stream
+  // (axrt_group_enqueue_part): `collective.parts` has one entry per
+  // member, in rank order, only `parts[rank]` filled. `shared` is what the
+  // backend keeps of the collective between its members' parts: null at
+  // the first part, which sets it. Checked already; called under the
+  // group's enqueue lock. An error means this part did not queue; the
+  // backend fails the group with it, so that the parts queued end.
+  virtual axrt_status_t enqueue_part(const Collective& collective, uint32_t rank,
+                                     std::shared_ptr<void>* shared) = 0;
   // The group aborted (GroupState::fail): make queued and waiting work fail
   // at once. Any thread; may be called while enqueue() runs.
   virtual void abort() noexcept = 0;
@@ -175,9 +185,29 @@ class Group {
                            axrt_dtype_t dtype, axrt_reduce_op_t op, size_t root);
   axrt_status_t send_recv(const char* function, const axrt_group_transfer_t* transfers,
                           size_t transfer_count);
+  // One member's part (axrt_group_enqueue_part).
+  axrt_status_t part(const char* function, size_t rank, CollectiveKind kind,
+                     const axrt_collective_member_t* member, uint64_t count, axrt_dtype_t dtype,
+                     axrt_reduce_op_t op, size_t root);
 
  private:
+  // A collective some members have queued their parts of and others not.
+  struct Pending {
+    Collective collective;  // its shape, and the parts queued so far
+    uint32_t first_rank = 0;
+    uint32_t queued = 0;
+    std::shared_ptr<void> backend;  // Backend::enqueue_part's `shared`
+  };
+
   Group() = default;
+  // The checks every collective's shape passes; writes `count` elements' bytes.
+  axrt_status_t check_shape(const char* function, CollectiveKind kind, uint64_t count,
+                            axrt_dtype_t dtype, axrt_reduce_op_t op, size_t root,
+                            uint64_t* out_bytes) const;
+  // Member `rank`'s part of a collective of `bytes` per member's block.
+  axrt_status_t check_member(const char* function, CollectiveKind kind, uint32_t rank,
+                             const axrt_collective_member_t& member, uint64_t bytes, size_t root,
+                             MemberPart* part) const;
   axrt_status_t check_part(const char* function, uint32_t rank, axrt_stream_t stream,
                            MemberPart* part) const;
   // Checks that `bytes` at `offset` of `buffer` lie in a live buffer of
@@ -192,7 +222,11 @@ class Group {
   std::unique_ptr<Backend> backend_;
   std::string backend_name_;
   mutable std::mutex enqueue_mutex_;
-  uint64_t sequence_ = 0;  // under enqueue_mutex_
+  // Under enqueue_mutex_: the latest collective any member queued a part
+  // of; each member's latest; those some members have not queued yet.
+  uint64_t sequence_ = 0;
+  std::vector<uint64_t> member_sequence_;
+  std::map<uint64_t, Pending> pending_;
 };
 
 }  // namespace axrt::group

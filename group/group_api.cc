@@ -149,4 +149,28 @@ AXRT_API axrt_status_t axrt_group_send_recv(axrt_group_t group,
   });
 }
 
+AXRT_API axrt_status_t axrt_group_enqueue_part(axrt_group_t group, size_t rank,
+                                               axrt_collective_kind_t kind,
+                                               const axrt_collective_member_t* member,
+                                               uint64_t count, axrt_dtype_t dtype,
+                                               axrt_reduce_op_t op, size_t root) {
+  constexpr const char* kFunction = "axrt_group_enqueue_part";
+  return guard(kFunction, [&]() -> axrt_status_t {
+    if (group == nullptr) return null_group(kFunction);
+    CollectiveKind which;
+    switch (kind) {
+      case AXRT_COLLECTIVE_ALL_REDUCE: which = CollectiveKind::kAllReduce; break;
+      case AXRT_COLLECTIVE_ALL_GATHER: which = CollectiveKind::kAllGather; break;
+      case AXRT_COLLECTIVE_REDUCE_SCATTER: which = CollectiveKind::kReduceScatter; break;
+      case AXRT_COLLECTIVE_BROADCAST: which = CollectiveKind::kBroadcast; break;
+      default:
+        return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                           "{}: {} is not a collective (AXRT_COLLECTIVE_ALL_REDUCE, _ALL_GATHER, "
+                           "_REDUCE_SCATTER or _BROADCAST)",
+                           kFunction, kind);
+    }
+    return group->group->part(kFunction, rank, which, member, count, dtype, op, root);
+  });
+}
+
 }  // extern "C"

@@ -480,13 +480,23 @@ class NcclBackend final : public Backend {
   }
 
   axrt_status_t enqueue(const Collective& c) override;
+  axrt_status_t enqueue_part(const Collective& c, uint32_t rank,
+                             std::shared_ptr<void>* shared) override;
 
  private:
+  // Queues parts `which` (indices into c.parts) of `op`, which tracks
+  // every part of `c`: steps 1 to 4 of the top of the file, their NCCL calls
+  // in one group call. `publish`: hand `op` to the watchdog. On an error
+  // before the NCCL calls, `cancel` makes the host functions queued so far
+  // do nothing (a whole-group call; a part alone leaves them to the
+  // group's failure instead).
+  axrt_status_t queue(const Collective& c, const std::shared_ptr<InFlight>& op,
+                      const std::vector<uint32_t>& which, bool publish, bool cancel_on_error);
   // A failed axrt call on member `rank`'s stream: the group fails too when
   // the device is lost. Takes `status`.
   axrt_status_t member_error(const std::string& context, uint32_t rank, axrt_status_t status);
   axrt_status_t issue(const Collective& c, const std::string& context,
-                      const std::vector<cudaStream_t>& native,
+                      const std::vector<uint32_t>& which, const std::vector<cudaStream_t>& native,
                       const std::vector<uint64_t>& send, const std::vector<uint64_t>& recv,
                       const std::vector<std::pair<uint64_t, uint64_t>>& transfers);
   void cancel(InFlight& op) {
@@ -519,16 +529,49 @@ axrt_status_t device_address(axrt_buffer_t buffer, uint64_t offset, uint64_t* ou
 }
 
 axrt_status_t NcclBackend::enqueue(const Collective& c) {
-  GroupState& state = *core_->state;
-  const std::string context = fmt::format("{} #{}", collective_name(c.kind), c.sequence);
   const size_t parts = c.parts.size();
   if (parts == 0) return nullptr;  // a send/recv of no transfers
-  auto op = std::make_shared<InFlight>(context, parts);
+  auto op = std::make_shared<InFlight>(fmt::format("{} #{}", collective_name(c.kind), c.sequence),
+                                       parts);
+  std::vector<uint32_t> which(parts);
+  for (uint32_t p = 0; p < parts; ++p) {
+    op->ranks.push_back(c.parts[p].rank);
+    which[p] = p;
+  }
+  return queue(c, op, which, /*publish=*/true, /*cancel_on_error=*/true);
+}
+
+axrt_status_t NcclBackend::enqueue_part(const Collective& c, uint32_t rank,
+                                        std::shared_ptr<void>* shared) {
+  GroupState& state = *core_->state;
+  auto op = std::static_pointer_cast<InFlight>(*shared);
+  const bool first = !op;
+  if (first) {
+    op = std::make_shared<InFlight>(fmt::format("{} #{}", collective_name(c.kind), c.sequence),
+                                    c.parts.size());
+    for (const MemberPart& part : c.parts) op->ranks.push_back(part.rank);
+    *shared = op;
+  }
+  axrt_status_t status = queue(c, op, {rank}, /*publish=*/first, /*cancel_on_error=*/false);
+  if (status != nullptr) {
+    // The members that queued theirs would wait for this one: they end now.
+    state.fail(static_cast<int32_t>(rank), axrt_status_code(status),
+               fmt::format("{} could not queue its part of {}: {}", member_name(state, rank),
+                           op->context, axrt_status_message(status)));
+  }
+  return status;
+}
+
+axrt_status_t NcclBackend::queue(const Collective& c, const std::shared_ptr<InFlight>& op,
+                                 const std::vector<uint32_t>& which, bool publish,
+                                 bool cancel_on_error) {
+  GroupState& state = *core_->state;
+  const std::string& context = op->context;
+  const size_t parts = c.parts.size();
   std::vector<cudaStream_t> native(parts);
   std::vector<uint64_t> send(parts, 0), recv(parts, 0);
-  for (size_t p = 0; p < parts; ++p) {
+  for (uint32_t p : which) {
     const MemberPart& part = c.parts[p];
-    op->ranks.push_back(part.rank);
     void* handle = nullptr;
     if (axrt_status_t status = axrt_stream_get_native_handle(part.stream, &handle)) {
       return member_error(context, part.rank, status);
@@ -552,14 +595,17 @@ axrt_status_t NcclBackend::enqueue(const Collective& c) {
     op->kept.emplace_back(t.dst_buffer);
     transfers.emplace_back(from, to);
   }
+  auto fail_early = [&]() {
+    if (cancel_on_error) cancel(*op);
+  };
 
   // 1 and 2: the entry functions and the waits for the allocations. An
   // error leaves the functions queued so far doing nothing.
-  for (size_t p = 0; p < parts; ++p) {
-    auto ticket = std::make_unique<Ticket>(Ticket{core_, op, static_cast<uint32_t>(p)});
+  for (uint32_t p : which) {
+    auto ticket = std::make_unique<Ticket>(Ticket{core_, op, p});
     if (axrt_status_t status =
             axrt_stream_launch_host_func(c.parts[p].stream, on_entry, ticket.get())) {
-      cancel(*op);
+      fail_early();
       return member_error(context, op->ranks[p], status);
     }
     ticket.release();  // the host function owns it now
@@ -570,19 +616,21 @@ axrt_status_t NcclBackend::enqueue(const Collective& c) {
       status = axrt_event_enqueue_native_wait(core_->order_events[rank], native[p]);
     }
     if (status != nullptr) {
-      cancel(*op);
+      fail_early();
       return member_error(context, rank, status);
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(core_->mutex);
-    core_->in_flight.push_back(op);
+  if (publish) {
+    {
+      std::lock_guard<std::mutex> lock(core_->mutex);
+      core_->in_flight.push_back(op);
+    }
+    core_->wake.notify_all();
   }
-  core_->wake.notify_all();
 
   // 3: the NCCL calls.
-  if (axrt_status_t status = issue(c, context, native, send, recv, transfers)) {
-    cancel(*op);
+  if (axrt_status_t status = issue(c, context, which, native, send, recv, transfers)) {
+    fail_early();
     return status;
   }
 
@@ -590,8 +638,8 @@ axrt_status_t NcclBackend::enqueue(const Collective& c) {
   // the call succeeds: a member whose exit function cannot be queued (its
   // device was lost meanwhile) fails the group, whose abort ends the NCCL
   // work and fails the other members' streams.
-  for (size_t p = 0; p < parts; ++p) {
-    auto ticket = std::make_unique<Ticket>(Ticket{core_, op, static_cast<uint32_t>(p)});
+  for (uint32_t p : which) {
+    auto ticket = std::make_unique<Ticket>(Ticket{core_, op, p});
     StatusPtr status(axrt_stream_launch_host_func(c.parts[p].stream, on_exit, ticket.get()));
     if (status == nullptr) {
       ticket.release();
@@ -615,6 +663,7 @@ axrt_status_t NcclBackend::enqueue(const Collective& c) {
 }
 
 axrt_status_t NcclBackend::issue(const Collective& c, const std::string& context,
+                                 const std::vector<uint32_t>& which,
                                  const std::vector<cudaStream_t>& native,
                                  const std::vector<uint64_t>& send,
                                  const std::vector<uint64_t>& recv,
@@ -659,7 +708,7 @@ axrt_status_t NcclBackend::issue(const Collective& c, const std::string& context
     } else {
       const ncclDataType_t type = nccl_type(c.dtype);
       const ncclRedOp_t op = nccl_op(c.op);
-      for (size_t p = 0; p < c.parts.size(); ++p) {
+      for (uint32_t p : which) {
         const uint32_t rank = c.parts[p].rank;
         const int32_t r = static_cast<int32_t>(rank);
         ncclComm_t comm = comms[rank];
@@ -705,7 +754,8 @@ axrt_status_t NcclBackend::issue(const Collective& c, const std::string& context
                                 failed_rank >= 0 ? " of " + member_name(state, failed_rank) : "",
                                 context, nccl.describe(failed, comm));
   axrt_status_code_t code = status_code(failed);
-  for (const MemberPart& part : c.parts) {
+  for (uint32_t p : which) {
+    const MemberPart& part = c.parts[p];
     bool idle = false;
     StatusPtr status(axrt_stream_query(part.stream, &idle));
     if (axrt_status_code(status.get()) != AXRT_STATUS_CODE_DEVICE_LOST) continue;

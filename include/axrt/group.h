@@ -208,6 +208,43 @@ AXRT_API axrt_status_t axrt_group_send_recv(axrt_group_t group,
                                             const axrt_group_transfer_t* transfers,
                                             size_t transfer_count);
 
+/* The collectives, as one member's part names them. */
+typedef uint32_t axrt_collective_kind_t;
+enum {
+  AXRT_COLLECTIVE_ALL_REDUCE = 0,
+  AXRT_COLLECTIVE_ALL_GATHER = 1,
+  AXRT_COLLECTIVE_REDUCE_SCATTER = 2,
+  AXRT_COLLECTIVE_BROADCAST = 3,
+};
+
+/* Queues member `rank`'s part of a collective on its stream, alone: the
+ * functions above queue every member's part in one call; here each member
+ * queues its own, as a function's collective commands do (the invoke
+ * options' channels, axrt/executable.h), and the collective runs once
+ * every member's stream reached its part. `member` is that member's entry
+ * of `members` above, checked the same way; `kind`, `count`, `dtype`,
+ * `op` (reductions) and `root` (broadcast) mean what they mean there.
+ *
+ * Parts meet by order: member r's n-th collective (counting the whole-group
+ * calls above too) is every other member's n-th. Parts that disagree on
+ * the kind, the count, the element type, the reduction or the root abort
+ * the group, naming the member whose part differs from the first one
+ * queued (INVALID_ARGUMENT from the call that finds it). A member that
+ * never queues its part leaves the others waiting until the group's
+ * timeout, which then aborts the group naming it. A whole-group call is
+ * FAILED_PRECONDITION while some member has not yet queued its part of an
+ * earlier collective; destroying the group then aborts the parts queued.
+ *
+ * With the "nccl" backend a part is its member's NCCL call, made when the
+ * part is queued, outside any NCCL group call (docs/multi-device.md,
+ * "Collectives inside functions", says what that asks of the threads that
+ * queue them). */
+AXRT_API axrt_status_t axrt_group_enqueue_part(axrt_group_t group, size_t rank,
+                                               axrt_collective_kind_t kind,
+                                               const axrt_collective_member_t* member,
+                                               uint64_t count, axrt_dtype_t dtype,
+                                               axrt_reduce_op_t op, size_t root);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

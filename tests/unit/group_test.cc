@@ -4,6 +4,7 @@
 // that remain. tests/python/test_group.py compares against numpy at every
 // size; this file covers the C API's contract.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -570,4 +571,186 @@ TEST_CASE("a trace shows each member's part of a collective", "[group][trace]") 
   REQUIRE(slices == kDevices);
   REQUIRE(text.find("\"group\":\"traced\"") != std::string::npos);
   REQUIRE(text.find("\"bytes\":4096") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// Parts queued by each member alone (axrt_group_enqueue_part), as a
+// function's collective commands queue them.
+
+namespace {
+
+// Member `r`'s part of a collective over its own buffers.
+axrt_collective_member_t Part(Instance& in, uint32_t r, const HostBuffer& send, const HostBuffer& recv,
+                              uint64_t send_offset = 0, uint64_t recv_offset = 0) {
+  return {in.streams[r], send.buffer, send_offset, recv.buffer, recv_offset};
+}
+
+}  // namespace
+
+TEST_CASE("members queue their parts alone, in any order; each collective meets by its number",
+          "[group][part]") {
+  Instance in;
+  Group g(in.devices, 0, "parts");
+  const uint64_t n = 3000;  // a ring for the all-reduce (over 64 KiB per member), direct below
+  std::vector<std::vector<float>> inputs;
+  std::vector<std::unique_ptr<HostBuffer>> data, gathered, scattered, small;
+  for (uint32_t r = 0; r < kDevices; ++r) {
+    inputs.push_back(RandomFloats(n * kDevices, 500 + r));
+    data.push_back(std::make_unique<HostBuffer>(in.devices[r], n * kDevices * 4, inputs[r].data()));
+    gathered.push_back(std::make_unique<HostBuffer>(in.devices[r], n * kDevices * 4));
+    scattered.push_back(std::make_unique<HostBuffer>(in.devices[r], n * 4));
+    const float mine = static_cast<float>(r + 1);
+    small.push_back(std::make_unique<HostBuffer>(in.devices[r], 16 * 4));
+    std::vector<float> v(16, mine);
+    std::memcpy(small[r]->pointer, v.data(), 16 * 4);
+  }
+  // Each member queues, in its own order of ranks, the same four
+  // collectives: reduce-scatter of `data`, all-gather of its first n
+  // elements, a broadcast from member 2, an all-reduce (max) of `small`.
+  // (Called on other threads too: no assertion inside; the statuses are
+  // checked by the caller.)
+  auto queue = [&](uint32_t r) {
+    std::vector<axrt_status_t> statuses;
+    statuses.push_back(axrt_group_enqueue_part(
+        g.group, r, AXRT_COLLECTIVE_REDUCE_SCATTER, std::array{Part(in, r, *data[r], *scattered[r])}.data(),
+        n, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0));
+    statuses.push_back(axrt_group_enqueue_part(
+        g.group, r, AXRT_COLLECTIVE_ALL_GATHER, std::array{Part(in, r, *data[r], *gathered[r])}.data(),
+        n, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0));
+    statuses.push_back(axrt_group_enqueue_part(
+        g.group, r, AXRT_COLLECTIVE_BROADCAST, std::array{Part(in, r, *small[r], *small[r])}.data(), 16,
+        AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 2));
+    statuses.push_back(axrt_group_enqueue_part(
+        g.group, r, AXRT_COLLECTIVE_ALL_REDUCE, std::array{Part(in, r, *data[r], *data[r])}.data(),
+        n * kDevices, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_MAX, 0));
+    return statuses;
+  };
+  auto require_ok = [](std::vector<axrt_status_t> statuses) {
+    for (axrt_status_t status : statuses) REQUIRE_CALL_OK(status);
+  };
+  // Member 3 first, all four; then 1 and 0 from threads of their own; 2 last.
+  require_ok(queue(3));
+  std::vector<axrt_status_t> from_one, from_zero;
+  std::thread one([&] { from_one = queue(1); }), zero([&] { from_zero = queue(0); });
+  one.join();
+  zero.join();
+  require_ok(from_one);
+  require_ok(from_zero);
+  REQUIRE(g.info().collectives == 4);
+  require_ok(queue(2));
+  SyncAll(in.streams, kDevices);
+  for (uint32_t r = 0; r < kDevices; ++r) {
+    INFO("member " << r);
+    // Reduce-scatter: block r of the sum, in float64.
+    const std::vector<float> block = scattered[r]->read<float>();
+    Mismatches bad;
+    for (uint64_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (uint32_t m = 0; m < kDevices; ++m) sum += inputs[m][r * n + i];
+      bad.check(std::abs(block[i] - sum) <= 1e-5 * 16, i);
+    }
+    REQUIRE_NO_MISMATCH(bad);
+    // All-gather: every member's first n inputs, rank 0 first.
+    const std::vector<float> all = gathered[r]->read<float>();
+    for (uint32_t m = 0; m < kDevices; ++m) {
+      REQUIRE(std::equal(all.begin() + m * n, all.begin() + (m + 1) * n, inputs[m].begin()));
+    }
+    REQUIRE(small[r]->read<float>() == std::vector<float>(16, 3.0f));  // member 2's
+    const std::vector<float> most = data[r]->read<float>();
+    for (uint64_t i = 0; i < n * kDevices; i += 997) {
+      float expect = inputs[0][i];
+      for (uint32_t m = 1; m < kDevices; ++m) expect = std::max(expect, inputs[m][i]);
+      REQUIRE(most[i] == expect);
+    }
+  }
+  // Every part queued: a whole-group call is welcome again.
+  std::vector<axrt_collective_member_t> parts;
+  for (uint32_t r = 0; r < kDevices; ++r) parts.push_back(Part(in, r, *small[r], *small[r]));
+  REQUIRE_CALL_OK(axrt_group_all_reduce(g.group, parts.data(), 16, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+  SyncAll(in.streams, kDevices);
+  REQUIRE(small[0]->read<float>() == std::vector<float>(16, 12.0f));
+  REQUIRE(g.info().collectives == 5);
+}
+
+TEST_CASE("parts that disagree abort the group, naming the member; bad parts queue nothing",
+          "[group][part]") {
+  Instance in;
+  std::vector<std::unique_ptr<HostBuffer>> bufs;
+  for (uint32_t r = 0; r < kDevices; ++r) bufs.push_back(std::make_unique<HostBuffer>(in.devices[r], 256));
+  {
+    Group g(in.devices, 0, "odd");
+    auto part = Part(in, 1, *bufs[1], *bufs[1]);
+    REQUIRE_CALL_FAILS(axrt_group_enqueue_part(g.group, 4, AXRT_COLLECTIVE_ALL_REDUCE, &part, 8,
+                                               AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                       AXRT_STATUS_CODE_OUT_OF_RANGE, "rank 4 is not a member");
+    REQUIRE_CALL_FAILS(axrt_group_enqueue_part(g.group, 1, 9, &part, 8, AXRT_DTYPE_FLOAT32,
+                                               AXRT_REDUCE_SUM, 0),
+                       AXRT_STATUS_CODE_INVALID_ARGUMENT, "9 is not a collective");
+    part.stream = in.streams[0];
+    REQUIRE_CALL_FAILS(axrt_group_enqueue_part(g.group, 1, AXRT_COLLECTIVE_ALL_REDUCE, &part, 8,
+                                               AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                       AXRT_STATUS_CODE_INVALID_ARGUMENT, "not a stream of the member's device");
+    part = Part(in, 2, *bufs[2], *bufs[2]);
+    REQUIRE_CALL_FAILS(axrt_group_enqueue_part(g.group, 2, AXRT_COLLECTIVE_ALL_REDUCE, &part, 100,
+                                               AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                       AXRT_STATUS_CODE_OUT_OF_RANGE, "member 2's send range");
+    REQUIRE(g.info().collectives == 0);
+    // Members 0 and 1 agree; member 2 asks for 16 elements.
+    for (uint32_t r : {0u, 1u}) {
+      part = Part(in, r, *bufs[r], *bufs[r]);
+      REQUIRE_CALL_OK(axrt_group_enqueue_part(g.group, r, AXRT_COLLECTIVE_ALL_REDUCE, &part, 8,
+                                              AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0));
+    }
+    part = Part(in, 2, *bufs[2], *bufs[2]);
+    REQUIRE_CALL_FAILS(axrt_group_enqueue_part(g.group, 2, AXRT_COLLECTIVE_ALL_REDUCE, &part, 16,
+                                               AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                       AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "member 2 (cpu:2)'s part of collective #1 is all_reduce of 16 f32 (sum), "
+                       "but member 0 (cpu:0) queued all_reduce of 8 f32 (sum)");
+    REQUIRE(g.info().failed_rank == 2);
+    for (uint32_t r : {0u, 1u}) {
+      REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[r]), AXRT_STATUS_CODE_ABORTED,
+                         "group 'odd' aborted", "member 2 (cpu:2)'s part");
+    }
+    REQUIRE_CALL_OK(axrt_stream_synchronize(in.streams[2]));  // nothing of it was queued
+  }
+  in.new_streams();
+  {
+    // A whole-group call while a part is missing; then the group goes with
+    // that part still missing: what was queued ends, aborted.
+    Group g(in.devices, UINT64_MAX, "waiting");
+    auto part = Part(in, 3, *bufs[3], *bufs[3]);
+    REQUIRE_CALL_OK(axrt_group_enqueue_part(g.group, 3, AXRT_COLLECTIVE_BROADCAST, &part, 8,
+                                            AXRT_DTYPE_INT32, AXRT_REDUCE_SUM, 3));
+    std::vector<axrt_collective_member_t> parts;
+    for (uint32_t r = 0; r < kDevices; ++r) parts.push_back(Part(in, r, *bufs[r], *bufs[r]));
+    REQUIRE_CALL_FAILS(axrt_group_all_reduce(g.group, parts.data(), 8, AXRT_DTYPE_INT32, AXRT_REDUCE_SUM),
+                       AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                       "member 0 (cpu:0) has not queued its part of broadcast #1");
+  }
+  REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[3]), AXRT_STATUS_CODE_ABORTED,
+                     "destroyed before every member queued its part of broadcast #1");
+}
+
+TEST_CASE("a member that never queues its part times the others out, naming it", "[group][part]") {
+  Instance in;
+  Group g(in.devices, /*timeout_ns=*/200'000'000, "late");
+  std::vector<std::unique_ptr<HostBuffer>> bufs;
+  for (uint32_t r = 0; r < kDevices; ++r) bufs.push_back(std::make_unique<HostBuffer>(in.devices[r], 64));
+  for (uint32_t r : {0u, 2u, 3u}) {
+    auto part = Part(in, r, *bufs[r], *bufs[r]);
+    REQUIRE_CALL_OK(axrt_group_enqueue_part(g.group, r, AXRT_COLLECTIVE_ALL_REDUCE, &part, 16,
+                                            AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0));
+  }
+  for (uint32_t r : {0u, 2u, 3u}) {
+    axrt_test::Outcome o = axrt_test::Take(axrt_stream_synchronize(in.streams[r]));
+    INFO(o.message);
+    REQUIRE((o.code == AXRT_STATUS_CODE_DEADLINE_EXCEEDED || o.code == AXRT_STATUS_CODE_ABORTED));
+    REQUIRE(o.message.find("member 1 (cpu:1) did not reach all_reduce #1") != std::string::npos);
+  }
+  REQUIRE(g.info().failed_rank == 1);
+  auto part = Part(in, 1, *bufs[1], *bufs[1]);
+  REQUIRE_CALL_FAILS(axrt_group_enqueue_part(g.group, 1, AXRT_COLLECTIVE_ALL_REDUCE, &part, 16,
+                                             AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                     AXRT_STATUS_CODE_ABORTED, "member 1 (cpu:1) did not reach");
 }

@@ -670,6 +670,54 @@ TEST_CASE("nccl: a member that never reaches a collective is named by the timeou
   REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[3]), AXRT_STATUS_CODE_ABORTED, "member 3");
 }
 
+TEST_CASE("nccl: members queue their parts alone; a missing part is named by the timeout",
+          "[mock]") {
+  Devices in;
+  const uint64_t n = 1001;
+  std::vector<std::vector<float>> inputs;
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  for (uint32_t r = 0; r < kDevices; ++r) {
+    inputs.push_back(RandomFloats(n, 40 + r));
+    bufs.push_back(std::make_unique<Buffer>(in.devices[r], n * 4));
+    bufs[r]->write(in.streams[r], inputs[r]);
+  }
+  {
+    Group g(in.devices, 0, "parts");
+    // Members 2, 0, 3, 1, one NCCL call each (no group call around them).
+    const uint64_t calls = axrt_mock_nccl_call_count("ncclAllReduce");
+    for (uint32_t r : {2u, 0u, 3u, 1u}) {
+      axrt_collective_member_t part = {in.streams[r], bufs[r]->buffer, 0, bufs[r]->buffer, 0};
+      REQUIRE_CALL_OK(axrt_group_enqueue_part(g.group, r, AXRT_COLLECTIVE_ALL_REDUCE, &part, n,
+                                              AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0));
+    }
+    CHECK(axrt_mock_nccl_call_count("ncclAllReduce") == calls + kDevices);
+    std::vector<float> first;
+    for (uint32_t r = 0; r < kDevices; ++r) {
+      const std::vector<float> got = bufs[r]->read<float>(in.streams[r]);
+      if (r == 0) first = got;
+      REQUIRE(got == first);
+    }
+    double worst = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      double expect = 0;
+      for (uint32_t r = 0; r < kDevices; ++r) expect += inputs[r][i];
+      worst = std::max(worst, std::abs(first[i] - expect));
+    }
+    REQUIRE(worst <= 1e-5 * 16);
+  }
+  Group g(in.devices, /*timeout_ns=*/200'000'000, "late");
+  for (uint32_t r : {0u, 1u, 3u}) {
+    axrt_collective_member_t part = {in.streams[r], bufs[r]->buffer, 0, bufs[r]->buffer, 0};
+    REQUIRE_CALL_OK(axrt_group_enqueue_part(g.group, r, AXRT_COLLECTIVE_BROADCAST, &part, 16,
+                                            AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0));
+  }
+  for (uint32_t r : {0u, 1u, 3u}) {
+    REQUIRE_CALL_FAILS(axrt_stream_synchronize(in.streams[r]), AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                       "member 2 (cuda:2) did not reach broadcast #1 within the group's timeout");
+  }
+  CHECK(g.info().failed_rank == 2);
+}
+
 TEST_CASE("nccl: an asynchronous NCCL error aborts the group naming the member", "[mock]") {
   Devices in;
   Group g(in.first(2), UINT64_MAX, "async");
