@@ -28,8 +28,9 @@ import axrt
 import axrt.llm
 from axrt.llm import Engine, TokenEvent
 from serving_support import DATA, idle, tiny_llama_path, wait_for  # noqa: F401 (a fixture)
-from axrt.llm.server import (APIError, Completion, IncrementalDecoder, ServerThread,
-                             StopMatcher, create_app, parse_completion_request)
+from axrt.llm.detokenize import Completion, IncrementalDecoder, StopMatcher
+from axrt.llm.protocol import APIError, parse_completion_request
+from axrt.llm.server import ServerThread, create_app
 
 KEY = "test-key"
 NAME = "tiny"

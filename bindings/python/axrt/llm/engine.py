@@ -37,6 +37,17 @@ MAX_TOP_LOGPROBS = 20
 _POLL_SECONDS = 0.25
 
 
+def encode_text(tokenizer, text: str) -> np.ndarray:
+    """`text` as int32 token ids through `tokenizer`; ValueError when it is not valid Unicode
+    (a lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"the prompt is not valid Unicode: {e.reason} at character "
+                         f"{e.start}") from None
+    return np.asarray(tokenizer.encode(text).ids, np.int32)
+
+
 class RequestError(RuntimeError):
     """A request ended with an error of the engine (the device failed); the message says how."""
 
@@ -269,6 +280,17 @@ def _dispatch(guard: _Guard, sinks: Dict[int, Callable], closed: threading.Event
                 pass
 
 
+def _loop_sink() -> Tuple[Callable, "asyncio.Queue"]:
+    """A sink for the dispatcher thread that puts events on a queue of the running loop."""
+    loop = asyncio.get_running_loop()
+    events: "asyncio.Queue" = asyncio.Queue()
+
+    def sink(event, put=events.put_nowait, call=loop.call_soon_threadsafe) -> None:
+        call(put, event)
+
+    return sink, events
+
+
 def _close(guard: _Guard, closed: threading.Event, thread: threading.Thread) -> None:
     guard.close()
     closed.set()
@@ -374,12 +396,7 @@ class Engine:
         if isinstance(prompt, str):
             if self.tokenizer is None:
                 raise ValueError(f"{self._no_tokenizer}: give the prompt as token ids")
-            try:
-                prompt.encode("utf-8")
-            except UnicodeEncodeError as e:
-                raise ValueError(f"the prompt is not valid Unicode: {e.reason} at character "
-                                 f"{e.start}") from None
-            ids = np.asarray(self.tokenizer.encode(prompt).ids, np.int32)
+            ids = encode_text(self.tokenizer, prompt)
         else:
             ids = check_token_ids(prompt, self.config.vocab_size)
         if ids.size == 0:
@@ -410,6 +427,14 @@ class Engine:
              logprobs: Optional[int], logits: bool) -> Tuple[int, np.ndarray]:
         ids, stops = self._check(prompt, max_tokens, temperature, top_k, top_p, stop_ids,
                                  logprobs)
+        rid = self._enqueue(sink, ids, max_tokens, stops, temperature, top_k, top_p, seed,
+                            logprobs, logits)
+        return rid, ids
+
+    def _enqueue(self, sink: Callable, ids: np.ndarray, max_tokens: int,
+                 stops: Tuple[int, ...], temperature: float, top_k: int, top_p: float,
+                 seed: int, logprobs: Optional[int], logits: bool) -> int:
+        """Hands a request to the C++ engine as it is (which checks it); returns its id."""
         if self._closing:
             raise RuntimeError("the engine is closed")
         rid = next(self._ids)
@@ -423,7 +448,7 @@ class Engine:
         except BaseException:
             self._sinks.pop(rid, None)
             raise
-        return rid, ids
+        return rid
 
     def _cancel(self, request_id: int) -> bool:
         return self._guard.cancel(request_id)
@@ -459,14 +484,23 @@ class Engine:
         """:meth:`submit` for asyncio: called in a running loop, returns an
         :class:`AsyncRequest` whose events arrive on that loop. Errors are raised here,
         before anything is queued."""
-        loop = asyncio.get_running_loop()
-        events: "asyncio.Queue" = asyncio.Queue()
-
-        def sink(event, put=events.put_nowait, call=loop.call_soon_threadsafe) -> None:
-            call(put, event)
-
+        sink, events = _loop_sink()
         rid, ids = self._add(sink, prompt, max_tokens, temperature, top_k, top_p, seed,
                              stop_ids, logprobs, logits)
+        return AsyncRequest(self, rid, ids, events)
+
+    def _submit_checked_async(self, ids: np.ndarray, max_tokens: int, *, temperature: float,
+                              top_k: int, top_p: float, seed: int,
+                              stop_ids: Optional[Sequence[int]],
+                              logprobs: Optional[int]) -> AsyncRequest:
+        """:meth:`submit_async` for a request its caller has checked already, as the server's
+        protocol layer does (:func:`axrt.llm.protocol.prompt_token_ids`): `ids` int32 token
+        ids in the vocabulary, within the context with `max_tokens`, and sampling options in
+        range. Nothing is checked again in Python; the C++ engine checks everything."""
+        sink, events = _loop_sink()
+        stops = tuple(self.config.eos_token_ids if stop_ids is None else stop_ids)
+        rid = self._enqueue(sink, ids, max_tokens, stops, temperature, top_k, top_p, seed,
+                            logprobs, False)
         return AsyncRequest(self, rid, ids, events)
 
     async def stream(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
