@@ -1,5 +1,6 @@
 #include "format/builder.h"
 
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 
 #include "base/fault.h"
 #include "base/status.h"
+#include "format/enums.h"
 #include "format/quant_layout.h"
 #include "format/reader.h"
 #include "format/writer.h"
@@ -92,7 +94,7 @@ bool has_negative_literal(const ExprT* expr) {
 // format 1.3 lists each in required_features.
 std::vector<std::string_view> used_features(const ExecutableT& executable) {
   bool quantization = false, symbols = false, prepacked = false, host_code = false;
-  bool library = false, mutable_input = false, negative_literal = false;
+  bool library = false, mutable_input = false, negative_literal = false, collectives = false;
   for (const auto& object : executable.code_objects) {
     host_code |= object->kind == CodeObjectKind::HOST_SHARED_OBJECT;
     library |= object->kind == CodeObjectKind::KERNEL_LIBRARY;
@@ -107,7 +109,9 @@ std::vector<std::string_view> used_features(const ExecutableT& executable) {
   for (const auto& function : executable.functions) {
     symbols |= !function->symbols.empty();
     for (const auto& input : function->inputs) mutable_input |= input->mutable_;
+    collectives |= !function->channels.empty();
     for (const CommandUnion& command : function->commands) {
+      collectives |= command.AsCollectiveCommand() != nullptr;
       const DispatchCommandT* dispatch = command.AsDispatchCommand();
       if (!dispatch) continue;
       for (const auto& binding : dispatch->bindings) {
@@ -120,7 +124,7 @@ std::vector<std::string_view> used_features(const ExecutableT& executable) {
       {quantization, kQuantizationFeature},   {symbols, kSymbolicDimsFeature},
       {prepacked, kPrepackedFeature},         {host_code, kHostCodeFeature},
       {library, kKernelLibraryFeature},       {mutable_input, kMutableInputsFeature},
-      {negative_literal, kSignedScalarsFeature},
+      {negative_literal, kSignedScalarsFeature}, {collectives, kCollectivesFeature},
   };
   std::vector<std::string_view> used;
   for (const auto& [uses_it, feature] : uses) {
@@ -653,6 +657,17 @@ axrt_status_t Builder::add_function(FunctionT function, uint32_t* out_index) {
                          "{}: symbol '{}' has upper bound 0 (at least 1)", name, symbol.name);
     }
   }
+  std::set<std::string> channel_names;
+  for (size_t i = 0; i < function.channels.size(); ++i) {
+    const ChannelT& channel = *function.channels[i];
+    if (channel.name.empty()) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: channel {} needs a name", name, i);
+    }
+    if (!channel_names.insert(channel.name).second) {
+      return make_status(AXRT_STATUS_CODE_ALREADY_EXISTS, "{}: channel '{}' is declared twice",
+                         name, channel.name);
+    }
+  }
   std::set<std::string> tensor_names;
   for (int side = 0; side < 2; ++side) {
     const auto& sigs = side == 0 ? function.inputs : function.outputs;
@@ -896,6 +911,46 @@ axrt_status_t Builder::add_command(uint32_t function_index, CommandUnion command
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
                          "{}: pattern {:#x} does not fit in {} byte(s)", here, fill->pattern, size);
     }
+  } else if (auto* collective = command.AsCollectiveCommand()) {
+    const std::string here = where + " (collective)";
+    if (!known(collective->kind) || collective->kind == CollectiveKind::INVALID) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: kind {} is not a collective",
+                         here, static_cast<uint32_t>(collective->kind));
+    }
+    if (!known(collective->op)) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: op {} is not a reduction", here,
+                         static_cast<uint32_t>(collective->op));
+    }
+    if (collective->channel >= function.channels.size()) {
+      return make_status(AXRT_STATUS_CODE_NOT_FOUND,
+                         "{}: names channel {}, but function '{}' has {} channel(s)", here,
+                         collective->channel, function.name, function.channels.size());
+    }
+    const ChannelT& channel = *function.channels[collective->channel];
+    if (collective->kind == CollectiveKind::BROADCAST && channel.size != 0 &&
+        collective->root >= channel.size) {
+      return make_status(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                         "{}: root {} is not a member of channel '{}' ({} members)", here,
+                         collective->root, channel.name, channel.size);
+    }
+    AXRT_RETURN_IF_ERROR(check_binding(collective->send.get(), function, here + " send"));
+    AXRT_RETURN_IF_ERROR(check_binding(collective->recv.get(), function, here + " recv"));
+    if (!is_memory_binding(collective->send->kind)) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "{}: send must be memory, not a {} binding", here,
+                         EnumNameBindingKind(collective->send->kind));
+    }
+    if (!is_writable_binding(*collective->recv, function)) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "{}: recv must be an OUTPUT or ARENA binding, not {}; or a mutable "
+                         "input",
+                         here, not_writable(*collective->recv, function));
+    }
+    AXRT_RETURN_IF_ERROR(check_expr(collective->count.get(), function, here + " count", true));
+    AXRT_RETURN_IF_ERROR(
+        check_expr(collective->send_offset.get(), function, here + " send_offset", false));
+    AXRT_RETURN_IF_ERROR(
+        check_expr(collective->recv_offset.get(), function, here + " recv_offset", false));
   } else {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: no command was given", where);
   }

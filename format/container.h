@@ -22,8 +22,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // The minor version this library writes. The reader accepts every minor of
 // kFormatMajor (docs/format.md, "Versioning"); 1.1 added kernel variants,
 // 1.2 mutable function inputs, 1.3 mandatory feature declarations and
-// negative literals for signed scalar parameters.
-inline constexpr uint16_t kFormatMinor = 3;
+// negative literals for signed scalar parameters, 1.4 collectives over
+// function channels.
+inline constexpr uint16_t kFormatMinor = 4;
 inline constexpr uint64_t kHeaderSize = 64;
 inline constexpr uint64_t kSegmentEntrySize = 32;
 inline constexpr uint64_t kMetadataAlignment = 8;

@@ -128,8 +128,29 @@ std::string command_kind_name(axe::Command kind) {
     case axe::Command::DispatchCommand: return "dispatch";
     case axe::Command::CopyCommand: return "copy";
     case axe::Command::FillCommand: return "fill";
+    case axe::Command::CollectiveCommand: return "collective";
   }
   return unknown("command", kind);
+}
+
+std::string collective_kind_name(axe::CollectiveKind kind) {
+  switch (kind) {
+    case axe::CollectiveKind::INVALID: return "invalid";
+    case axe::CollectiveKind::ALL_REDUCE: return "all_reduce";
+    case axe::CollectiveKind::ALL_GATHER: return "all_gather";
+    case axe::CollectiveKind::REDUCE_SCATTER: return "reduce_scatter";
+    case axe::CollectiveKind::BROADCAST: return "broadcast";
+  }
+  return unknown("collective", kind);
+}
+
+std::string reduce_op_name(axe::ReduceOp op) {
+  switch (op) {
+    case axe::ReduceOp::SUM: return "sum";
+    case axe::ReduceOp::MAXIMUM: return "max";
+    case axe::ReduceOp::MINIMUM: return "min";
+  }
+  return unknown("op", op);
 }
 
 std::string_view str(const flatbuffers::String* s) {

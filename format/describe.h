@@ -28,6 +28,10 @@ std::string padding_rule_name(axe::PaddingRule padding);
 std::string scale_layout_name(axe::ScaleLayout layout);
 std::string binding_kind_name(axe::BindingKind kind);
 std::string command_kind_name(axe::Command kind);
+// "all_reduce", "all_gather", "reduce_scatter", "broadcast".
+std::string collective_kind_name(axe::CollectiveKind kind);
+// "sum", "max", "min".
+std::string reduce_op_name(axe::ReduceOp op);
 
 // The string, or "" when absent.
 std::string_view str(const flatbuffers::String* s);

@@ -197,6 +197,14 @@ class TextPrinter {
         }
         line("      symbols: {}", fmt::join(symbols, ", "));
       }
+      if (size_of(f->channels())) {
+        std::vector<std::string> channels;
+        for (const axe::Channel* c : *f->channels()) {
+          channels.push_back(c->size() ? fmt::format("{} ({} members)", str(c->name()), c->size())
+                                       : fmt::format("{} (any size)", str(c->name())));
+        }
+        line("      channels: {}", fmt::join(channels, ", "));
+      }
       line("      arena: {} bytes", f->arena_size());
       line("      commands ({}):", size_of(f->commands()));
       for (uoffset_t k = 0; k < size_of(f->commands()); ++k) command(f, k);
@@ -232,6 +240,22 @@ class TextPrinter {
              binding_string(c->target(), exe_, f), expr_string(c->offset(), f),
              expr_string(c->length(), f), c->pattern(),
              c->pattern_size() <= 8 ? 2 * c->pattern_size() : 16, c->pattern_size());
+        break;
+      }
+      case axe::Command::CollectiveCommand: {
+        const auto* c = static_cast<const axe::CollectiveCommand*>(body);
+        std::string how;
+        if (c->kind() == axe::CollectiveKind::ALL_REDUCE ||
+            c->kind() == axe::CollectiveKind::REDUCE_SCATTER) {
+          how = " (" + reduce_op_name(c->op()) + ")";
+        } else if (c->kind() == axe::CollectiveKind::BROADCAST) {
+          how = fmt::format(" from member {}", c->root());
+        }
+        line("        {}: {}{} on channel {}, {} x {}: {} + {} -> {} + {}", k,
+             collective_kind_name(c->kind()), how, c->channel(), expr_string(c->count(), f),
+             dtype_name(c->dtype()), binding_string(c->send(), exe_, f),
+             expr_string(c->send_offset(), f), binding_string(c->recv(), exe_, f),
+             expr_string(c->recv_offset(), f));
         break;
       }
       default:
@@ -608,6 +632,17 @@ class JsonPrinter {
       w_.end_array();
       tensor_sigs("inputs", f->inputs(), f);
       tensor_sigs("outputs", f->outputs(), f);
+      if (size_of(f->channels())) {
+        w_.key("channels");
+        w_.begin_array();
+        for (const axe::Channel* c : *f->channels()) {
+          w_.begin_object();
+          w_.member("name", str(c->name()));
+          w_.member("size", static_cast<uint64_t>(c->size()));
+          w_.end_object();
+        }
+        w_.end_array();
+      }
       w_.member("arena_size", f->arena_size());
       w_.key("commands");
       w_.begin_array();
@@ -658,6 +693,20 @@ class JsonPrinter {
         w_.member("length", expr_string(c->length(), f));
         w_.member("pattern", c->pattern());
         w_.member("pattern_size", static_cast<uint64_t>(c->pattern_size()));
+        break;
+      }
+      case axe::Command::CollectiveCommand: {
+        const auto* c = static_cast<const axe::CollectiveCommand*>(body);
+        w_.member("collective", collective_kind_name(c->kind()));
+        w_.member("channel", static_cast<uint64_t>(c->channel()));
+        w_.member("dtype", dtype_name(c->dtype()));
+        w_.member("count", expr_string(c->count(), f));
+        w_.member("op", reduce_op_name(c->op()));
+        w_.member("root", static_cast<uint64_t>(c->root()));
+        binding("send", c->send(), f);
+        w_.member("send_offset", expr_string(c->send_offset(), f));
+        binding("recv", c->recv(), f);
+        w_.member("recv_offset", expr_string(c->recv_offset(), f));
         break;
       }
       default:

@@ -40,7 +40,7 @@ struct ReadOptions {
 
 // The required_features a reader of format 1.<minor> understands (this
 // reader's by default): those of 1.0 and 1.1, "mutable-inputs.v1" from 1.2
-// on and "signed-scalars.v1" from 1.3 on.
+// on, "signed-scalars.v1" from 1.3 on and "collectives.v1" from 1.4 on.
 std::span<const std::string_view> known_features(uint16_t minor = kFormatMinor) noexcept;
 
 // The features of format 1.0, each named by a file that uses what it names
@@ -55,6 +55,9 @@ inline constexpr std::string_view kMutableInputsFeature = "mutable-inputs.v1";
 // The feature a file with a negative literal for a signed scalar parameter
 // requires (format 1.3).
 inline constexpr std::string_view kSignedScalarsFeature = "signed-scalars.v1";
+// The feature a file with function channels or collective commands
+// requires (format 1.4).
+inline constexpr std::string_view kCollectivesFeature = "collectives.v1";
 
 // The bytes of a file: memory-mapped, owned, or borrowed from the caller.
 class Storage {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/status.h"
 #include "format/enums.h"
 #include "format/quant_layout.h"
@@ -32,15 +33,18 @@ namespace axrt::axe {
 //                       whenever a file has one)
 //   "signed-scalars.v1" negative literals for signed scalar parameters
 //                       (format 1.3; required whenever a file has one)
+//   "collectives.v1"    functions with channels and collective commands
+//                       (format 1.4; required whenever a file has one)
 // A reader that understands more (an application's extension) lists it in
 // ReadOptions::extra_features.
 std::span<const std::string_view> known_features(uint16_t minor) noexcept {
-  static constexpr std::array<std::string_view, 7> kFeatures = {
+  static constexpr std::array<std::string_view, 8> kFeatures = {
       kQuantizationFeature,  kSymbolicDimsFeature,  kPrepackedFeature,     kHostCodeFeature,
-      kKernelLibraryFeature, kMutableInputsFeature, kSignedScalarsFeature,
+      kKernelLibraryFeature, kMutableInputsFeature, kSignedScalarsFeature, kCollectivesFeature,
   };
-  // Readers of 1.0 and 1.1 knew the first five, readers of 1.2 six.
-  const size_t count = minor >= 3 ? 7 : minor == 2 ? 6 : 5;
+  // Readers of 1.0 and 1.1 knew the first five, readers of 1.2 six, of 1.3
+  // seven.
+  const size_t count = minor >= 4 ? 8 : minor == 3 ? 7 : minor == 2 ? 6 : 5;
   return std::span<const std::string_view>(kFeatures).first(count);
 }
 
@@ -954,6 +958,7 @@ class Checker {
     AXRT_RETURN_IF_ERROR(check_signatures(what, "input", function.inputs(), function));
     AXRT_RETURN_IF_ERROR(check_signatures(what, "output", function.outputs(), function));
     AXRT_RETURN_IF_ERROR(check_mutable(what, function));
+    AXRT_RETURN_IF_ERROR(check_channels(what, function));
 
     const auto* types = function.commands_type();
     const auto* commands = function.commands();
@@ -963,6 +968,10 @@ class Checker {
       // The FlatBuffers Verifier passes union members of unknown types
       // without looking at them, so nothing of such a command may be read.
       AXRT_RETURN_IF_ERROR(check_enum(cwhat, "type", type, /*allow_zero=*/false));
+      if (type == Command::CollectiveCommand && options_.reader_minor < 4) {
+        return refuse(AXRT_STATUS_CODE_UNIMPLEMENTED, "{}: type {} is not a value this reader knows",
+                      cwhat, static_cast<unsigned>(type));
+      }
       const void* value = commands->Get(c);
       switch (type) {
         case Command::DispatchCommand:
@@ -976,6 +985,10 @@ class Checker {
         case Command::FillCommand:
           AXRT_RETURN_IF_ERROR(
               check_fill(cwhat + " (fill)", *static_cast<const FillCommand*>(value), function));
+          break;
+        case Command::CollectiveCommand:
+          AXRT_RETURN_IF_ERROR(check_collective(
+              cwhat + " (collective)", *static_cast<const CollectiveCommand*>(value), function));
           break;
         case Command::NONE:
           break;
@@ -1212,14 +1225,21 @@ class Checker {
   axrt_status_t check_static_range(const std::string& what, const Binding& binding,
                                    const Expr* offset, const Expr* length,
                                    const Function& function) const {
+    const std::optional<uint64_t> bytes = literal_of(length);
+    if (!bytes) return nullptr;
+    return check_static_bytes(what, binding, offset, *bytes, function);
+  }
+
+  axrt_status_t check_static_bytes(const std::string& what, const Binding& binding,
+                                   const Expr* offset, uint64_t bytes,
+                                   const Function& function) const {
     const std::optional<uint64_t> size = static_size(binding, function);
     const std::optional<uint64_t> start = offset == nullptr ? 0 : literal_of(offset);
-    const std::optional<uint64_t> bytes = literal_of(length);
-    if (!size || !start || !bytes) return nullptr;
+    if (!size || !start) return nullptr;
     uint64_t end;
-    if (!checked_add(*start, *bytes, &end) || end > *size) {
+    if (!checked_add(*start, bytes, &end) || end > *size) {
       return invalid("{}: a range of {} bytes at offset {} exceeds the {} bytes of {}", what,
-                     *bytes, *start, *size, binding_target(binding, function));
+                     bytes, *start, *size, binding_target(binding, function));
     }
     return nullptr;
   }
@@ -1395,6 +1415,90 @@ class Checker {
     }
     return check_static_range(what + ": target", *fill.target(), fill.offset(), fill.length(),
                               function);
+  }
+
+  // Format 1.4: channels and collective commands need their feature at
+  // every minor, so that an older reader refuses the file by name rather
+  // than as broken. A reader acting as an older one skips channels, as it
+  // would not know the field.
+  axrt_status_t check_collectives_declared(const std::string& what) const {
+    if (requires_feature(kCollectivesFeature)) return nullptr;
+    return invalid("{}, which needs feature '{}', but required_features does not list it", what,
+                   kCollectivesFeature);
+  }
+
+  axrt_status_t check_channels(const std::string& what, const Function& function) const {
+    const auto* channels = function.channels();
+    if (count_of(channels) == 0 || options_.reader_minor < 4) return nullptr;
+    AXRT_RETURN_IF_ERROR(check_collectives_declared(what + " has channels"));
+    std::unordered_map<std::string_view, uint32_t> names;
+    for (uint32_t k = 0; k < count_of(channels); ++k) {
+      const Channel& channel = *channels->Get(k);
+      const std::string kwhat = what + ": " + object_name("channel", k, channel.name());
+      if (view(channel.name()).empty()) return invalid("{}: name is empty", kwhat);
+      const auto [it, inserted] = names.emplace(view(channel.name()), k);
+      if (!inserted) return invalid("{}: the name is already used by channel {}", kwhat, it->second);
+    }
+    return nullptr;
+  }
+
+  axrt_status_t check_collective(const std::string& what, const CollectiveCommand& collective,
+                                 const Function& function) const {
+    AXRT_RETURN_IF_ERROR(check_collectives_declared(what));
+    AXRT_RETURN_IF_ERROR(check_enum(what, "kind", collective.kind(), /*allow_zero=*/false));
+    AXRT_RETURN_IF_ERROR(check_enum(what, "op", collective.op()));
+    const uint32_t channels = count_of(function.channels());
+    if (collective.channel() >= channels) {
+      return invalid("{}: channel {} is out of range (the function has {} channels)", what,
+                     collective.channel(), channels);
+    }
+    const Channel& channel = *function.channels()->Get(collective.channel());
+    AXRT_RETURN_IF_ERROR(check_dtype(what, "dtype", collective.dtype()));
+    switch (collective.dtype()) {
+      case DType::INT8: case DType::UINT8: case DType::INT32: case DType::UINT32:
+      case DType::INT64: case DType::UINT64: case DType::FLOAT16: case DType::BFLOAT16:
+      case DType::FLOAT32: case DType::FLOAT64:
+        break;
+      default:
+        return invalid("{}: dtype {} is not one collectives take (INT8, UINT8, INT32, UINT32, "
+                       "INT64, UINT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64)",
+                       what, enum_name(collective.dtype()));
+    }
+    const bool broadcast = collective.kind() == CollectiveKind::BROADCAST;
+    if (broadcast && channel.size() != 0 && collective.root() >= channel.size()) {
+      return invalid("{}: root {} is not a member of {}, which has {} members", what,
+                     collective.root(),
+                     object_name("channel", collective.channel(), channel.name()), channel.size());
+    }
+    AXRT_RETURN_IF_ERROR(check_expr(what + ": count", collective.count(), function));
+    AXRT_RETURN_IF_ERROR(check_buffer_binding(what + ": send", collective.send(), function));
+    AXRT_RETURN_IF_ERROR(check_buffer_binding(what + ": recv", collective.recv(), function));
+    AXRT_RETURN_IF_ERROR(check_writable(what + ": recv", *collective.recv(), function));
+    if (collective.send_offset() != nullptr) {
+      AXRT_RETURN_IF_ERROR(check_expr(what + ": send_offset", collective.send_offset(), function));
+    }
+    if (collective.recv_offset() != nullptr) {
+      AXRT_RETURN_IF_ERROR(check_expr(what + ": recv_offset", collective.recv_offset(), function));
+    }
+    // Literal ranges in buffers of static sizes: a block per member's
+    // send (reduce-scatter) or receive (all-gather) when the channel's
+    // size is known, else one block.
+    const std::optional<uint64_t> count = literal_of(collective.count());
+    if (!count) return nullptr;
+    const uint64_t element = dtype_bytes(static_cast<axrt_dtype_t>(collective.dtype()), 1);
+    const uint64_t members = std::max<uint32_t>(channel.size(), 1);
+    uint64_t bytes = 0, send_bytes = 0, recv_bytes = 0;
+    if (__builtin_mul_overflow(*count, element, &bytes) ||
+        __builtin_mul_overflow(bytes, members, &send_bytes)) {
+      return invalid("{}: count {} of {} overflows a byte count", what, *count,
+                     enum_name(collective.dtype()));
+    }
+    recv_bytes = collective.kind() == CollectiveKind::ALL_GATHER ? send_bytes : bytes;
+    if (collective.kind() != CollectiveKind::REDUCE_SCATTER) send_bytes = bytes;
+    AXRT_RETURN_IF_ERROR(check_static_bytes(what + ": send", *collective.send(),
+                                            collective.send_offset(), send_bytes, function));
+    return check_static_bytes(what + ": recv", *collective.recv(), collective.recv_offset(),
+                              recv_bytes, function);
   }
 
   // --- free-form metadata ---------------------------------------------------

@@ -607,6 +607,16 @@ AXRT_API axrt_status_t axrt_axe_builder_add_function(axrt_axe_builder_t builder,
     AXRT_RETURN_IF_ERROR(read_sigs(api, d.inputs, d.input_count, "desc->inputs", &function.inputs));
     AXRT_RETURN_IF_ERROR(
         read_sigs(api, d.outputs, d.output_count, "desc->outputs", &function.outputs));
+    const axrt_axe_channel_t channel_defaults = AXRT_AXE_CHANNEL_INIT;
+    std::vector<axrt_axe_channel_t> channels;
+    AXRT_RETURN_IF_ERROR(read_array(api, d.channels, d.channel_count, "desc->channels",
+                                    "axrt_axe_channel_t", channel_defaults, &channels));
+    for (const axrt_axe_channel_t& c : channels) {
+      auto channel = std::make_unique<axe::ChannelT>();
+      channel->name = read_string(c.name);
+      channel->size = c.size;
+      function.channels.push_back(std::move(channel));
+    }
     return forward(api, self->builder.add_function(std::move(function), out_index));
   });
 }
@@ -687,6 +697,42 @@ AXRT_API axrt_status_t axrt_axe_builder_add_fill(axrt_axe_builder_t builder, uin
     fill.pattern_size = static_cast<uint8_t>(d.pattern_size);
     axe::CommandUnion command;
     command.Set(std::move(fill));
+    return forward(api, self->builder.add_command(function, std::move(command)));
+  });
+}
+
+AXRT_API axrt_status_t axrt_axe_builder_add_collective(axrt_axe_builder_t builder,
+                                                       uint32_t function,
+                                                       const axrt_axe_collective_desc_t* desc) {
+  static constexpr ApiCall api("axrt_axe_builder_add_collective");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    AxeBuilderObject* self = nullptr;
+    AXRT_RETURN_IF_ERROR(resolve_builder(api, builder, &self));
+    const axrt_axe_collective_desc_t defaults = AXRT_AXE_COLLECTIVE_DESC_INIT;
+    axrt_axe_collective_desc_t d;
+    AXRT_RETURN_IF_ERROR(
+        read_struct(api, desc, "desc", "axrt_axe_collective_desc_t", defaults, &d));
+    if (d.kind > 255 || d.op > 255 || d.dtype > 255) {
+      return api.error(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "`desc->kind` {}, `desc->op` {} or `desc->dtype` {} is not a value the "
+                       "format knows",
+                       d.kind, d.op, d.dtype);
+    }
+    axe::CollectiveCommandT collective;
+    collective.kind = static_cast<axe::CollectiveKind>(d.kind);
+    collective.channel = d.channel;
+    collective.dtype = static_cast<axe::DType>(d.dtype);
+    collective.op = static_cast<axe::ReduceOp>(d.op);
+    collective.root = d.root;
+    AXRT_RETURN_IF_ERROR(read_expr(api, d.count, "desc->count", &collective.count));
+    AXRT_RETURN_IF_ERROR(read_binding(api, d.send, "desc->send", &collective.send));
+    AXRT_RETURN_IF_ERROR(read_binding(api, d.recv, "desc->recv", &collective.recv));
+    AXRT_RETURN_IF_ERROR(
+        read_expr(api, d.send_offset, "desc->send_offset", &collective.send_offset));
+    AXRT_RETURN_IF_ERROR(
+        read_expr(api, d.recv_offset, "desc->recv_offset", &collective.recv_offset));
+    axe::CommandUnion command;
+    command.Set(std::move(collective));
     return forward(api, self->builder.add_command(function, std::move(command)));
   });
 }

@@ -2,6 +2,7 @@
 // argument blocks copied, every buffer address and symbolic scalar patched
 // in, grids, offsets and lengths evaluated and checked for this call.
 #include <cstring>
+#include <tuple>
 
 #include "runtime/call.h"
 
@@ -34,9 +35,60 @@ BoundBuffer resolve_binding(const BufferSource& source, const CallState& call) {
   }
 }
 
+// A collective command's part: its count and offsets evaluated, its ranges
+// checked against its bindings (a block per member where the collective
+// takes one, with the size of the group its channel is bound to).
+template <typename Eval>
+axrt_status_t resolve_collective(const ApiCall& api, CallState& call, size_t c, const Eval& eval) {
+  const Function& f = *call.function;
+  const CompiledCommand& command = f.commands[c];
+  const CompiledCollective& what = command.collective;
+  CallCollective out;
+  out.command = static_cast<uint32_t>(c);
+  out.what = &what;
+  uint64_t send_offset = 0, recv_offset = 0;
+  AXRT_RETURN_IF_ERROR(eval(what.count, c, "count", &out.count));
+  AXRT_RETURN_IF_ERROR(eval(command.src_offset, c, "send offset", &send_offset));
+  AXRT_RETURN_IF_ERROR(eval(command.dst_offset, c, "receive offset", &recv_offset));
+  const uint64_t members = call.channel_sizes[what.channel];
+  if (what.kind == AXRT_COLLECTIVE_BROADCAST && what.root >= members) {
+    return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                     "{} command {}: the broadcast's root {} is not a member of the group on "
+                     "channel '{}' ({} members)",
+                     f.label, c, what.root, f.channels[what.channel].first, members);
+  }
+  uint64_t block = 0;
+  if (__builtin_mul_overflow(out.count, dtype_bytes(what.dtype, 1), &block) ||
+      block > UINT64_MAX / members) {
+    return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE, "{} command {}: {} elements overflow", f.label,
+                     c, out.count);
+  }
+  const uint64_t send_bytes = what.kind == AXRT_COLLECTIVE_REDUCE_SCATTER ? block * members : block;
+  const uint64_t recv_bytes = what.kind == AXRT_COLLECTIVE_ALL_GATHER ? block * members : block;
+  const BoundBuffer send = resolve_binding(command.src, call);
+  const BoundBuffer recv = resolve_binding(command.dst, call);
+  for (const auto& [side, b, offset, bytes] :
+       {std::tuple{"send", send, send_offset, send_bytes},
+        std::tuple{"receive", recv, recv_offset, recv_bytes}}) {
+    if (offset > b.size || bytes > b.size - offset) {
+      return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE,
+                       "{} command {}: the {} range [{}, {} + {}) lies outside its {}-byte "
+                       "binding ({} members of the group on channel '{}')",
+                       f.label, c, side, offset, offset, bytes, b.size, members,
+                       f.channels[what.channel].first);
+    }
+  }
+  out.send = send.buffer;
+  out.send_offset = send.offset - send.buffer->offset + send_offset;
+  out.recv = recv.buffer;
+  out.recv_offset = recv.offset - recv.buffer->offset + recv_offset;
+  call.collectives.push_back(out);
+  return nullptr;
+}
+
 }  // namespace
 
-axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatch* batch) {
+axrt_status_t build_batch(const ApiCall& api, CallState& call, CommandBatch* batch) {
   const Function& f = *call.function;
   const Executable& exe = *call.executable;
   const auto symbols = call.symbol_values();
@@ -58,10 +110,15 @@ axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatc
     return api.error(axrt_status_code(status), "{} command {} {}: {}", f.label, c, field,
                      axrt_status_message(status));
   };
+  call.collectives.clear();
   for (size_t c = 0; c < f.commands.size(); ++c) {
     const CompiledCommand& command = f.commands[c];
     BatchCommand& out = batch->commands[c];
     out.kind = command.kind;
+    if (command.is_collective) {
+      AXRT_RETURN_IF_ERROR(resolve_collective(api, call, c, eval));
+      continue;
+    }
     if (command.kind == BatchCommand::Kind::kDispatch) {
       const LoadedKernel& kernel = exe.kernels[command.kernel];
       if (kernel.code) {

@@ -23,11 +23,24 @@ namespace axrt {
 // The shapes of the outputs a call allocates, one list per output.
 using OutputShapes = std::pmr::vector<std::pmr::vector<int64_t>>;
 
+// Format 1.4: one collective command of a call, resolved: the part this
+// member queues through its channel's group (runtime/invoke.cc).
+struct CallCollective {
+  uint32_t command = 0;  // its index among the function's commands
+  const CompiledCollective* what = nullptr;
+  uint64_t count = 0;
+  Buffer* send = nullptr;
+  uint64_t send_offset = 0;  // from the start of the buffer (as its handle sees it)
+  Buffer* recv = nullptr;
+  uint64_t recv_offset = 0;
+};
+
 // Everything one call binds, on the stack of invoke_function(); its lists
 // take their memory from `memory` (a buffer on that stack, so that a call
 // with a usual number of arguments allocates none).
 struct CallState {
-  explicit CallState(std::pmr::memory_resource* memory) : inputs(memory), outputs(memory) {}
+  explicit CallState(std::pmr::memory_resource* memory)
+      : inputs(memory), outputs(memory), collectives(memory) {}
 
   const Function* function;
   Executable* executable;
@@ -36,6 +49,11 @@ struct CallState {
   std::pmr::vector<Tensor*> inputs;
   std::pmr::vector<Tensor*> outputs;
   Buffer* arena = nullptr;
+  // Format 1.4: the groups the function's channels stand for, and their
+  // sizes; the collective commands build_batch() resolved.
+  std::span<const axrt_invoke_channel_t> channels;
+  std::pmr::vector<uint32_t> channel_sizes{std::pmr::get_default_resource()};
+  std::pmr::vector<CallCollective> collectives;
 
   std::span<const uint64_t> symbol_values() const { return {symbols, function->symbol_names.size()}; }
   std::span<const bool> symbol_bound() const { return {bound, function->symbol_names.size()}; }
@@ -53,9 +71,10 @@ axrt_status_t bind_arguments(const ApiCall& api, CallState* call, const axrt_ten
                              const axrt_tensor_t* outputs, OutputShapes* out_shapes);
 
 // Fills `call`'s function templates into `batch`: commands, argument
-// blocks with every address and scalar of this call. Errors name the
-// command.
-axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatch* batch);
+// blocks with every address and scalar of this call. Collective commands
+// (format 1.4) go to `call->collectives` instead, their places in the batch
+// left empty. Errors name the command.
+axrt_status_t build_batch(const ApiCall& api, CallState& call, CommandBatch* batch);
 
 // Runs `function` on `stream` (both resolved, on the same device, the
 // argument counts checked): binds, allocates missing outputs and the arena,
@@ -64,7 +83,8 @@ axrt_status_t build_batch(const ApiCall& api, const CallState& call, CommandBatc
 // outputs' handles into `outputs` only on success.
 axrt_status_t invoke_function(const ApiCall& api, Function* function, Stream* stream,
                               const axrt_tensor_t* inputs, axrt_tensor_t* outputs,
-                              const CallDebug* debug);
+                              const CallDebug* debug,
+                              std::span<const axrt_invoke_channel_t> channels = {});
 
 }  // namespace axrt
 

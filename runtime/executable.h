@@ -76,8 +76,23 @@ struct CommandWrite {
   axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
 };
 
+// Format 1.4: a collective command, which no driver sees: a call queues
+// the batch of the commands before it, then its part through the group its
+// channel is bound to (runtime/invoke.cc).
+struct CompiledCollective {
+  axrt_collective_kind_t kind = AXRT_COLLECTIVE_ALL_REDUCE;
+  uint32_t channel = 0;
+  axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
+  axrt_reduce_op_t op = AXRT_REDUCE_SUM;
+  uint32_t root = 0;
+  ValueSource count;
+};
+
 struct CompiledCommand {
   BatchCommand::Kind kind = BatchCommand::Kind::kDispatch;
+  // A collective (src: send, dst: recv) when set; `kind` is then unused.
+  bool is_collective = false;
+  CompiledCollective collective;
   // kDispatch
   uint32_t kernel = 0;
   ValueSource workgroup_count[3];
@@ -120,6 +135,10 @@ struct Function : Object {
   std::vector<ArgumentSignature> outputs;
   uint64_t arena_size = 0;
   std::vector<CompiledCommand> commands;
+  // Format 1.4: the channels (name, members needed or 0) and which
+  // commands are collectives.
+  std::vector<std::pair<std::string, uint32_t>> channels;
+  std::vector<uint32_t> collective_commands;
   uint64_t dispatch_count = 0;  // of `commands`
   size_t args_words = 0;  // of all argument blocks together, in u64 words
   // How long the last call ran on the device, for the inline path.

@@ -330,6 +330,11 @@ AXRT_API axrt_status_t axrt_function_invoke(axrt_function_t function, axrt_strea
                                                  sizeof(axrt_invoke_options_t)));
       AXRT_READ_FIELD(options, &opts, flags);
       AXRT_READ_FIELD(options, &opts, dump_directory);
+      AXRT_READ_FIELD(options, &opts, channels);
+      AXRT_READ_FIELD(options, &opts, channel_count);
+      if (opts.channel_count > 0) {
+        AXRT_RETURN_IF_ERROR(api.require_pointer(opts.channels, "options->channels"));
+      }
       constexpr uint32_t kKnownFlags = AXRT_INVOKE_FLAG_CHECK_FINITE | AXRT_INVOKE_FLAG_DUMP;
       if (opts.flags & ~kKnownFlags) {
         return api.error(AXRT_STATUS_CODE_UNIMPLEMENTED, "`options->flags` sets unknown bits {:#x}",
@@ -367,12 +372,15 @@ AXRT_API axrt_status_t axrt_function_invoke(axrt_function_t function, axrt_strea
     if (input_count > 0) AXRT_RETURN_IF_ERROR(api.require_pointer(inputs, "inputs"));
     if (output_count > 0) AXRT_RETURN_IF_ERROR(api.require_pointer(outputs, "outputs"));
 
+    const std::span<const axrt_invoke_channel_t> channels(opts.channels, opts.channel_count);
     if (debug_calls_requested(opts.flags)) [[unlikely]] {
       CallDebug debug;
       AXRT_RETURN_IF_ERROR(prepare_call_debug(api, opts.flags, opts.dump_directory, &debug));
-      if (debug.active()) return invoke_function(api, self, target, inputs, outputs, &debug);
+      if (debug.active()) {
+        return invoke_function(api, self, target, inputs, outputs, &debug, channels);
+      }
     }
-    return invoke_function(api, self, target, inputs, outputs, nullptr);
+    return invoke_function(api, self, target, inputs, outputs, nullptr, channels);
   });
 }
 

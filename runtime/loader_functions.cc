@@ -14,6 +14,11 @@ namespace {
 
 using axe::BindingKind;
 
+// A collective command's reduction reaches the group as it is.
+static_assert(static_cast<uint32_t>(axe::ReduceOp::SUM) == AXRT_REDUCE_SUM &&
+              static_cast<uint32_t>(axe::ReduceOp::MAXIMUM) == AXRT_REDUCE_MAX &&
+              static_cast<uint32_t>(axe::ReduceOp::MINIMUM) == AXRT_REDUCE_MIN);
+
 std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
 // Evaluates an expression with no symbols (or returns false when it has).
@@ -213,6 +218,11 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
       for (const axe::TensorSig* sig : *fb->outputs()) f.outputs.push_back(signature_of(*sig));
     }
     f.arena_size = fb->arena_size();
+    if (fb->channels()) {
+      for (const axe::Channel* channel : *fb->channels()) {
+        f.channels.emplace_back(str(channel->name()), channel->size());
+      }
+    }
     const uint32_t command_count = fb->commands() ? fb->commands()->size() : 0;
     for (uint32_t c = 0; c < command_count; ++c) {
       CompiledCommand command;
@@ -243,10 +253,33 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe) {
           command.writes.push_back(CommandWrite{command.dst, "dst", AXRT_DTYPE_INVALID});
           break;
         }
+        case axe::Command::CollectiveCommand: {
+          const auto& cc = *fb->commands()->GetAs<axe::CollectiveCommand>(c);
+          command.is_collective = true;
+          CompiledCollective& out = command.collective;
+          switch (cc.kind()) {
+            case axe::CollectiveKind::ALL_GATHER: out.kind = AXRT_COLLECTIVE_ALL_GATHER; break;
+            case axe::CollectiveKind::REDUCE_SCATTER: out.kind = AXRT_COLLECTIVE_REDUCE_SCATTER; break;
+            case axe::CollectiveKind::BROADCAST: out.kind = AXRT_COLLECTIVE_BROADCAST; break;
+            default: out.kind = AXRT_COLLECTIVE_ALL_REDUCE; break;
+          }
+          out.channel = cc.channel();
+          out.dtype = static_cast<axrt_dtype_t>(cc.dtype());
+          out.op = static_cast<axrt_reduce_op_t>(cc.op());  // the values agree
+          out.root = cc.root();
+          out.count = value_of(cc.count(), 0);
+          command.src = buffer_of(*cc.send());
+          command.dst = buffer_of(*cc.recv());
+          command.src_offset = value_of(cc.send_offset(), 0);
+          command.dst_offset = value_of(cc.recv_offset(), 0);
+          command.writes.push_back(CommandWrite{command.dst, "recv", out.dtype});
+          f.collective_commands.push_back(c);
+          break;
+        }
         default:  // the reader refuses unknown commands
           return make_status(AXRT_STATUS_CODE_INTERNAL, "{}: unknown command type", f.label);
       }
-      f.dispatch_count += command.kind == BatchCommand::Kind::kDispatch;
+      f.dispatch_count += !command.is_collective && command.kind == BatchCommand::Kind::kDispatch;
       type_writes(ctx, f, &command);
       f.commands.push_back(std::move(command));
     }

@@ -21,6 +21,7 @@
 
 #include "axrt/base.h"
 #include "axrt/device.h"
+#include "axrt/group.h"
 #include "axrt/kernel_abi.h"
 #include "axrt/memory.h"
 #include "axrt/stream.h"
@@ -358,9 +359,27 @@ typedef struct axrt_invoke_options_t {
    * folder into; borrowed for the duration of the call. NULL without the
    * flag. */
   const char* dump_directory;
+  /* Format 1.4: for a function with channels (collective commands), one
+   * entry per channel, in the function's order, naming the group the
+   * channel stands for in this call and the member the call runs as
+   * (`stream` must be a stream of that member's device; a channel that
+   * declares a size needs a group of that size). Each member invokes its
+   * function on its own stream with its own rank; the function's collective
+   * commands queue that member's parts (axrt_group_enqueue_part), in order
+   * with the commands around them, and the call's work completes once
+   * every member's part did. NULL and 0 for functions without channels.
+   * The debugging modes (flags above) do not take such functions
+   * (UNIMPLEMENTED). */
+  const struct axrt_invoke_channel_t* channels;
+  size_t channel_count;
 } axrt_invoke_options_t;
 
-#define AXRT_INVOKE_OPTIONS_INIT { sizeof(axrt_invoke_options_t), NULL, 0, NULL }
+typedef struct axrt_invoke_channel_t {
+  axrt_group_t group; /* borrowed for the call */
+  uint32_t rank;
+} axrt_invoke_channel_t;
+
+#define AXRT_INVOKE_OPTIONS_INIT { sizeof(axrt_invoke_options_t), NULL, 0, NULL, NULL, 0 }
 
 /* Queues one call of `function` on `stream`, which must belong to the
  * executable's device. `inputs` are `input_count` tensors on that device,

@@ -168,6 +168,23 @@ enum {
   AXRT_AXE_BINDING_KIND_SCALAR = 5,   /* the value of `value` */
 };
 
+/* Format 1.4: collectives over a function's channels. */
+typedef uint32_t axrt_axe_collective_kind_t;
+enum {
+  AXRT_AXE_COLLECTIVE_INVALID = 0,
+  AXRT_AXE_COLLECTIVE_ALL_REDUCE = 1,
+  AXRT_AXE_COLLECTIVE_ALL_GATHER = 2,
+  AXRT_AXE_COLLECTIVE_REDUCE_SCATTER = 3,
+  AXRT_AXE_COLLECTIVE_BROADCAST = 4,
+};
+
+typedef uint32_t axrt_axe_reduce_op_t;
+enum {
+  AXRT_AXE_REDUCE_SUM = 0,
+  AXRT_AXE_REDUCE_MAX = 1,
+  AXRT_AXE_REDUCE_MIN = 2,
+};
+
 /* ---------------------------------------------------------------------- */
 /* The builder                                                             */
 /* ---------------------------------------------------------------------- */
@@ -540,10 +557,25 @@ typedef struct axrt_axe_function_desc_t {
   const axrt_axe_tensor_sig_t* outputs;
   size_t output_count;
   uint64_t arena_size; /* transient bytes the commands may use */
+  /* Format 1.4: the groups of devices its collective commands run over,
+   * each bound when the function is invoked on a member
+   * (axrt_invoke_options_t.channels). A file with channels requires the
+   * feature "collectives.v1", added when it is written. */
+  const struct axrt_axe_channel_t* channels;
+  size_t channel_count;
 } axrt_axe_function_desc_t;
 
 #define AXRT_AXE_FUNCTION_DESC_INIT \
-  { sizeof(axrt_axe_function_desc_t), NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0 }
+  { sizeof(axrt_axe_function_desc_t), NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0, NULL, 0 }
+
+typedef struct axrt_axe_channel_t {
+  size_t struct_size;
+  const void* next;
+  const char* name; /* non-empty, unique in the function ("tensor_parallel") */
+  uint32_t size;    /* the members it needs; 0: any number */
+} axrt_axe_channel_t;
+
+#define AXRT_AXE_CHANNEL_INIT { sizeof(axrt_axe_channel_t), NULL, NULL, 0 }
 
 /* Adds a function with no commands yet and writes its index to
  * `*out_index`. ALREADY_EXISTS when the name is taken; INVALID_ARGUMENT for
@@ -628,6 +660,31 @@ typedef struct axrt_axe_fill_desc_t {
 #define AXRT_AXE_FILL_DESC_INIT \
   { sizeof(axrt_axe_fill_desc_t), NULL, NULL, {NULL, 0}, {NULL, 0}, 0, 1 }
 
+/* Format 1.4: a collective over channel `channel` of the function, queued
+ * on the calling member's stream in order with the commands around it
+ * (docs/format.md, "CollectiveCommand"). `count`, `send` and `recv` mean
+ * what they mean for axrt_group_enqueue_part() (axrt/group.h): elements of
+ * each member's block; the send range is a block per member for a
+ * reduce-scatter, the receive range for an all-gather. */
+typedef struct axrt_axe_collective_desc_t {
+  size_t struct_size;
+  const void* next;
+  axrt_axe_collective_kind_t kind;
+  uint32_t channel;               /* index into the function's channels */
+  axrt_axe_dtype_t dtype;         /* INT8 ... FLOAT64, as the group takes */
+  axrt_axe_expr_t count;          /* required */
+  axrt_axe_reduce_op_t op;        /* ALL_REDUCE and REDUCE_SCATTER */
+  uint32_t root;                  /* BROADCAST */
+  const axrt_axe_binding_t* send; /* not SCALAR */
+  axrt_axe_expr_t send_offset;    /* bytes; absent means 0 */
+  const axrt_axe_binding_t* recv; /* OUTPUT, ARENA or a mutable INPUT */
+  axrt_axe_expr_t recv_offset;    /* bytes; absent means 0 */
+} axrt_axe_collective_desc_t;
+
+#define AXRT_AXE_COLLECTIVE_DESC_INIT                                                         \
+  { sizeof(axrt_axe_collective_desc_t), NULL, AXRT_AXE_COLLECTIVE_INVALID, 0, 0, {NULL, 0},   \
+    AXRT_AXE_REDUCE_SUM, 0, NULL, {NULL, 0}, NULL, {NULL, 0} }
+
 /* Append a command to function `function`'s list; commands run in the order
  * added. Every index is checked against what was added before: NOT_FOUND
  * for a function, kernel or constant not added; OUT_OF_RANGE for an input,
@@ -646,6 +703,9 @@ AXRT_API axrt_status_t axrt_axe_builder_add_copy(axrt_axe_builder_t builder, uin
                                                  const axrt_axe_copy_desc_t* desc);
 AXRT_API axrt_status_t axrt_axe_builder_add_fill(axrt_axe_builder_t builder, uint32_t function,
                                                  const axrt_axe_fill_desc_t* desc);
+AXRT_API axrt_status_t axrt_axe_builder_add_collective(axrt_axe_builder_t builder,
+                                                       uint32_t function,
+                                                       const axrt_axe_collective_desc_t* desc);
 
 /* ---------------------------------------------------------------------- */
 /* Output                                                                  */

@@ -2,11 +2,11 @@
 // API only. Not run by the tests: the files it wrote are committed under
 // tests/golden/v<version>/ and must keep loading forever (README.md).
 //
-//   axrt_make_golden [--version 1.0|1.1|1.2|1.3] OUTPUT_DIR
+//   axrt_make_golden [--version 1.0|1.1|1.2|1.3|1.4] OUTPUT_DIR
 //
 // Each version's set holds the files added with that version (1.1: kernel
 // variants, 1.2: mutable inputs, 1.3: declared features and negative
-// scalar literals); the default is the newest. Today's writer stamps every file with
+// scalar literals, 1.4: collectives); the default is the newest. Today's writer stamps every file with
 // the newest minor, so rerunning an older set does not reproduce its
 // committed bytes: released directories are never regenerated.
 #include <cstdint>
@@ -559,6 +559,39 @@ void signed_scalars(const std::string& dir) {
   write(b, dir, "signed_scalars.axe");
 }
 
+// ---------------------------------------------------------------------------
+// Format 1.4
+// ---------------------------------------------------------------------------
+
+// Collectives over a function's channel: a tensor-parallel layer's two
+// reductions and the other three kinds, between copies, over inputs,
+// outputs and the arena. The file requires "collectives.v1" (added by the
+// builder).
+void collectives(const std::string& dir) {
+  AxeBuilder b(kProducer, "1.4");
+  // layer(x: f32[n], mask: f32[8]) -> (y: f32[n], gathered: f32[16],
+  // first: f32[4]), n <= 4096, over channel "tensor_parallel" of 2 members.
+  const std::vector<Dim> n = {Symbolic(0)};
+  const uint32_t layer = b.AddFunction(
+      "layer", {{"n", 4096}}, {{"x", AXRT_AXE_DTYPE_FLOAT32, n}, {"mask", AXRT_AXE_DTYPE_FLOAT32, {Fixed(8)}}},
+      {{"y", AXRT_AXE_DTYPE_FLOAT32, n}, {"gathered", AXRT_AXE_DTYPE_FLOAT32, {Fixed(16)}},
+       {"first", AXRT_AXE_DTYPE_FLOAT32, {Fixed(4)}}},
+      /*arena_size=*/16384, {{"tensor_parallel", 2}});
+  // y = all_reduce(x) through the arena; the mask's max in place of the
+  // arena's head; its gather; a reduce-scatter of it; a broadcast from 1.
+  b.Copy(layer, BindInput(0), {}, BindArena(0, 16384), {}, Sym(0) * Lit(4));
+  b.Collective(layer, AXRT_AXE_COLLECTIVE_ALL_REDUCE, 0, AXRT_AXE_DTYPE_FLOAT32, Sym(0),
+               BindArena(0, 16384), BindArena(0, 16384));
+  b.Copy(layer, BindArena(0, 16384), {}, BindOutput(0), {}, Sym(0) * Lit(4));
+  b.Collective(layer, AXRT_AXE_COLLECTIVE_ALL_GATHER, 0, AXRT_AXE_DTYPE_FLOAT32, Lit(8),
+               BindInput(1), BindOutput(1));
+  b.Collective(layer, AXRT_AXE_COLLECTIVE_REDUCE_SCATTER, 0, AXRT_AXE_DTYPE_FLOAT32, Lit(4),
+               BindInput(1), BindOutput(2), AXRT_AXE_REDUCE_MAX);
+  b.Collective(layer, AXRT_AXE_COLLECTIVE_BROADCAST, 0, AXRT_AXE_DTYPE_FLOAT32, Lit(4),
+               BindOutput(2), BindOutput(2), AXRT_AXE_REDUCE_SUM, /*root=*/1);
+  write(b, dir, "collectives.axe");
+}
+
 void write_v1_0(const std::string& dir) {
   code_objects(dir);
   int8_per_channel(dir);
@@ -582,18 +615,21 @@ void write_v1_3(const std::string& dir) {
   signed_scalars(dir);
 }
 
+void write_v1_4(const std::string& dir) { collectives(dir); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string version = "1.3";
+  std::string version = "1.4";
   int next = 1;
   if (argc == 4 && std::strcmp(argv[1], "--version") == 0) {
     version = argv[2];
     next = 3;
   }
   if (argc != next + 1 ||
-      (version != "1.0" && version != "1.1" && version != "1.2" && version != "1.3")) {
-    std::fprintf(stderr, "usage: %s [--version 1.0|1.1|1.2|1.3] OUTPUT_DIR\n", argv[0]);
+      (version != "1.0" && version != "1.1" && version != "1.2" && version != "1.3" &&
+       version != "1.4")) {
+    std::fprintf(stderr, "usage: %s [--version 1.0|1.1|1.2|1.3|1.4] OUTPUT_DIR\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[next];
@@ -604,8 +640,10 @@ int main(int argc, char** argv) {
       write_v1_1(dir);
     } else if (version == "1.2") {
       write_v1_2(dir);
-    } else {
+    } else if (version == "1.3") {
       write_v1_3(dir);
+    } else {
+      write_v1_4(dir);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "axrt_make_golden: %s\n", e.what());

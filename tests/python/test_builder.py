@@ -59,10 +59,10 @@ def expect_error(cls, *fragments):
 # Writing files
 
 
-def test_empty_builder_writes_a_format_1_3_file():
+def test_empty_builder_writes_a_format_1_4_file():
     data = Builder().to_bytes()
     assert data[:8] == MAGIC
-    assert struct.unpack_from("<HH", data, 8) == (1, 3)
+    assert struct.unpack_from("<HH", data, 8) == (1, 4)
     assert struct.unpack_from("<Q", data, 48)[0] == len(data)
 
 
@@ -364,7 +364,7 @@ def test_signed_scalar_arguments_take_negative_numbers():
     f = b.function("main", inputs=[("x", "f32", (4,))], outputs=[("y", "f32", (4,))])
     f.dispatch(k, 1, [f.input(0), f.output(0), -7, np.int64(-3), -0.25, -2.5])
     data = b.to_bytes()
-    assert data[10:12] == (3).to_bytes(2, "little")  # format_minor
+    assert data[10:12] == (4).to_bytes(2, "little")  # format_minor
     assert b"signed-scalars.v1" in data and b"kernel-library.v1" in data
     f64_bits = struct.unpack("<q", struct.pack("<d", -0.25))[0]
     assert f64_bits < 0

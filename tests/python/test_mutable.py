@@ -51,7 +51,7 @@ def test_mutable_inputs_are_declared_and_required():
     b, f = build_step()
     assert f.mutable == ("state",)
     data = b.to_bytes()
-    assert data[10] == 3  # written as format 1.3; mutable inputs came with 1.2
+    assert data[10] == 4  # written as format 1.4; mutable inputs came with 1.2
     assert b"mutable-inputs.v1" in data
     fn = axrt.load(data).step
     assert fn.signature == "step(state: mutable f32[n], x: f32[n]) -> y: f32[n] where n <= 65536"

@@ -216,7 +216,8 @@ void AxeBuilder::AddPrepackedCopy(uint32_t constant, const std::string& target,
 
 uint32_t AxeBuilder::AddFunction(const std::string& name, const std::vector<SymbolDecl>& symbols,
                                  const std::vector<Sig>& inputs, const std::vector<Sig>& outputs,
-                                 uint64_t arena_size) {
+                                 uint64_t arena_size,
+                                 const std::vector<std::pair<std::string, uint32_t>>& channels) {
   std::vector<axrt_axe_symbol_t> c_symbols;
   for (const SymbolDecl& s : symbols) {
     axrt_axe_symbol_t symbol = AXRT_AXE_SYMBOL_INIT;
@@ -254,6 +255,15 @@ uint32_t AxeBuilder::AddFunction(const std::string& name, const std::vector<Symb
   desc.outputs = c_outputs.data();
   desc.output_count = c_outputs.size();
   desc.arena_size = arena_size;
+  std::vector<axrt_axe_channel_t> c_channels;
+  for (const auto& [channel_name, size] : channels) {
+    axrt_axe_channel_t channel = AXRT_AXE_CHANNEL_INIT;
+    channel.name = channel_name.c_str();
+    channel.size = size;
+    c_channels.push_back(channel);
+  }
+  desc.channels = c_channels.data();
+  desc.channel_count = c_channels.size();
   uint32_t index = 0;
   Check(axrt_axe_builder_add_function(builder_, &desc, &index));
   return index;
@@ -309,6 +319,26 @@ std::vector<uint8_t> AxeBuilder::Bytes() const {
 
 void AxeBuilder::WriteFile(const std::string& path) const {
   Check(axrt_axe_builder_write_file(builder_, path.c_str()));
+}
+
+void AxeBuilder::Collective(uint32_t function, axrt_axe_collective_kind_t kind, uint32_t channel,
+                            axrt_axe_dtype_t dtype, const Expr& count, const Binding& send,
+                            const Binding& recv, axrt_axe_reduce_op_t op, uint32_t root,
+                            const Expr& send_offset, const Expr& recv_offset) {
+  const axrt_axe_binding_t c_send = ToC(send);
+  const axrt_axe_binding_t c_recv = ToC(recv);
+  axrt_axe_collective_desc_t desc = AXRT_AXE_COLLECTIVE_DESC_INIT;
+  desc.kind = kind;
+  desc.channel = channel;
+  desc.dtype = dtype;
+  desc.count = count.view();
+  desc.op = op;
+  desc.root = root;
+  desc.send = &c_send;
+  desc.send_offset = send_offset.view();
+  desc.recv = &c_recv;
+  desc.recv_offset = recv_offset.view();
+  Check(axrt_axe_builder_add_collective(builder_, function, &desc));
 }
 
 }  // namespace axrt_test

@@ -132,9 +132,11 @@ class AxeBuilder {
                        const std::vector<int64_t>& strides = {});
   void AddPrepackedCopy(uint32_t constant, const std::string& target, const std::string& layout_id,
                         const std::vector<uint8_t>& bytes);
+  // `channels` (format 1.4): name and members needed (0: any), in order.
   uint32_t AddFunction(const std::string& name, const std::vector<SymbolDecl>& symbols,
                        const std::vector<Sig>& inputs, const std::vector<Sig>& outputs,
-                       uint64_t arena_size = 0);
+                       uint64_t arena_size = 0,
+                       const std::vector<std::pair<std::string, uint32_t>>& channels = {});
   // `grid` lists the workgroup counts x, y, z; those left out (or absent)
   // are 1.
   void Dispatch(uint32_t function, uint32_t kernel, std::initializer_list<Expr> grid,
@@ -144,6 +146,13 @@ class AxeBuilder {
             const Expr& dst_offset, const Expr& length);
   void Fill(uint32_t function, const Binding& target, const Expr& offset, const Expr& length,
             uint64_t pattern, uint32_t pattern_size);
+  // Format 1.4: a collective of `kind` over channel `channel`; absent
+  // offsets are 0.
+  void Collective(uint32_t function, axrt_axe_collective_kind_t kind, uint32_t channel,
+                  axrt_axe_dtype_t dtype, const Expr& count, const Binding& send,
+                  const Binding& recv, axrt_axe_reduce_op_t op = AXRT_AXE_REDUCE_SUM,
+                  uint32_t root = 0, const Expr& send_offset = {},
+                  const Expr& recv_offset = {});
 
   // The verified file.
   std::vector<uint8_t> Bytes() const;

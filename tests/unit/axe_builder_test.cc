@@ -220,7 +220,7 @@ TEST_CASE("every field round-trips through the reader", "[axe_builder]") {
   const axe::Executable& exe = file->metadata();
 
   CHECK(file->header().format_major == 1);
-  CHECK(file->header().format_minor == 3);
+  CHECK(file->header().format_minor == 4);
   REQUIRE(exe.producer());
   CHECK(exe.producer()->name()->str() == "axe_builder_test");
   CHECK(exe.producer()->version()->str() == "3.1.4");

@@ -626,4 +626,65 @@ TEST_CASE("readers before 1.3 read the 1.3 files by their features", "[golden]")
         std::string::npos);
 }
 
+// ---------------------------------------------------------------------------
+// Format 1.4
+// ---------------------------------------------------------------------------
+
+TEST_CASE("golden v1.4 collectives.axe", "[golden]") {
+  const std::string dir = std::string(AXRT_GOLDEN_DIR) + "/v1.4";
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".axe") found.push_back(entry.path().filename().string());
+  }
+  CHECK(found == std::vector<std::string>{"collectives.axe"});
+  auto file = Open("v1.4", "collectives.axe");
+  CHECK(file->header().format_minor == 4);
+  CHECK(file->metadata().producer()->version()->str() == "1.4");
+  const axe::Executable& exe = file->metadata();
+  CHECK(Features(exe) == std::vector<std::string>{"symbolic-dims.v1", "collectives.v1"});
+  const axe::Function* layer = exe.functions()->Get(0);
+  REQUIRE(layer->channels() != nullptr);
+  REQUIRE(layer->channels()->size() == 1);
+  CHECK(layer->channels()->Get(0)->name()->str() == "tensor_parallel");
+  CHECK(layer->channels()->Get(0)->size() == 2);
+  REQUIRE(layer->commands()->size() == 6);
+  const axe::CollectiveKind kinds[] = {axe::CollectiveKind::ALL_REDUCE,
+                                       axe::CollectiveKind::ALL_GATHER,
+                                       axe::CollectiveKind::REDUCE_SCATTER,
+                                       axe::CollectiveKind::BROADCAST};
+  const uint32_t at[] = {1, 3, 4, 5};
+  for (int i = 0; i < 4; ++i) {
+    INFO("command " << at[i]);
+    REQUIRE(layer->commands_type()->Get(at[i]) == axe::Command::CollectiveCommand);
+    const auto* c = layer->commands()->GetAs<axe::CollectiveCommand>(at[i]);
+    CHECK(c->kind() == kinds[i]);
+    CHECK(c->channel() == 0);
+    CHECK(c->dtype() == axe::DType::FLOAT32);
+  }
+  const auto* scatter = layer->commands()->GetAs<axe::CollectiveCommand>(4);
+  CHECK(scatter->op() == axe::ReduceOp::MAXIMUM);
+  CHECK(layer->commands()->GetAs<axe::CollectiveCommand>(5)->root() == 1);
+  CHECK(layer->commands()->GetAs<axe::CollectiveCommand>(1)->send()->kind() ==
+        axe::BindingKind::ARENA);
+}
+
+TEST_CASE("readers before 1.4 refuse the 1.4 file, naming collectives.v1", "[golden]") {
+  CHECK(axe::known_features(3).size() == 7);
+  CHECK(axe::known_features(4).back() == "collectives.v1");
+  for (uint16_t minor : {uint16_t{0}, uint16_t{1}, uint16_t{2}, uint16_t{3}}) {
+    INFO("read as 1." << minor);
+    Status status = OpenStatus("v1.4", "collectives.axe", minor);
+    REQUIRE(status != nullptr);
+    CHECK(axrt_status_code(status.get()) == AXRT_STATUS_CODE_UNIMPLEMENTED);
+    const std::string message = axrt_status_message(status.get());
+    INFO(message);
+    CHECK(message.find("requires feature 'collectives.v1'") != std::string::npos);
+  }
+  // And the 1.3 files still read as 1.4 reads them.
+  for (const char* name : {"declared_features.axe", "signed_scalars.axe"}) {
+    Status status = OpenStatus("v1.3", name, 4);
+    CHECK(status == nullptr);
+  }
+}
+
 }  // namespace

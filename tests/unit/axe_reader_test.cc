@@ -823,11 +823,11 @@ std::function<void(Model&)> without(std::string_view feature) {
 }
 
 TEST_CASE("features: a file of format 1.3 lists every feature it uses") {
-  REQUIRE(kFormatMinor == 3);
+  REQUIRE(kFormatMinor == 4);
   expect_refused(without("quantization.v1"), kInvalid,
                  {"constant 0 'fc1.weight' has a quantization layout, which needs feature "
                   "'quantization.v1', but required_features does not list it (a file of format "
-                  "1.3 lists every feature it uses)"});
+                  "1.4 lists every feature it uses)"});
   expect_refused(without("prepacked.v1"), kInvalid,
                  {"constant 0 'fc1.weight' has pre-packed copies, which needs feature "
                   "'prepacked.v1'"});
@@ -897,7 +897,7 @@ TEST_CASE("features: a newer minor's feature is refused by name, UNIMPLEMENTED")
   extended.extra_features = {"future-thing.v1"};
   CHECK(open(bytes, extended).status == nullptr);
   CHECK(known_features(3).size() == 7);
-  CHECK(known_features().back() == "signed-scalars.v1");
+  CHECK(known_features().back() == "collectives.v1");
 }
 
 // ---------------------------------------------------------------------------
@@ -1746,6 +1746,83 @@ TEST_CASE("functions: mutable inputs (format 1.2) may be written") {
       },
       kInvalid, {"command 2 (copy): dst: INPUT 1 is read-only and cannot be written (the input "
                  "is not mutable)"});
+}
+
+TEST_CASE("functions: collectives over channels (format 1.4)") {
+  // An all-reduce of the arena's first 16 floats, in place, over channel
+  // "tp" of two members, appended to main.
+  const auto with_collective = [](Model& m, auto&& edit) {
+    auto channel = std::make_unique<ChannelT>();
+    channel->name = "tp";
+    channel->size = 2;
+    m.function().channels.push_back(std::move(channel));
+    m.exe.required_features.push_back("collectives.v1");
+    CollectiveCommandT c;
+    c.kind = CollectiveKind::ALL_REDUCE;
+    c.channel = 0;
+    c.dtype = DType::FLOAT32;
+    c.count = literal(16);
+    c.send = arena(0, 64);
+    c.recv = arena(0, 64);
+    edit(c, m);
+    CommandUnion command;
+    command.Set(std::move(c));
+    m.function().commands.push_back(std::move(command));
+  };
+  const auto nothing = [](CollectiveCommandT&, Model&) {};
+  expect_accepted([&](Model& m) { with_collective(m, nothing); });
+  const int last = 7;  // the command's index in main
+  const std::string at = fmt::format("function 0 'main': command {} (collective): ", last);
+  expect_refused(
+      [&](Model& m) {
+        with_collective(m, nothing);
+        std::erase(m.exe.required_features, std::string("collectives.v1"));
+      },
+      kInvalid, {"function 0 'main' has channels, which needs feature 'collectives.v1'"});
+  expect_refused(
+      [&](Model& m) { with_collective(m, [](CollectiveCommandT& c, Model&) { c.channel = 1; }); },
+      kInvalid, {at + "channel 1 is out of range (the function has 1 channels)"});
+  expect_refused(
+      [&](Model& m) {
+        with_collective(m, [](CollectiveCommandT& c, Model&) { c.dtype = DType::INT4; });
+      },
+      kInvalid, {at + "dtype INT4 is not one collectives take"});
+  expect_refused(
+      [&](Model& m) {
+        with_collective(m, [](CollectiveCommandT& c, Model&) {
+          c.kind = CollectiveKind::BROADCAST;
+          c.root = 2;
+        });
+      },
+      kInvalid, {at + "root 2 is not a member of channel 0 'tp', which has 2 members"});
+  expect_refused(
+      [&](Model& m) {
+        with_collective(m, [](CollectiveCommandT& c, Model&) {
+          c.recv = bind(BindingKind::CONSTANT, kFc1Bias);
+        });
+      },
+      kInvalid, {at + "recv: CONSTANT", "read-only"});
+  // An all-gather of 16 floats per member needs 2 x 64 bytes of receive range.
+  expect_refused(
+      [&](Model& m) {
+        with_collective(m, [](CollectiveCommandT& c, Model&) {
+          c.kind = CollectiveKind::ALL_GATHER;
+          c.recv = arena(64, 64);
+        });
+      },
+      kInvalid, {at + "recv: a range of 128 bytes at offset 0 exceeds the 64 bytes"});
+  expect_refused(
+      [&](Model& m) {
+        with_collective(m, [](CollectiveCommandT& c, Model&) {
+          c.kind = static_cast<CollectiveKind>(9);
+        });
+      },
+      kUnimplemented, {at + "kind 9 is not a value this reader knows"});
+  // A reader acting as 1.3 refuses the file by its feature.
+  ReadOptions as_1_3;
+  as_1_3.reader_minor = 3;
+  expect_refused([&](Model& m) { with_collective(m, nothing); }, kUnimplemented,
+                 {"requires feature 'collectives.v1'"}, as_1_3);
 }
 
 TEST_CASE("functions: a reader acting as format 1.1 refuses mutable inputs") {

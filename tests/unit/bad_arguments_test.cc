@@ -1929,6 +1929,69 @@ BAD_ARGUMENTS(axrt_axe_builder_add_fill) {
   EXPECT_OK(axrt_axe_builder_add_fill(builder.b, 0, &init));
 }
 
+BAD_ARGUMENTS(axrt_axe_builder_add_collective) {
+  AxeBuilder builder;
+  // Function 1, "g", with channel "tp" of two members.
+  axrt_axe_channel_t channel = AXRT_AXE_CHANNEL_INIT;
+  channel.name = "tp";
+  channel.size = 2;
+  axrt_axe_function_desc_t function = AXRT_AXE_FUNCTION_DESC_INIT;
+  function.name = "g";
+  function.arena_size = 64;
+  function.channels = &channel;
+  function.channel_count = 1;
+  uint32_t index = 0;
+  EXPECT_OK(axrt_axe_builder_add_function(builder.b, &function, &index));
+  REQUIRE(index == 1);
+  axrt_axe_binding_t arena = ArenaBinding();
+  axrt_axe_collective_desc_t init = AXRT_AXE_COLLECTIVE_DESC_INIT;
+  init.kind = AXRT_AXE_COLLECTIVE_ALL_REDUCE;
+  init.dtype = AXRT_AXE_DTYPE_FLOAT32;
+  init.count = {kOne, 1};
+  init.send = &arena;
+  init.recv = &arena;
+  WalkBuilderHandle(*this, [&](axrt_axe_builder_t b) {
+    return axrt_axe_builder_add_collective(b, 1, &init);
+  });
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, nullptr), "desc");
+  WalkOptions(init, /*takes_label=*/false, [&](const axrt_axe_collective_desc_t* d) {
+    return axrt_axe_builder_add_collective(builder.b, 1, d);
+  });
+  EXPECT_ERROR(axrt_axe_builder_add_collective(builder.b, 2, &init), AXRT_STATUS_CODE_NOT_FOUND,
+               "function 2");
+  EXPECT_ERROR(axrt_axe_builder_add_collective(builder.b, 0, &init), AXRT_STATUS_CODE_NOT_FOUND,
+               "channel 0");
+  axrt_axe_collective_desc_t desc = init;
+  desc.kind = AXRT_AXE_COLLECTIVE_INVALID;
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, &desc), "not a collective");
+  desc.kind = 1000;
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, &desc), "desc->kind");
+  desc = init;
+  desc.op = 3;
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, &desc), "not a reduction");
+  desc = init;
+  desc.kind = AXRT_AXE_COLLECTIVE_BROADCAST;
+  desc.root = 2;
+  EXPECT_ERROR(axrt_axe_builder_add_collective(builder.b, 1, &desc), AXRT_STATUS_CODE_OUT_OF_RANGE,
+               "root 2");
+  desc = init;
+  desc.send = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, &desc), "desc->send");
+  desc = init;
+  desc.recv = nullptr;
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, &desc), "desc->recv");
+  desc = init;
+  desc.count = {nullptr, 0};
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, &desc), "count");
+  axrt_axe_binding_t constant = AXRT_AXE_BINDING_INIT;
+  constant.kind = AXRT_AXE_BINDING_KIND_CONSTANT;
+  desc = init;
+  desc.recv = &constant;
+  EXPECT_INVALID(axrt_axe_builder_add_collective(builder.b, 1, &desc), "recv must be");
+  WalkBinding("desc->send", &arena, [&] { return axrt_axe_builder_add_collective(builder.b, 1, &init); });
+  EXPECT_OK(axrt_axe_builder_add_collective(builder.b, 1, &init));
+}
+
 BAD_ARGUMENTS(axrt_axe_builder_write_file) {
   AxeBuilder builder;
   WalkBuilderHandle(*this, [](axrt_axe_builder_t b) {
@@ -2424,6 +2487,15 @@ BAD_ARGUMENTS(axrt_function_invoke) {
   EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, matrix_outputs, 1, nullptr),
                  "output 0 ('y')");
   axrt_tensor_release(matrix);
+  // Channels (format 1.4): none to bind here, and a count without an array.
+  axrt_invoke_options_t bound = AXRT_INVOKE_OPTIONS_INIT;
+  bound.channel_count = 1;
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &bound),
+                 "options->channels");
+  axrt_invoke_channel_t channel = {nullptr, 0};
+  bound.channels = &channel;
+  EXPECT_INVALID(axrt_function_invoke(fn, stream, inputs, 1, outputs, 1, &bound),
+                 "has 0 channel(s); `options->channels` binds 1");
   // A deallocated buffer under a tensor.
   axrt_buffer_t doomed = nullptr;
   EXPECT_OK(axrt_buffer_allocate(device, 64, nullptr, &doomed));
@@ -2977,6 +3049,33 @@ BAD_ARGUMENTS(axrt_group_broadcast) {
   EXPECT_INVALID(axrt_group_broadcast(nullptr, &walk.member, 1, AXRT_DTYPE_FLOAT32, 0), "NULL");
   EXPECT_ERROR(axrt_group_broadcast(walk.group, &walk.member, 1, AXRT_DTYPE_FLOAT32, 1),
                AXRT_STATUS_CODE_OUT_OF_RANGE, "root 1");
+}
+
+BAD_ARGUMENTS(axrt_group_enqueue_part) {
+  WalkGroup walk(*this);
+  EXPECT_INVALID(axrt_group_enqueue_part(nullptr, 0, AXRT_COLLECTIVE_ALL_REDUCE, &walk.member, 1,
+                                         AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                 "NULL");
+  EXPECT_INVALID(axrt_group_enqueue_part(walk.group, 0, AXRT_COLLECTIVE_ALL_REDUCE, nullptr, 1,
+                                         AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                 "member is NULL");
+  EXPECT_ERROR(axrt_group_enqueue_part(walk.group, 1, AXRT_COLLECTIVE_ALL_REDUCE, &walk.member, 1,
+                                       AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "rank 1");
+  EXPECT_INVALID(axrt_group_enqueue_part(walk.group, 0, 4, &walk.member, 1, AXRT_DTYPE_FLOAT32,
+                                         AXRT_REDUCE_SUM, 0),
+                 "not a collective");
+  EXPECT_INVALID(axrt_group_enqueue_part(walk.group, 0, AXRT_COLLECTIVE_ALL_REDUCE, &walk.member, 1,
+                                         AXRT_DTYPE_BOOL, AXRT_REDUCE_SUM, 0),
+                 "element type");
+  EXPECT_ERROR(axrt_group_enqueue_part(walk.group, 0, AXRT_COLLECTIVE_BROADCAST, &walk.member, 1,
+                                       AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 1),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "root 1");
+  axrt_collective_member_t bad = walk.member;
+  bad.send_buffer = As<axrt_buffer_t>(stream);
+  EXPECT_RELEASED(axrt_group_enqueue_part(walk.group, 0, AXRT_COLLECTIVE_ALL_REDUCE, &bad, 1,
+                                          AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM, 0),
+                  "stream");
 }
 
 BAD_ARGUMENTS(axrt_group_send_recv) {

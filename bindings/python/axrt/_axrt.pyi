@@ -150,6 +150,7 @@ class Function:
         stream: Optional[Stream] = None,
         check_finite: bool = False,
         dump_dir: Optional[Union[str, os.PathLike[str]]] = None,
+        channels: Optional[Sequence[Tuple["Group", int]]] = None,
     ) -> Union[Tensor, Tuple[Tensor, ...], None]: ...
     @property
     def name(self) -> str: ...
@@ -226,7 +227,7 @@ class AxeBuilder:
     def add_function(
         self, name: str, symbols: Sequence[Mapping[str, Any]] = ...,
         inputs: Sequence[Mapping[str, Any]] = ..., outputs: Sequence[Mapping[str, Any]] = ..., *,
-        arena_size: int = 0,
+        arena_size: int = 0, channels: Sequence[Mapping[str, Any]] = ...,
     ) -> int: ...
     def add_dispatch(
         self, function: int, kernel: int, workgroup_count_x: Optional[Sequence[Tuple[int, int]]],
@@ -243,6 +244,13 @@ class AxeBuilder:
     def add_fill(
         self, function: int, target: Mapping[str, Any], length: Optional[Sequence[Tuple[int, int]]],
         pattern: int = 0, pattern_size: int = 1, *, offset: Optional[Sequence[Tuple[int, int]]] = None,
+    ) -> None: ...
+    def add_collective(
+        self, function: int, kind: int, channel: int, dtype: int,
+        count: Optional[Sequence[Tuple[int, int]]], send: Mapping[str, Any],
+        recv: Mapping[str, Any], *, op: int = 0, root: int = 0,
+        send_offset: Optional[Sequence[Tuple[int, int]]] = None,
+        recv_offset: Optional[Sequence[Tuple[int, int]]] = None,
     ) -> None: ...
     def write_file(self, path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]) -> None: ...
     def write_memory(self) -> bytes: ...

@@ -644,7 +644,7 @@ class FunctionBuilder:
 
     def __init__(self, owner: Builder, index: int, name: str, symbols: Dict[str, int],
                  inputs: Tuple[str, ...], outputs: Tuple[str, ...], arena_size: int,
-                 mutable: Tuple[str, ...] = ()) -> None:
+                 mutable: Tuple[str, ...] = (), channels: Tuple[str, ...] = ()) -> None:
         self._owner = owner
         self._index = index
         self._name = name
@@ -653,6 +653,7 @@ class FunctionBuilder:
         self._outputs = outputs
         self._arena_size = arena_size
         self._mutable = mutable
+        self._channels = channels
 
     @property
     def index(self) -> int:
@@ -688,6 +689,11 @@ class FunctionBuilder:
     def mutable(self) -> Tuple[str, ...]:
         """The names of the inputs the commands may write, in input order."""
         return self._mutable
+
+    @property
+    def channels(self) -> Tuple[str, ...]:
+        """The channels' names, in order (format 1.4)."""
+        return self._channels
 
     def __repr__(self) -> str:
         return f"<axrt.builder.FunctionBuilder {self._index} '{self._name}'>"
@@ -840,6 +846,42 @@ class FunctionBuilder:
         self._owner._c.add_fill(self._index, self._memory(target, "target"),
                                 _expr_ops(length, self, "length"), value, size,
                                 offset=_expr_ops(offset, self, "offset"))
+
+
+    def collective(self, kind: str, channel: Union[int, str], dtype: DTypeLike, count: ExprLike,
+                   send: Union[Binding, Constant], recv: Binding, *, op: str = "sum",
+                   root: int = 0, send_offset: Optional[ExprLike] = None,
+                   recv_offset: Optional[ExprLike] = None) -> None:
+        """Appends a collective over `channel` (format 1.4), in order with the other commands.
+
+        `kind`: ``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"`` or
+        ``"broadcast"``; `count` elements of `dtype` in each member's block,
+        as :class:`axrt.Group` takes them: `send` holds a block per member
+        for a reduce-scatter, `recv` one per member for an all-gather; they
+        may be one range (in place). `op`: ``"sum"``, ``"max"`` or ``"min"``
+        for reductions; `root`: the member whose `send` a broadcast reads.
+        Offsets are bytes; `recv` is an output, the arena or a mutable input.
+        """
+        if kind not in _COLLECTIVE_KINDS:
+            raise ValueError(f"kind must be one of {', '.join(_COLLECTIVE_KINDS)}; got {kind!r}")
+        if op not in _REDUCE_OPS:
+            raise ValueError(f"op must be one of {', '.join(_REDUCE_OPS)}; got {op!r}")
+        self._owner._c.add_collective(
+            self._index, _COLLECTIVE_KINDS[kind], self._slot(channel, self._channels, "channel"),
+            _dtype_code(dtype, "dtype"), _expr_ops(count, self, "count"),
+            self._memory(send, "send"), self._memory(recv, "recv"), op=_REDUCE_OPS[op],
+            root=_index(root, "root"), send_offset=_expr_ops(send_offset, self, "send_offset"),
+            recv_offset=_expr_ops(recv_offset, self, "recv_offset"))
+
+
+_COLLECTIVE_KINDS = {"all_reduce": 1, "all_gather": 2, "reduce_scatter": 3, "broadcast": 4}
+_REDUCE_OPS = {"sum": 0, "max": 1, "min": 2}
+
+
+def _channel_name(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a channel's name must be a str, not {type(value).__name__}")
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -1196,7 +1238,8 @@ class Builder:
                  inputs: Sequence[Tuple[str, DTypeLike, Sequence[Union[int, str]]]] = (),
                  outputs: Sequence[Tuple[str, DTypeLike, Sequence[Union[int, str]]]] = (), *,
                  symbols: Optional[Mapping[str, int]] = None,
-                 arena_size: int = 0, mutable: Sequence[str] = ()) -> FunctionBuilder:
+                 arena_size: int = 0, mutable: Sequence[str] = (),
+                 channels: Union[Sequence[str], Mapping[str, int]] = ()) -> FunctionBuilder:
         """Adds function `name` with no commands yet; add them to what it returns.
 
         `inputs` and `outputs`: ``(name, dtype, shape)`` each, a dimension
@@ -1206,7 +1249,17 @@ class Builder:
         `mutable`: names of inputs the commands may write in place (format
         1.2: a KV cache, a step counter); the caller passes a writable tensor
         that each call updates, and the file requires "mutable-inputs.v1".
+        `channels`: the groups of devices its collectives run over (format
+        1.4), by name, or name to the number of members each needs (0: any);
+        each is bound to a device group when the function is called
+        (:meth:`FunctionBuilder.collective`; the file requires
+        "collectives.v1").
         """
+        if isinstance(channels, (str, bytes)):
+            raise TypeError("channels must be a sequence of names or a dict of name to size, "
+                            f"not a single {type(channels).__name__}")
+        channel_map = (dict(channels) if isinstance(channels, Mapping)
+                       else {_channel_name(c): 0 for c in channels})
         symbol_map = dict(symbols or {})
         order = list(symbol_map)
         if isinstance(mutable, (str, bytes)):
@@ -1246,10 +1299,14 @@ class Builder:
             if spec["name"] in mutable_names:
                 spec["flags"] = _SIG_FLAG_MUTABLE
         c_symbols = [{"name": k, "upper_bound": v} for k, v in symbol_map.items()]
-        index = self._c.add_function(name, c_symbols, c_inputs, c_outputs, arena_size=arena_size)
+        c_channels = [{"name": k, "size": _index(v, f"channel '{k}' size")}
+                      for k, v in channel_map.items()]
+        index = self._c.add_function(name, c_symbols, c_inputs, c_outputs, arena_size=arena_size,
+                                     channels=c_channels)
         return FunctionBuilder(self, index, name, symbol_map, tuple(input_names),
                                tuple(s["name"] for s in c_outputs), arena_size,
-                               tuple(n for n in input_names if n in mutable_names))
+                               tuple(n for n in input_names if n in mutable_names),
+                               tuple(channel_map))
 
     def to_bytes(self) -> bytes:
         """The verified file, as bytes (what :meth:`save` writes)."""

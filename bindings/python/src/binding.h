@@ -249,6 +249,10 @@ void init_trace(py::module_& m);
 // The handle of an _axrt.Executable (borrowed; TypeError for anything else).
 axrt_executable_t executable_handle(const py::object& executable);
 
+// The group of an axrt.Group (group.cc); TypeError for anything else,
+// ValueError once it is closed.
+axrt_group_t group_handle(const py::handle& group);
+
 }  // namespace axrt_py
 
 #endif  // AXRT_PYTHON_BINDING_H_

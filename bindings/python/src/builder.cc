@@ -607,7 +607,8 @@ class AxeBuilder {
   }
 
   uint32_t add_function(const py::str& name, const py::object& symbols, const py::object& inputs,
-                        const py::object& outputs, const py::object& arena_size) {
+                        const py::object& outputs, const py::object& arena_size,
+                        const py::object& channels) {
     Keep keep;
     axrt_axe_function_desc_t desc = AXRT_AXE_FUNCTION_DESC_INIT;
     desc.name = keep.str(name, "name");
@@ -630,6 +631,18 @@ class AxeBuilder {
     desc.outputs = c_outputs.data();
     desc.output_count = c_outputs.size();
     desc.arena_size = to_int<uint64_t>(arena_size, "arena_size");
+    std::vector<axrt_axe_channel_t> c_channels;
+    const std::vector<py::object> channel_items = to_items(channels, "channels");
+    for (size_t i = 0; i < channel_items.size(); ++i) {
+      axrt_axe_channel_t channel = AXRT_AXE_CHANNEL_INIT;
+      Fields f(channel_items[i], item("channels", i));
+      channel.name = keep.str(f.get("name"), f.at("name"));
+      channel.size = f.num<uint32_t>("size", channel.size);
+      f.finish();
+      c_channels.push_back(channel);
+    }
+    desc.channels = c_channels.data();
+    desc.channel_count = c_channels.size();
     uint32_t index = 0;
     run([&](axrt_axe_builder_t b) { return axrt_axe_builder_add_function(b, &desc, &index); });
     return index;
@@ -681,6 +694,27 @@ class AxeBuilder {
     desc.pattern = to_int<uint64_t>(pattern, "pattern");
     desc.pattern_size = to_int<uint32_t>(pattern_size, "pattern_size");
     run([&](axrt_axe_builder_t b) { return axrt_axe_builder_add_fill(b, f, &desc); });
+  }
+
+  void add_collective(const py::object& function, const py::object& kind,
+                      const py::object& channel, const py::object& dtype, const py::object& count,
+                      const py::object& send, const py::object& recv, const py::object& op,
+                      const py::object& root, const py::object& send_offset,
+                      const py::object& recv_offset) {
+    Keep keep;
+    const uint32_t f = to_int<uint32_t>(function, "function");
+    axrt_axe_collective_desc_t desc = AXRT_AXE_COLLECTIVE_DESC_INIT;
+    desc.kind = to_int<uint32_t>(kind, "kind");
+    desc.channel = to_int<uint32_t>(channel, "channel");
+    desc.dtype = to_int<uint32_t>(dtype, "dtype");
+    desc.count = to_expr(count, "count", keep);
+    desc.send = to_binding_ptr(send, "send", keep);
+    desc.recv = to_binding_ptr(recv, "recv", keep);
+    desc.op = to_int<uint32_t>(op, "op");
+    desc.root = to_int<uint32_t>(root, "root");
+    desc.send_offset = to_expr(send_offset, "send_offset", keep);
+    desc.recv_offset = to_expr(recv_offset, "recv_offset", keep);
+    run([&](axrt_axe_builder_t b) { return axrt_axe_builder_add_collective(b, f, &desc); });
   }
 
   void write_file(const py::object& path) {
@@ -804,9 +838,10 @@ void init_builder(py::module_& m) {
       .def("add_function", &AxeBuilder::add_function, py::arg("name"),
            py::arg("symbols") = py::list(), py::arg("inputs") = py::list(),
            py::arg("outputs") = py::list(), py::kw_only(), py::arg("arena_size") = 0,
+           py::arg("channels") = py::list(),
            "axrt_axe_builder_add_function; symbols are dicts {name, upper_bound}, inputs and "
-           "outputs dicts {name, dtype, dims} with dims (value, symbol) pairs. Returns the "
-           "function's index.")
+           "outputs dicts {name, dtype, dims} with dims (value, symbol) pairs, channels dicts "
+           "{name, size}. Returns the function's index.")
       .def("add_dispatch", &AxeBuilder::add_dispatch, py::arg("function"), py::arg("kernel"),
            py::arg("workgroup_count_x"), py::arg("workgroup_count_y") = py::none(),
            py::arg("workgroup_count_z") = py::none(), py::arg("bindings") = py::list(),
@@ -818,6 +853,11 @@ void init_builder(py::module_& m) {
       .def("add_fill", &AxeBuilder::add_fill, py::arg("function"), py::arg("target"),
            py::arg("length"), py::arg("pattern") = 0, py::arg("pattern_size") = 1, py::kw_only(),
            py::arg("offset") = py::none(), "axrt_axe_builder_add_fill.")
+      .def("add_collective", &AxeBuilder::add_collective, py::arg("function"), py::arg("kind"),
+           py::arg("channel"), py::arg("dtype"), py::arg("count"), py::arg("send"),
+           py::arg("recv"), py::kw_only(), py::arg("op") = 0, py::arg("root") = 0,
+           py::arg("send_offset") = py::none(), py::arg("recv_offset") = py::none(),
+           "axrt_axe_builder_add_collective.")
       .def("write_file", &AxeBuilder::write_file, py::arg("path"),
            "axrt_axe_builder_write_file (GIL released); `path` is a str, bytes or os.PathLike.")
       .def("write_memory", &AxeBuilder::write_memory,

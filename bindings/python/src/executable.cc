@@ -63,7 +63,7 @@ class Function {
   }
 
   py::object call(py::args args, py::object out, py::object stream_arg, bool check_finite,
-                  py::object dump_dir) {
+                  py::object dump_dir, py::object channels) {
     if (args.size() != inputs_.size()) {
       throw py::type_error(name_ + "() takes " + std::to_string(inputs_.size()) + " input" +
                            (inputs_.size() == 1 ? "" : "s") + ", " + std::to_string(args.size()) +
@@ -139,11 +139,24 @@ class Function {
       options.flags |= AXRT_INVOKE_FLAG_DUMP;
       options.dump_directory = dump_directory.c_str();
     }
+    // channels=: (group, rank) per channel of the function (format 1.4).
+    std::vector<axrt_invoke_channel_t> bound;
+    if (!channels.is_none()) {
+      for (py::handle entry : channels) {
+        py::tuple pair = py::reinterpret_borrow<py::object>(entry).cast<py::tuple>();
+        if (pair.size() != 2) {
+          throw py::type_error("channels= takes (group, rank) pairs, one per channel of " + name_);
+        }
+        bound.push_back({group_handle(pair[0]), pair[1].cast<uint32_t>()});
+      }
+      options.channels = bound.data();
+      options.channel_count = bound.size();
+    }
     axrt_status_t status;
     {
       GilRelease release;
       status = axrt_function_invoke(handle_.get(), stream->handle(), in.data(), n_in, outs.data(), n_out,
-                                    options.flags ? &options : nullptr);
+                                    options.flags || !bound.empty() ? &options : nullptr);
     }
     if (status) {
       // Outputs are written only on success; nothing to release.
@@ -336,7 +349,8 @@ DLPack producer, numpy array or axrt.Tensor); it returns axrt.Tensor results
 on the executable's device (a tuple when there are several), queued on the
 stream and ready when read.)doc")
       .def("__call__", &Function::call, py::arg("out") = py::none(), py::arg("stream") = py::none(),
-           py::arg("check_finite") = false, py::arg("dump_dir") = py::none(), R"doc(
+           py::arg("check_finite") = false, py::arg("dump_dir") = py::none(),
+           py::arg("channels") = py::none(), R"doc(
 Queues one call. out=: a tensor (or, for several outputs, a sequence with
 None where axrt should allocate) to write instead of allocating; writable
 numpy arrays on the CPU work too, and the call then waits for the results.
@@ -350,7 +364,12 @@ check_finite=True: run the commands one at a time and fail the stream
 (axrt.DataLossError when the results are read or the stream synchronised)
 at the first command that writes a NaN or Inf, naming it. dump_dir=: an
 existing directory; each command's writes go to .npy files in a folder of
-it (docs/debugging.md). Both are slow, for debugging.)doc")
+it (docs/debugging.md). Both are slow, for debugging.
+channels=: for a function with channels (format 1.4, collective commands), a
+(group, rank) pair per channel: the axrt.Group the channel stands for and
+the member this call runs as (the stream's device is that member's). Each
+member calls its function with its own rank; the call's results are ready
+once every member's part of each collective ran.)doc")
       .def_property_readonly("name", &Function::name, "The function's name.")
       .def_property_readonly("signature", &Function::signature,
                              "'main(x: f32[batch, 256]) -> y: f32[batch, 10] where batch <= 64'.")

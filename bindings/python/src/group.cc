@@ -305,6 +305,14 @@ class Group {
 
 }  // namespace
 
+axrt_group_t group_handle(const py::handle& group) {
+  if (!py::isinstance<Group>(group)) {
+    throw py::type_error("a channel is bound to an axrt.Group (axrt.group(devices)), not " +
+                         py::str(py::type::handle_of(group).attr("__name__")).cast<std::string>());
+  }
+  return group.cast<const Group&>().handle();
+}
+
 void init_group(py::module_& m) {
   py::class_<Group, std::shared_ptr<Group>>(m, "Group", R"doc(
 A device group: collectives across the devices of this process.
