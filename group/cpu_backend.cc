@@ -3,25 +3,23 @@
 // A collective is one host function per member, queued on the member's
 // stream. When it runs (the member's stream got there) the member waits at
 // a rendezvous for the others, within the group's timeout; then the members
-// run the algorithm together, one step at a time, with a barrier between
-// steps, each reading only what its left neighbour (rank - 1) finished in
-// the step before:
-//   - reduce-scatter: a ring. The vector is cut into one block per member,
-//     and the blocks into slices of at most kSliceBytes. For each round of
-//     slices, the partial sum of block c starts at member c + 1 and travels
-//     around the ring, each member adding its own slice into a buffer of its
-//     own, until member c adds the last one and writes the block's result;
-//   - all-reduce: that ring (blocks of near-equal sizes), then an all-gather
-//     ring over the receive buffers;
-//   - either, for vectors of up to kDirectBytes: each member reduces what it
-//     receives itself, reading every member's buffer in rank order (two
-//     barriers instead of 2 (n - 1) + 1; see direct_reduce);
+// run the algorithm together, with a barrier between steps:
+//   - reduce-scatter: the vector is cut into one block per member; member p
+//     reduces block p of every member's send buffer, in rank order
+//     (((x0 + x1) + x2) + ...), into a partial buffer of its own; after a
+//     barrier (nobody reads a send buffer any more) it copies the result out;
+//   - all-reduce: the same over blocks of near-equal sizes, then each member
+//     copies every member's reduced block into its receive buffer;
 //   - all-gather: each member copies its block in, then, size - 1 times,
-//     the block its left neighbour got in the step before;
+//     the block its left neighbour got in the step before (a ring);
 //   - broadcast: each member copies the root's buffer (a flat tree);
 //   - send/recv: the receiver copies the sender's buffer.
-// A last barrier keeps every member in the collective until nobody reads
-// its buffers any more, so that work queued after it may overwrite them.
+// Every element of a reduction is combined in rank order whatever the
+// count and the blocks, so every member ends with bit-identical results
+// and an element's result does not depend on the vector's length (the
+// batch invariance of docs/serving.md holds across a group). A last
+// barrier keeps every member in the collective until nobody reads its
+// buffers any more, so that work queued after it may overwrite them.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -39,11 +37,6 @@
 namespace axrt::group {
 namespace {
 
-// The most bytes of one block a ring step reduces: bounds the members'
-// partial-sum buffers (two slices each).
-constexpr uint64_t kSliceBytes = 1024 * 1024;
-// Reductions of vectors up to this size skip the ring (see direct_reduce).
-constexpr uint64_t kDirectBytes = 64 * 1024;
 
 // ---------------------------------------------------------------------------
 // Element-wise reduction: out[i] = a[i] (op) b[i]; `out` may be `a`.
@@ -207,25 +200,15 @@ class CpuOp {
       for (uint32_t r = 0; r <= n; ++r) blocks_[r] = r * c.count;
     }
     const bool reduces = kind_ == CollectiveKind::kAllReduce || kind_ == CollectiveKind::kReduceScatter;
-    if (reduces && n > 1 && blocks_[n] * element_ <= kDirectBytes) {
-      direct_ = true;
-      // Each member's reduction (of the whole vector, or of its block),
-      // copied out once everybody has read the send buffers.
-      slot_bytes_ = (kind_ == CollectiveKind::kAllReduce ? blocks_[n] : blocks_[1]) * element_;
+    if (reduces && n > 1) {
+      // Each member's reduced block, read by every member (all-reduce) or
+      // copied out by its own (reduce-scatter) after a barrier.
+      uint64_t largest = 0;
+      for (uint32_t r = 0; r < n; ++r) largest = std::max(largest, blocks_[r + 1] - blocks_[r]);
+      slot_bytes_ = largest * element_;
       if (slot_bytes_ != 0) {
         scratch_.reset(new std::byte[slot_bytes_ * n]);
         for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + slot_bytes_ * p;
-      }
-    } else if (reduces) {
-      uint64_t largest = 0;
-      for (uint32_t r = 0; r < n; ++r) largest = std::max(largest, blocks_[r + 1] - blocks_[r]);
-      slice_ = std::max<uint64_t>(1, kSliceBytes / element_);
-      rounds_ = (largest + slice_ - 1) / slice_;
-      const uint64_t slot = std::min(slice_, largest) * element_;
-      if (n > 2 && slot > 0) {  // two members pass no partial sums
-        scratch_.reset(new std::byte[2 * slot * n]);
-        for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + 2 * slot * p;
-        slot_bytes_ = slot;
       }
     }
   }
@@ -352,10 +335,8 @@ class CpuOp {
   bool algorithm(uint32_t p) {
     switch (kind_) {
       case CollectiveKind::kAllReduce:
-        if (direct_) return direct_reduce(p);
-        return reduce_ring(p) && gather_ring(p);
       case CollectiveKind::kReduceScatter:
-        return direct_ ? direct_reduce(p) : reduce_ring(p);
+        return reduce_in_rank_order(p);
       case CollectiveKind::kAllGather: {
         Part& me = parts_[p];
         std::byte* mine = me.recv + blocks_[p] * element_;
@@ -378,60 +359,34 @@ class CpuOp {
     return false;
   }
 
-  // The reduce-scatter ring (see the top of the file). Member p ends with
-  // the reduction of block p in its receive buffer: at block p's place
-  // (all-reduce) or at its start (reduce-scatter). In step s (1 to n - 1)
-  // of a round, member p adds its slice of block (p - s - 1) mod n to what
-  // its left neighbour passed on: that member's own slice in step 1 (read
-  // from its send buffer, which nobody writes), its partial sum after.
-  bool reduce_ring(uint32_t p) {
+  // Reductions (see the top of the file): member p reduces block p of every
+  // member's send buffer in rank order into its partial buffer; after a
+  // barrier it writes its block out (reduce-scatter: at the start of its
+  // receive range), or every member's (all-reduce: at their places).
+  bool reduce_in_rank_order(uint32_t p) {
     const uint32_t n = participants_;
     Part& me = parts_[p];
-    const Part& from = parts_[left(p)];
-    const uint64_t out_base = kind_ == CollectiveKind::kAllReduce ? 0 : blocks_[p];
+    const bool all = kind_ == CollectiveKind::kAllReduce;
     if (n == 1) {
       const uint64_t bytes = block_elements(0) * element_;
       if (bytes != 0 && me.recv != me.send) std::memmove(me.recv, me.send, bytes);
       return true;
     }
-    uint64_t step = 0;  // across rounds: which of its two slots a member writes
-    for (uint64_t round = 0; round < rounds_; ++round) {
-      for (uint32_t s = 1; s < n; ++s, ++step) {
-        const uint32_t b = (p + 2 * n - 1 - s) % n;
-        const uint64_t lo = std::min(blocks_[b] + round * slice_, blocks_[b + 1]);
-        const uint64_t count = std::min(lo + slice_, blocks_[b + 1]) - lo;
-        if (count != 0) {
-          const std::byte* passed = s == 1 ? from.send + lo * element_
-                                           : from.scratch + ((step + 1) % 2) * slot_bytes_;
-          std::byte* out = s + 1 == n ? me.recv + (lo - out_base) * element_
-                                      : me.scratch + (step % 2) * slot_bytes_;
-          reduce_(out, passed, me.send + lo * element_, count);
-        }
-        if (!barrier()) return false;
-      }
-    }
-    if (rounds_ == 0 && !barrier()) return false;  // nothing to reduce: still meet
-    return true;
-  }
-
-  // Small vectors (kDirectBytes): each member reduces what it receives
-  // itself, reading every member's send buffer in rank order (a flat tree
-  // whose root is every member), into its partial-sum buffer, and copies
-  // the result out after a barrier (in place, the send buffers are receive
-  // buffers, which the others read until then). Two barriers, where the ring
-  // takes 2 (n - 1) + 1 for an all-reduce.
-  bool direct_reduce(uint32_t p) {
-    const uint32_t n = participants_;
-    Part& me = parts_[p];
-    const bool all = kind_ == CollectiveKind::kAllReduce;
-    const uint64_t count = all ? blocks_[n] : block_elements(p);
+    const uint64_t count = block_elements(p);
     if (count != 0) {
-      const uint64_t at = (all ? 0 : blocks_[p]) * element_;
+      const uint64_t at = blocks_[p] * element_;
       reduce_(me.scratch, parts_[0].send + at, parts_[1].send + at, count);
       for (uint32_t r = 2; r < n; ++r) reduce_(me.scratch, me.scratch, parts_[r].send + at, count);
     }
     if (!barrier()) return false;
-    if (count != 0) std::memcpy(me.recv, me.scratch, count * element_);
+    if (!all) {
+      if (count != 0) std::memcpy(me.recv, me.scratch, count * element_);
+      return true;
+    }
+    for (uint32_t b = 0; b < n; ++b) {
+      const uint64_t bytes = block_elements(b) * element_;
+      if (bytes != 0) std::memcpy(me.recv + blocks_[b] * element_, parts_[b].scratch, bytes);
+    }
     return true;
   }
 
@@ -465,10 +420,7 @@ class CpuOp {
   std::vector<Copy> copies_;
   std::vector<std::vector<BufferRef>> kept_;  // per part
   std::vector<uint64_t> blocks_;
-  uint64_t slice_ = 1;
-  uint64_t rounds_ = 0;
   uint64_t slot_bytes_ = 0;
-  bool direct_ = false;
   std::unique_ptr<std::byte[]> scratch_;
 
   // Under the group state's lock.

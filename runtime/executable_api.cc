@@ -258,7 +258,26 @@ AXRT_API axrt_status_t axrt_function_query_info(axrt_function_t function,
     info.symbol_count = static_cast<uint32_t>(self->symbol_names.size());
     info.command_count = static_cast<uint32_t>(self->commands.size());
     info.arena_size = self->arena_size;
+    info.channel_count = static_cast<uint32_t>(self->channels.size());
     write_query_struct(info, out_info);
+    return nullptr;
+  });
+}
+
+AXRT_API axrt_status_t axrt_function_query_channel(axrt_function_t function, uint32_t index,
+                                                   const char** out_name, uint32_t* out_size) {
+  static constexpr ApiCall api("axrt_function_query_channel");
+  return guard(api.function(), [&]() -> axrt_status_t {
+    Function* self = nullptr;
+    AXRT_RETURN_IF_ERROR(api.resolve(function, "function", &self));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_name, "out_name"));
+    AXRT_RETURN_IF_ERROR(api.require_pointer(out_size, "out_size"));
+    if (index >= self->channels.size()) {
+      return api.error(AXRT_STATUS_CODE_OUT_OF_RANGE, "{} has {} channel(s); `index` is {}",
+                       self->label, self->channels.size(), index);
+    }
+    *out_name = self->channels[index].first.c_str();
+    *out_size = self->channels[index].second;
     return nullptr;
   });
 }

@@ -110,6 +110,50 @@ struct Engine::Buffers {
   }
 };
 
+Peer::~Peer() {
+  if (stream != nullptr) {
+    if (axrt_status_t s = axrt_stream_synchronize(stream)) axrt_status_free(s);
+  }
+  axrt_tensor_release(cache);
+  for (axrt_buffer_t b : {tokens, positions, tables, rows, cache_buffer}) axrt_buffer_release(b);
+  axrt_stream_release(stream);
+  axrt_device_release(device);
+  axrt_function_release(step);
+  axrt_executable_release(executable);
+}
+
+namespace {
+
+// The channels `step` declares: none on one device; one, the set's, in a
+// tensor-parallel set (of `members` members).
+axrt_status_t check_channels(axrt_function_t step, uint32_t rank, size_t members) {
+  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_function_query_info(step, &info));
+  if (members == 0) {
+    if (info.channel_count == 0) return nullptr;
+    return make_status(kInvalid,
+                       "axrt_engine_create: the executable's `step` runs on a set of devices (it "
+                       "has {} channel(s)): give the set's group and executables "
+                       "(options.group, options.executables)",
+                       info.channel_count);
+  }
+  const char* name = nullptr;
+  uint32_t size = 0;
+  if (info.channel_count == 1) {
+    AXRT_RETURN_IF_ERROR(axrt_function_query_channel(step, 0, &name, &size));
+  }
+  if (info.channel_count != 1 || (size != 0 && size != members)) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: rank {}'s `step` is not a member of a set of {}: it "
+                       "has {} channel(s){}",
+                       rank, members, info.channel_count,
+                       info.channel_count == 1 ? fmt::format(", of {} members", size) : "");
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 axrt_status_t Engine::create(axrt_executable_t executable, const axrt_engine_options_t& options,
                              std::unique_ptr<Engine>* out) {
   std::unique_ptr<Engine> engine(new Engine());
@@ -134,6 +178,31 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
   executable_ = executable;
   AXRT_RETURN_IF_ERROR(find(executable, "step", &step_));
   AXRT_RETURN_IF_ERROR(find(executable, "sample", &sample_));
+  const size_t members = options.group != nullptr ? options.executable_count : 0;
+  if (options.group != nullptr || options.executable_count != 0 ||
+      options.executables != nullptr) {
+    if (options.group == nullptr || options.executables == nullptr ||
+        options.executable_count == 0) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: a set needs options.group, options.executables "
+                         "and options.executable_count together");
+    }
+    axrt_group_info_t group = AXRT_GROUP_INFO_INIT;
+    AXRT_RETURN_IF_ERROR(axrt_group_query_info(options.group, &group));
+    if (group.size != options.executable_count) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: group '{}' has {} members, and {} executables "
+                         "were given: one per member, in rank order",
+                         group.label, group.size, options.executable_count);
+    }
+    if (options.executables[0] != executable) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: `executable` must be options.executables[0], the "
+                         "set's head rank");
+    }
+    group_ = options.group;
+  }
+  AXRT_RETURN_IF_ERROR(check_channels(step_, 0, members));
 
   // The step's signature gives the model's sizes.
   constexpr axrt_argument_kind_t kIn = AXRT_ARGUMENT_KIND_INPUT;
@@ -235,6 +304,7 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
                          num_blocks, a.bytes, message);
     }
   }
+  if (group_ != nullptr) AXRT_RETURN_IF_ERROR(init_peers(options, num_blocks));
   const int64_t cache_shape[6] = {static_cast<int64_t>(shape_.layers), 2,
                                   static_cast<int64_t>(num_blocks),
                                   static_cast<int64_t>(shape_.kv_heads),
@@ -265,6 +335,7 @@ Engine::~Engine() {
   if (stream_ != nullptr) {
     if (axrt_status_t s = axrt_stream_synchronize(stream_)) axrt_status_free(s);
   }
+  peers_.clear();
   buffers_.reset();
   axrt_stream_release(stream_);
   axrt_device_release(device_);
@@ -372,6 +443,7 @@ void Engine::stats(axrt_engine_stats_t* out) {
   s.block_size = blocks_->block_size();
   s.kv_slots_used = scheduler_->filled_slots();
   s.preemptions = scheduler_->preemptions();
+  s.failed = failure_ ? 1 : 0;
   // Copy what the caller's struct has room for.
   const size_t size = std::min(out->struct_size, sizeof s);
   const size_t header = offsetof(axrt_engine_stats_t, running);
@@ -596,7 +668,16 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
   step_in[4] = b.cache;
   AXRT_RETURN_IF_ERROR(
       tensor(b.logits, AXRT_DTYPE_FLOAT32, {i64(R), i64(shape_.vocab)}, &logits));
-  AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, nullptr));
+  if (group_ != nullptr) {
+    axrt_invoke_channel_t channel = {group_, 0};
+    axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
+    options.channels = &channel;
+    options.channel_count = 1;
+    AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, &options));
+    for (const auto& peer : peers_) AXRT_RETURN_IF_ERROR(execute_peer(*peer, plan, T, R));
+  } else {
+    AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, nullptr));
+  }
   if (S > 0) {
     axrt_tensor_t sample_in[6];
     axrt_tensor_t sampled = nullptr;
@@ -618,7 +699,158 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
                                                     S * shape_.vocab * 4));
     }
   }
-  return axrt_stream_synchronize(stream_);
+  // The members' streams too: the next step's inputs go into their buffers.
+  axrt_status_t head = axrt_stream_synchronize(stream_);
+  for (const auto& peer : peers_) {
+    axrt_status_t s = axrt_stream_synchronize(peer->stream);
+    if (s == nullptr) continue;
+    if (head == nullptr) {
+      head = s;
+    } else {
+      axrt_status_free(s);  // the head's failure names the member (the group's)
+    }
+  }
+  return head;
+}
+
+axrt_status_t Engine::init_peers(const axrt_engine_options_t& options, uint64_t num_blocks) {
+  constexpr axrt_argument_kind_t kIn = AXRT_ARGUMENT_KIND_INPUT;
+  const size_t members = options.executable_count;
+  axrt_device_t head = nullptr;
+  AXRT_RETURN_IF_ERROR(axrt_group_get_device(group_, 0, &head));
+  axrt_device_release(head);  // only compared
+  if (head != device_) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: executables[0] is not loaded on the group's member 0");
+  }
+  for (uint32_t r = 1; r < members; ++r) {
+    auto peer = std::make_unique<Peer>();
+    Peer& p = *peer;
+    p.rank = r;
+    if (options.executables[r] == nullptr) {
+      return make_status(kInvalid, "axrt_engine_create: options.executables[{}] is NULL", r);
+    }
+    axrt_executable_retain(options.executables[r]);
+    p.executable = options.executables[r];
+    AXRT_RETURN_IF_ERROR(axrt_executable_get_device(p.executable, &p.device));
+    axrt_device_t member = nullptr;
+    AXRT_RETURN_IF_ERROR(axrt_group_get_device(group_, r, &member));
+    axrt_device_release(member);  // only compared
+    if (member != p.device) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: executables[{}] is not loaded on the group's "
+                         "member {}",
+                         r, r);
+    }
+    AXRT_RETURN_IF_ERROR(find(p.executable, "step", &p.step));
+    AXRT_RETURN_IF_ERROR(check_channels(p.step, r, members));
+    // The head's inputs; no output: the head alone makes the logits.
+    const std::string what = fmt::format("rank {}'s step", r);
+    AXRT_RETURN_IF_ERROR(contract_arity(p.step, what.c_str(), 5, 0));
+    Argument tokens, positions, tables, rows, cache;
+    AXRT_RETURN_IF_ERROR(
+        contract_argument(p.step, what.c_str(), kIn, 0, "tokens", AXRT_DTYPE_INT32, "s", &tokens));
+    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 1, "positions",
+                                           AXRT_DTYPE_INT32, "s", &positions));
+    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 2, "block_tables",
+                                           AXRT_DTYPE_INT32, "sf", &tables));
+    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 3, "logit_rows",
+                                           AXRT_DTYPE_INT32, "s", &rows));
+    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 4, "kv_cache",
+                                           AXRT_DTYPE_FLOAT32, "ffsfff", &cache));
+    if (tokens.bounds[0] < shape_.max_tokens || rows.bounds[0] < shape_.max_rows ||
+        tables.bounds[1] != shape_.max_blocks || cache.bounds[0] != shape_.layers ||
+        cache.bounds[1] != 2 || cache.bounds[4] != shape_.block_size ||
+        cache.bounds[5] != shape_.head_dim) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: {} does not take what the head's takes (tokens, "
+                         "rows, block tables and the cache's layers, blocks and heads' size)",
+                         what);
+    }
+    p.kv_heads = cache.bounds[3];
+    AXRT_RETURN_IF_ERROR(axrt_stream_create(p.device, nullptr, &p.stream));
+    const uint64_t T = shape_.max_tokens;
+    const uint64_t S = shape_.max_rows;
+    const uint64_t block_bytes = shape_.layers * 2 * p.kv_heads * shape_.block_size *
+                                 shape_.head_dim * 4;
+    for (const auto& [buffer, bytes] :
+         {std::pair{&p.tokens, T * 4}, std::pair{&p.positions, T * 4},
+          std::pair{&p.tables, T * shape_.max_blocks * 4}, std::pair{&p.rows, S * 4},
+          std::pair{&p.cache_buffer, num_blocks * block_bytes}}) {
+      if (axrt_status_t s = axrt_buffer_allocate(p.device, bytes, nullptr, buffer)) {
+        if (buffer != &p.cache_buffer) return s;
+        StatusPtr owned(s);
+        return make_status(axrt_status_code(s),
+                           "axrt_engine_create: rank {}'s KV cache of {} blocks ({} bytes): {}", r,
+                           num_blocks, bytes, axrt_status_message(s));
+      }
+    }
+    const int64_t cache_shape[6] = {static_cast<int64_t>(shape_.layers), 2,
+                                    static_cast<int64_t>(num_blocks),
+                                    static_cast<int64_t>(p.kv_heads),
+                                    static_cast<int64_t>(shape_.block_size),
+                                    static_cast<int64_t>(shape_.head_dim)};
+    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+    desc.dtype = AXRT_DTYPE_FLOAT32;
+    desc.rank = 6;
+    desc.shape = cache_shape;
+    AXRT_RETURN_IF_ERROR(axrt_tensor_create(p.cache_buffer, &desc, &p.cache));
+    peers_.push_back(std::move(peer));
+  }
+  return nullptr;
+}
+
+axrt_status_t Engine::execute_peer(Peer& p, const StepPlan& plan, uint64_t T, uint64_t R) {
+  const uint64_t MB = shape_.max_blocks;
+  const uint64_t block_bytes = p.kv_heads * shape_.block_size * shape_.head_dim * 4;
+  const uint64_t plane_bytes = blocks_->num_blocks() * block_bytes;
+  for (const auto& [from, to] : plan.copies) {
+    for (uint64_t plane = 0; plane < shape_.layers * 2; ++plane) {
+      AXRT_RETURN_IF_ERROR(axrt_stream_copy_buffer(
+          p.stream, p.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(from) * block_bytes,
+          p.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(to) * block_bytes,
+          block_bytes));
+    }
+  }
+  const Staging& h = staging_;
+  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(p.stream, h.tokens.data(), p.tokens, 0, T * 4));
+  AXRT_RETURN_IF_ERROR(
+      axrt_stream_copy_from_host(p.stream, h.positions.data(), p.positions, 0, T * 4));
+  AXRT_RETURN_IF_ERROR(
+      axrt_stream_copy_from_host(p.stream, h.tables.data(), p.tables, 0, T * MB * 4));
+  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(p.stream, h.rows.data(), p.rows, 0, R * 4));
+  axrt_tensor_t in[5] = {nullptr, nullptr, nullptr, nullptr, p.cache};
+  struct Release {
+    axrt_tensor_t* tensors;
+    ~Release() {
+      for (int i = 0; i < 4; ++i) axrt_tensor_release(tensors[i]);
+    }
+  } release{in};
+  const auto make = [](axrt_buffer_t buffer, std::initializer_list<int64_t> dims,
+                       axrt_tensor_t* out) -> axrt_status_t {
+    const std::vector<int64_t> shape(dims);
+    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+    desc.dtype = AXRT_DTYPE_INT32;
+    desc.rank = static_cast<uint32_t>(shape.size());
+    desc.shape = shape.data();
+    return axrt_tensor_create(buffer, &desc, out);
+  };
+  const auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
+  AXRT_RETURN_IF_ERROR(make(p.tokens, {i64(T)}, &in[0]));
+  AXRT_RETURN_IF_ERROR(make(p.positions, {i64(T)}, &in[1]));
+  AXRT_RETURN_IF_ERROR(make(p.tables, {i64(T), i64(MB)}, &in[2]));
+  AXRT_RETURN_IF_ERROR(make(p.rows, {i64(R)}, &in[3]));
+  axrt_invoke_channel_t channel = {group_, p.rank};
+  axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
+  options.channels = &channel;
+  options.channel_count = 1;
+  return axrt_function_invoke(p.step, p.stream, in, 5, nullptr, 0, &options);
+}
+
+void Engine::abort_group(const char* why) {
+  if (group_ == nullptr) return;
+  // The first failure stays the group's: this one only ends what waits.
+  if (axrt_status_t s = axrt_group_abort(group_, -1, why)) axrt_status_free(s);
 }
 
 void Engine::trace_step(const StepPlan& plan, int64_t begin) const {
@@ -711,7 +943,13 @@ bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEve
   // A step that failed part-way may have left copies into the staging
   // buffers queued: they finish before anything touches those again. What
   // that says is whether the stream itself failed (it stays failed).
+  if (status) abort_group(axrt_status_message(status.get()));
   const StatusPtr stream_failure(status ? axrt_stream_synchronize(stream_) : nullptr);
+  if (status) {
+    for (const auto& peer : peers_) {
+      if (axrt_status_t s = axrt_stream_synchronize(peer->stream)) axrt_status_free(s);
+    }
+  }
   lock.lock();
   if (step_begin) trace_step(plan, step_begin);
   ++counters_.steps;
@@ -719,8 +957,9 @@ bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEve
   if (status) {
     // Memory that ran short fails the step's requests only; anything
     // else, or a stream that failed, fails the engine.
+    // In a set the group aborted with it: nothing runs there any more.
     if (axrt_status_code(status.get()) != AXRT_STATUS_CODE_RESOURCE_EXHAUSTED ||
-        stream_failure) {
+        stream_failure || group_ != nullptr) {
       failure_.reset(axrt_status_create(axrt_status_code(status.get()),
                                         axrt_status_message(status.get())));
     }

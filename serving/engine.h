@@ -34,6 +34,21 @@ struct ModelShape {
   uint64_t block_bytes() const { return layers * 2 * kv_heads * block_size * head_dim * 4; }
 };
 
+// A member of a tensor-parallel set other than the head (rank 0): its
+// `step`, on a stream of its device, over its buffers and its KV-cache shard.
+struct Peer {
+  uint32_t rank = 0;
+  axrt_executable_t executable = nullptr;
+  axrt_function_t step = nullptr;
+  axrt_device_t device = nullptr;
+  axrt_stream_t stream = nullptr;
+  uint64_t kv_heads = 0;
+  axrt_buffer_t tokens = nullptr, positions = nullptr, tables = nullptr, rows = nullptr;
+  axrt_buffer_t cache_buffer = nullptr;
+  axrt_tensor_t cache = nullptr;
+  ~Peer();
+};
+
 class Engine {
  public:
   static axrt_status_t create(axrt_executable_t executable, const axrt_engine_options_t& options,
@@ -65,6 +80,13 @@ class Engine {
 
   Engine() = default;
   axrt_status_t init(axrt_executable_t executable, const axrt_engine_options_t& options);
+  // Checks and sets up the set's other members (options.executables[1..]).
+  axrt_status_t init_peers(const axrt_engine_options_t& options, uint64_t num_blocks);
+  // Queues member `peer`'s step over what the head's staging holds.
+  axrt_status_t execute_peer(Peer& peer, const StepPlan& plan, uint64_t T, uint64_t R);
+  // The stream failures of the set's other members, once the head's step
+  // went wrong: a failed member is what the error should name.
+  void abort_group(const char* why);
   void run();
   // One turn of the engine thread's loop, under `lock`; false once stopped.
   bool run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEvent>& events);
@@ -89,6 +111,10 @@ class Engine {
   axrt_device_t device_ = nullptr;
   axrt_stream_t stream_ = nullptr;
   std::unique_ptr<Buffers> buffers_;
+  // A tensor-parallel set: its group (borrowed) and the members after the
+  // head; none on one device.
+  axrt_group_t group_ = nullptr;
+  std::vector<std::unique_ptr<Peer>> peers_;
   ModelShape shape_;
   axrt_engine_callback_t callback_ = nullptr;
   void* user_data_ = nullptr;

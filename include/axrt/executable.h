@@ -267,10 +267,19 @@ typedef struct axrt_function_info_t {
   uint32_t symbol_count;  /* symbolic dimensions */
   uint32_t command_count;
   uint64_t arena_size;    /* transient bytes per call */
+  /* Format 1.4: channels, each bound to a group at every call
+   * (axrt_invoke_options_t.channels); with axrt_function_query_channel. */
+  uint32_t channel_count;
 } axrt_function_info_t;
 
 #define AXRT_FUNCTION_INFO_INIT \
-  { sizeof(axrt_function_info_t), NULL, NULL, 0, 0, 0, 0, 0 }
+  { sizeof(axrt_function_info_t), NULL, NULL, 0, 0, 0, 0, 0, 0 }
+
+/* Channel `index` of `function` (format 1.4): its name (owned by the
+ * executable) and the members it needs (0: any). OUT_OF_RANGE past the
+ * last. */
+AXRT_API axrt_status_t axrt_function_query_channel(axrt_function_t function, uint32_t index,
+                                                   const char** out_name, uint32_t* out_size);
 
 /* Fills `*out_info` (whose struct_size the caller sets). */
 AXRT_API axrt_status_t axrt_function_query_info(axrt_function_t function,

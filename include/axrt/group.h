@@ -13,12 +13,13 @@
  *
  * Backends: the members' driver decides how the work is done.
  *   - "cpu": CPU devices; the runtime's own implementation over their host
- *     memory. All-reduce and reduce-scatter are rings (each member reduces
- *     the chunk its left neighbour passes on; vectors of up to 64 KiB are
- *     reduced by each member itself, reading the members' buffers in rank
- *     order), all-gather a ring of copies,
- *     broadcast a flat tree (each member copies from the root), send/recv a
- *     direct copy. Every member ends with bit-identical results.
+ *     memory. In all-reduce and reduce-scatter each member reduces its
+ *     block of the vector, reading every member's buffer in rank order (an
+ *     all-reduce then copies every member's block); all-gather is a ring of
+ *     copies, broadcast a flat tree (each member copies from the root),
+ *     send/recv a direct copy. Every member ends with bit-identical
+ *     results, and every element of a reduction is combined in rank order
+ *     whatever the count, so it does not depend on the vector's length.
  *   - "nccl": CUDA devices, through NCCL (libnccl.so.2, loaded at run time;
  *     AXRT_NCCL_LIBRARY names another file), one communicator per member.
  *     NCCL queues onto each member stream's CUstream, which the group takes

@@ -105,10 +105,26 @@ typedef struct axrt_engine_options_t {
   /* Called with every event (see the threading note above); required. */
   axrt_engine_callback_t callback;
   void* user_data;
+  /* A tensor-parallel set (docs/multi-device.md, "Serving a set"): the
+   * members of `group` run `executables` (rank order, `executable_count`
+   * the group's size, each loaded on its member's device, the channel of
+   * their collectives bound to `group`); the create call's `executable` is
+   * executables[0], the head rank, whose `step` returns the logits and whose
+   * `sample` runs; the others' `step` take the same inputs and return
+   * nothing. Every step runs on every member, on a stream of its own, with
+   * the same tokens, positions and block tables; the scheduler and the
+   * block manager run once, and each member holds its shard of the KV cache
+   * (`num_blocks` blocks each; `kv_cache_bytes` is each member's). The group
+   * is borrowed and must outlive the engine; a member that fails fails the
+   * engine, every request in flight ending with an error naming it. NULL
+   * and 0: one device. */
+  axrt_group_t group;
+  const axrt_executable_t* executables;
+  size_t executable_count;
 } axrt_engine_options_t;
 
 #define AXRT_ENGINE_OPTIONS_INIT \
-  { sizeof(axrt_engine_options_t), NULL, 0, 0, 0, 0, 0, 0, NULL, NULL }
+  { sizeof(axrt_engine_options_t), NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0 }
 
 /* Request behaviour (axrt_request_t.flags). */
 typedef uint32_t axrt_request_flags_t;
@@ -172,10 +188,14 @@ typedef struct axrt_engine_stats_t {
   uint64_t requests_finished;
   uint64_t requests_cancelled;
   uint64_t requests_rejected; /* refused by add_request */
+  /* 1 once a step failed on the device (in a set: on any member): the
+   * engine ended every request in flight with the error and takes no more
+   * requests (add_request's FAILED_PRECONDITION says why). */
+  uint32_t failed;
 } axrt_engine_stats_t;
 
 #define AXRT_ENGINE_STATS_INIT \
-  { sizeof(axrt_engine_stats_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  { sizeof(axrt_engine_stats_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Creates an engine running `executable`'s `step` and `sample` functions
  * on its device, with a KV cache allocated there, and starts its thread.

@@ -12,7 +12,7 @@ import pytest
 import axrt
 import axrt.llm
 from axrt.llm.checkpoint import Checkpoint
-from axrt.llm.model import read_model
+from axrt.llm.modelfile import read_model
 from serving_support import DATA, tiny_llama_path  # noqa: F401 (a fixture)
 
 # The commands of one decoder layer in decode (convert.py's program) and the

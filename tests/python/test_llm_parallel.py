@@ -1,6 +1,6 @@
 """Tensor-parallel models (docs/multi-device.md): tiny Llama checkpoints converted
-into sets of 2 and 4 shards and run on as many CPU devices, against transformers'
-outputs (tests/llm/data) and the same model on one device.
+into sets of 2 and 4 shards and served by the engine on as many CPU devices,
+against transformers' outputs (tests/llm/data) and the same model on one device.
 
 Needs AXRT_CPU_DEVICES=4 in the environment before axrt makes its instance;
 CTest's python.llm_parallel sets it."""
@@ -56,6 +56,14 @@ def max_abs(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want)))
 
 
+def engine_logits(engine, prompt, count):
+    """The greedy tokens and, for each, the logits it was chosen from (the first
+    after the prompt), through `engine`."""
+    request = engine.submit(prompt, count, stop_ids=(), logits=True)
+    events = [e for e in request if e.token >= 0]
+    return [e.token for e in events], [e.logits for e in events]
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """Converts each (model, weights, ranks) once; ranks 1 is the single file."""
@@ -89,8 +97,8 @@ def report(capsys):
 def test_greedy_tokens_and_logits_match_transformers_and_one_device(converted, report, model,
                                                                      ranks):
     ref = reference(model, "f32")
-    one = axrt.llm.load(converted(model))
-    with axrt.llm.load(converted(model, ranks=ranks), devices=devices(ranks)) as tp:
+    one = axrt.llm.Engine(converted(model))
+    with one, axrt.llm.load(converted(model, ranks=ranks), devices=devices(ranks)) as tp:
         assert isinstance(tp, ParallelModel) and tp.size == ranks
         assert [str(d.id) for d in tp.devices] == devices(ranks)
         assert isinstance(tp.group, axrt.Group) and tp.group.size == ranks
@@ -98,14 +106,10 @@ def test_greedy_tokens_and_logits_match_transformers_and_one_device(converted, r
         for i, prompt in prompts(ref):
             tokens = tp.generate(prompt, 32, stop_ids=())
             assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
-            assert tokens == one.generate(prompt, 32, stop_ids=()), f"prompt {i}"
-            # Prefill, then decode the greedy continuation: every step's logits.
-            with tp.session() as seq, one.session() as alone:
-                rows = [seq.prefill(prompt)]
-                alone_rows = [alone.prefill(prompt)]
-                for token in ref[f"prompt{i}_greedy"][:-1]:
-                    rows.append(seq.decode(int(token)))
-                    alone_rows.append(alone.decode(int(token)))
+            # Every step's logits: after the prompt, then after each token.
+            got, rows = engine_logits(tp.engine, prompt, 32)
+            alone, alone_rows = engine_logits(one, prompt, 32)
+            assert got == alone == tokens, f"prompt {i}"
             for step, (row, alone_row) in enumerate(zip(rows, alone_rows)):
                 want = ref[f"prompt{i}_greedy_logits"][step]
                 err = relative_error(row, want)
@@ -118,23 +122,23 @@ def test_greedy_tokens_and_logits_match_transformers_and_one_device(converted, r
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-def test_every_position_through_decode_and_chunked_prefill(converted, ranks):
-    """Teacher-forced: one prefill token, then a decode step per prompt token;
-    and the prompt prefilled in chunks of 5 (positions continuing in each
-    rank's cache)."""
+def test_every_position_and_chunked_prefill(converted, ranks):
+    """The logits after every prefix of a prompt (each a request of one token,
+    the earlier prefixes supplied by the prefix cache), and the whole prompt
+    prefilled in chunks of 5 and 16 tokens."""
     ref = reference("tiny-llama-tp", "f32")
     i, prompt = next(p for p in prompts(ref) if len(p[1]) > 20)
     want = ref[f"prompt{i}_logits"]
-    with axrt.llm.load(converted("tiny-llama-tp", ranks=ranks), devices=devices(ranks)) as tp:
-        with tp.session() as seq:
-            rows = [seq.prefill(prompt[:1])] + [seq.decode(t) for t in prompt[1:]]
-        for position, row in enumerate(rows):
-            err = relative_error(row, want[position])
-            assert err <= F32_TOLERANCE, f"position {position}: decode logits off by {err:.2e}"
-        for chunk in (5, 16):
-            with tp.session() as seq:
-                last = seq.prefill(prompt, chunk=chunk)
-            assert relative_error(last, want[-1]) <= F32_TOLERANCE, f"chunks of {chunk}"
+    path = converted("tiny-llama-tp", ranks=ranks)
+    with axrt.llm.Engine(path, devices=devices(ranks)) as engine:
+        for position in range(len(prompt)):
+            _, rows = engine_logits(engine, prompt[:position + 1], 1)
+            err = relative_error(rows[0], want[position])
+            assert err <= F32_TOLERANCE, f"position {position}: logits off by {err:.2e}"
+    for chunk in (5, 16):
+        with axrt.llm.Engine(path, devices=devices(ranks), max_step_tokens=chunk) as engine:
+            _, rows = engine_logits(engine, prompt, 1)
+            assert relative_error(rows[0], want[-1]) <= F32_TOLERANCE, f"chunks of {chunk}"
 
 
 @pytest.mark.parametrize("weights, ranks", [("int8", 2), ("int8", 4), ("int4", 2), ("bf16", 4)])
@@ -149,13 +153,9 @@ def test_quantized_shards_are_the_one_device_weights(converted, report, weights,
     with axrt.llm.load(converted("tiny-llama-tp", weights, ranks),
                        devices=devices(ranks)) as tp:
         for i, prompt in prompts(ref):
-            tokens = tp.generate(prompt, 32, stop_ids=())
+            tokens, rows = engine_logits(tp.engine, prompt, 32)
             assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
             assert tokens == one.generate(prompt, 32, stop_ids=()), f"prompt {i}"
-            with tp.session() as seq:
-                rows = [seq.prefill(prompt)]
-                for token in ref[f"prompt{i}_greedy"][:-1]:
-                    rows.append(seq.decode(int(token)))
             for step, row in enumerate(rows):
                 want = ref[f"prompt{i}_greedy_logits"][step]
                 err = relative_error(row, want)
@@ -175,17 +175,14 @@ def test_int8_activations_match_the_one_device_model(converted, report, tmp_path
     for path, ranks in ((one_path, 1), (tp_path, 2)):
         axrt.llm.convert(DATA / "tiny-llama-tp", path, weights="int4", activations="int8",
                          cuda=False, tensor_parallel=ranks)
-    one = axrt.llm.load(one_path)
     worst = 0.0
-    with axrt.llm.load(tp_path, devices=devices(2)) as tp:
+    with axrt.llm.Engine(one_path) as one, \
+            axrt.llm.Engine(tp_path, devices=devices(2)) as tp:
         assert tp.config.activations == "int8"
         for i, prompt in prompts(ref):
-            assert tp.generate(prompt, 32, stop_ids=()) == one.generate(prompt, 32, stop_ids=())
-            with tp.session() as seq, one.session() as alone:
-                rows = [seq.prefill(prompt)] + [seq.decode(int(t))
-                                                for t in ref[f"prompt{i}_greedy"][:8]]
-                alone_rows = [alone.prefill(prompt)] + [alone.decode(int(t))
-                                                        for t in ref[f"prompt{i}_greedy"][:8]]
+            tokens, rows = engine_logits(tp, prompt, 9)
+            alone, alone_rows = engine_logits(one, prompt, 9)
+            assert tokens == alone
             for row, alone_row in zip(rows, alone_rows):
                 assert relative_error(row, alone_row) <= ONE_DEVICE_TOLERANCE
                 worst = max(worst, max_abs(row, alone_row))
@@ -193,7 +190,7 @@ def test_int8_activations_match_the_one_device_model(converted, report, tmp_path
            f"device's; logits within {worst:.2e} (max abs) of it")
 
 
-def test_sampling_sessions_and_pool(converted):
+def test_sampling_and_the_kv_cache_shards(converted):
     path = converted("tiny-llama-tp", ranks=2)
     one = axrt.llm.load(converted("tiny-llama-tp"))
     with axrt.llm.load(path, devices=devices(2), num_blocks=8) as tp:
@@ -205,25 +202,13 @@ def test_sampling_sessions_and_pool(converted):
                               stop_ids=())) == a
         assert tp.generate(prompt, 24, stop_ids=[a[0]], temperature=1.0, top_p=0.95,
                            seed=11) == a[:1]
-        # Each rank's cache holds its own KV heads (4 KV heads over 2 ranks).
-        assert [c.shape for c in tp.kv_cache] == [(2, 2, 8, 2, 16, 32)] * 2
-        assert [c.device.id for c in tp.kv_cache] == devices(2)
-        # Two sequences interleaved in one pool compute what each computes alone.
-        ref = reference("tiny-llama-tp", "f32")
-        p0 = [int(t) for t in ref["prompt0"]]
-        with tp.session(48) as first, tp.session(48) as second:
-            a = first.prefill(p0)
-            b = second.prefill(p0[:3])
-            a2 = first.decode(int(ref["prompt0_greedy"][0]))
-            assert relative_error(a, ref["prompt0_logits"][-1]) <= F32_TOLERANCE
-            assert relative_error(b, ref["prompt0_logits"][2]) <= F32_TOLERANCE
-            assert relative_error(a2, ref["prompt0_greedy_logits"][1]) <= F32_TOLERANCE
-            with pytest.raises(MemoryError, match="free blocks"):
-                tp.session(48)
+        assert tp.generate(prompt, 0) == []
+        # The one pool of 8 blocks of 16 tokens: 128 tokens at most.
+        assert tp.engine.stats()["kv_blocks_total"] == 8
         with pytest.raises(ValueError, match="outside the vocabulary"):
             tp.generate([1, 5000], 4)
         assert tp.tokenizer is not None
-    with pytest.raises(ValueError, match="closed"):
+    with pytest.raises(RuntimeError, match="closed"):
         tp.generate(prompt, 2)
 
 
@@ -242,9 +227,13 @@ def test_each_step_is_two_all_reductions_per_layer(converted):
 def test_an_aborted_group_fails_the_model_naming_it(converted):
     with axrt.llm.load(converted("tiny-llama-tp", ranks=2), devices=devices(2)) as tp:
         tp.group.abort(1, "taken down by the test")
-        with pytest.raises(axrt.AbortedError, match="axrt.llm.*taken down by the test"):
+        with pytest.raises(axrt.llm.RequestError,
+                           match=r"axrt.llm.*member 1 \(cpu:1\) failed: taken down by the test"):
             tp.generate([1, 17, 250, 3], 4, stop_ids=())
-    # The devices' streams are untouched: a new set runs.
+        # The engine takes no more requests.
+        with pytest.raises(axrt.FailedPreconditionError, match="has failed"):
+            tp.generate([1, 17, 250, 3], 4, stop_ids=())
+    # Stop, restructure, resume: a new set on the same devices runs.
     with axrt.llm.load(converted("tiny-llama-tp", ranks=2), devices=devices(2)) as tp:
         assert len(tp.generate([1, 17, 250, 3], 4, stop_ids=())) == 4
 
@@ -261,12 +250,12 @@ def test_the_shards_say_what_they_hold(converted):
         assert info["heads"] == [2 * rank, 2 * rank + 2]
         assert info["kv_heads"] == [rank, rank + 1]
         assert info["intermediate"] == [128 * rank, 128 * rank + 128]
-        names = {"embed", "prefill.attention.0", "decode.attention.1", "mlp.1"}
-        assert names <= set(exe.functions)
-        head = {"prefill.head", "decode.head", "sample"}
-        assert (head <= set(exe.functions)) == (rank == 0)
+        # The serving contract: `step` on every rank, its two all-reduces per
+        # layer inside it; the logits and `sample` on the head rank.
+        assert set(exe.functions) == ({"step", "sample"} if rank == 0 else {"step"})
         assert ("axrt.llm.tokenizer" in exe.metadata) == (rank == 0)
-        assert exe["decode.attention.0"].inputs[-1]["shape"] == (2, 2, "NB", 1, 16, 32)
+        assert exe["step"].inputs[-1]["shape"] == (2, 2, "NB", 1, 16, 32)
+        assert len(exe["step"].outputs) == (1 if rank == 0 else 0)
     assert len({i["set_id"] for i in infos}) == 1
 
 

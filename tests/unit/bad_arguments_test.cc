@@ -2455,6 +2455,19 @@ BAD_ARGUMENTS(axrt_function_query_symbol) {
   CHECK(bound == 7);
 }
 
+BAD_ARGUMENTS(axrt_function_query_channel) {
+  WalkExecutable walk(*this);
+  const char* name = "untouched";
+  uint32_t size = 7;
+  EXPECT_INVALID(axrt_function_query_channel(nullptr, 0, &name, &size), "function");
+  EXPECT_INVALID(axrt_function_query_channel(walk.function_handle, 0, nullptr, &size), "out_name");
+  EXPECT_INVALID(axrt_function_query_channel(walk.function_handle, 0, &name, nullptr), "out_size");
+  EXPECT_ERROR(axrt_function_query_channel(walk.function_handle, 0, &name, &size),
+               AXRT_STATUS_CODE_OUT_OF_RANGE, "has 0 channel(s)");
+  CHECK(std::string(name) == "untouched");
+  CHECK(size == 7);
+}
+
 BAD_ARGUMENTS(axrt_function_invoke) {
   WalkExecutable walk(*this);
   axrt_tensor_t inputs[] = {walk.input};

@@ -77,7 +77,7 @@ class Engine {
  public:
   Engine(py::object executable, uint32_t num_blocks, uint64_t kv_cache_bytes,
          uint32_t max_step_tokens, uint32_t max_running, uint32_t max_waiting,
-         bool chunked_prefill, bool prefix_caching)
+         bool chunked_prefill, bool prefix_caching, py::object group, py::object members)
       : executable_(std::move(executable)), queue_(std::make_shared<EventQueue>()) {
     axrt_engine_options_t options = AXRT_ENGINE_OPTIONS_INIT;
     options.num_blocks = num_blocks;
@@ -90,6 +90,22 @@ class Engine {
     options.callback = &on_event;
     options.user_data = queue_.get();
     axrt_executable_t handle = executable_handle(executable_);
+    // A tensor-parallel set: its group and every member's executable, rank
+    // order, the first being `executable`; kept alive with the engine.
+    std::vector<axrt_executable_t> handles;
+    if (!group.is_none()) {
+      if (members.is_none()) throw py::value_error("group= needs members= (the set's executables)");
+      for (py::handle member : members) {
+        handles.push_back(executable_handle(py::reinterpret_borrow<py::object>(member)));
+      }
+      options.group = group_handle(group);
+      options.executables = handles.data();
+      options.executable_count = handles.size();
+      group_ = group;
+      members_ = members;
+    } else if (!members.is_none()) {
+      throw py::value_error("members= needs group= (the set's device group)");
+    }
     axrt_status_t status;
     {
       GilRelease release;
@@ -218,6 +234,7 @@ class Engine {
     d["requests_finished"] = s.requests_finished;
     d["requests_cancelled"] = s.requests_cancelled;
     d["requests_rejected"] = s.requests_rejected;
+    d["failed"] = s.failed != 0;
     return d;
   }
 
@@ -254,6 +271,10 @@ class Engine {
   }
 
   py::object executable_;
+  // A set's group and executables, alive while the engine is (destroyed
+  // after it, by the destructor's body).
+  py::object group_ = py::none();
+  py::object members_ = py::none();
   std::shared_ptr<EventQueue> queue_;
   axrt_engine_t engine_ = nullptr;
   uint32_t block_size_ = 0;
@@ -269,11 +290,13 @@ The serving engine (axrt/serving.h) over an executable following the serving
 contract. Low level: use axrt.llm.Engine. Events come from poll() as tuples
 (request_id, token, index, finish, error, logits, logprob, top, prompt_tokens,
 cached_tokens).)doc")
-      .def(py::init<py::object, uint32_t, uint64_t, uint32_t, uint32_t, uint32_t, bool, bool>(),
+      .def(py::init<py::object, uint32_t, uint64_t, uint32_t, uint32_t, uint32_t, bool, bool,
+                    py::object, py::object>(),
            py::arg("executable"), py::kw_only(), py::arg("num_blocks") = 0,
            py::arg("kv_cache_bytes") = 0, py::arg("max_step_tokens") = 0,
            py::arg("max_running") = 0, py::arg("max_waiting") = 0,
-           py::arg("chunked_prefill") = true, py::arg("prefix_caching") = true)
+           py::arg("chunked_prefill") = true, py::arg("prefix_caching") = true,
+           py::arg("group") = py::none(), py::arg("members") = py::none())
       .def("add_request", &Engine::add_request, py::arg("id"), py::arg("prompt"),
            py::arg("max_tokens"), py::kw_only(), py::arg("stop_ids") = std::vector<int32_t>{},
            py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,

@@ -15,13 +15,15 @@
 
     python -m axrt.llm convert HF_DIR model-tp2 --tensor-parallel 2
     model = axrt.llm.load("model-tp2", devices=["cuda:0", "cuda:1"])  # a ParallelModel
+    with axrt.llm.Engine("model-tp2", devices=["cuda:0", "cuda:1"]) as engine:  # served
 
 See docs/llm.md, docs/serving.md and docs/multi-device.md.
 """
 from .config import ModelConfig, UnsupportedModelError
 from .convert import WEIGHT_MODES, convert
 from .engine import AsyncRequest, Engine, Request, RequestError, TokenEvent
-from .model import BlockAllocator, LanguageModel, Model, Session, load
+from .loading import load
+from .model import BlockAllocator, LanguageModel, Model, Session
 from .parallel import ParallelModel
 
 __all__ = [

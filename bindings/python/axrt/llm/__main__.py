@@ -67,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="serve a converted model over HTTP "
                                 "(OpenAI-compatible completions API)")
-    serve.add_argument("model", help="the .axe file")
+    serve.add_argument("model", help="the .axe file, or a tensor-parallel set's directory "
+                                     "(with --devices)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
@@ -75,7 +76,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="require 'Authorization: Bearer KEY' on every endpoint but /health")
     serve.add_argument("--model-name", default=None,
                        help="the model's name in the API (default: the file name without .axe)")
-    serve.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
+    serve_where = serve.add_mutually_exclusive_group()
+    serve_where.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
+    serve_where.add_argument("--devices", default=None,
+                             type=lambda text: [d for d in text.replace(" ", "").split(",") if d],
+                             help="a tensor-parallel set's devices in rank order, "
+                                  "comma-separated (e.g. cpu:0,cpu:1); the engine runs every "
+                                  "step on all of them")
     cache = serve.add_mutually_exclusive_group()
     cache.add_argument("--num-blocks", type=int, default=0, help="KV-cache blocks")
     cache.add_argument("--kv-cache-bytes", type=int, default=0,
@@ -110,6 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, terminate)
     try:
         serve(args.model, host=args.host, port=args.port, device=args.device,
+              devices=args.devices,
               api_key=args.api_key, model_name=args.model_name,
               max_body_bytes=args.max_body_bytes, log_level=args.log_level,
               num_blocks=args.num_blocks, kv_cache_bytes=args.kv_cache_bytes,

@@ -23,7 +23,7 @@ ABI_VERSION = 1
 #: The metadata key of a tensor-parallel shard: its :class:`ShardInfo` (JSON).
 SHARD_KEY = "axrt.llm.shard"
 #: Version of a shard's functions and of :class:`ShardInfo` (docs/multi-device.md).
-SHARD_VERSION = 1
+SHARD_VERSION = 2
 
 
 class UnsupportedModelError(ValueError):

@@ -37,6 +37,8 @@ _PREFILL_ROWS = 16
 _ELEMENTWISE_CHUNK = 4096
 _F32 = 4
 _EMBED = "model.embed_tokens.weight"
+# The channel of a tensor-parallel set's all-reduces (docs/multi-device.md).
+TP_CHANNEL = "tensor_parallel"
 
 
 def _arena(sizes: Dict[str, int]) -> Tuple[Dict[str, int], int]:
@@ -149,8 +151,9 @@ class _Linear:
 
 class _Converter:
     def __init__(self, checkpoint: Checkpoint, config: ModelConfig, weights: str,
-                 fatbin: Optional[Path]) -> None:
+                 fatbin: Optional[Path], info: ShardInfo) -> None:
         self.ckpt = checkpoint
+        self.info = info
         self.cfg = config
         self.mode = weights
         self.activations = config.activations
@@ -161,7 +164,7 @@ class _Converter:
         self.kernels: Dict[str, axb.Kernel] = {}
         self.zero_bias: Optional[axb.Constant] = None
         # Said after a projection's shape in messages ("in each of 4 shards").
-        self.part_note = ""
+        self.part_note = f" in each of {info.size} tensor-parallel shards" if info.size > 1 else ""
 
     # -- constants ------------------------------------------------------
     def constant(self, name: str, make: Callable[[], np.ndarray], dtype: str,
@@ -354,14 +357,32 @@ class _Converter:
                    [x, gamma, out, m, self.cfg.hidden_size, float(self.cfg.rms_norm_eps)])
 
     # -- the program ----------------------------------------------------
-    def convert(self, out: Path) -> None:
-        cfg, ckpt = self.cfg, self.ckpt
-        H, V, L = cfg.hidden_size, cfg.vocab_size, cfg.num_layers
-        QKV, I = cfg.qkv_size, cfg.intermediate_size
-        widest = max(QKV, H, 2 * I, V)
+    def build(self) -> None:
+        """Adds the weights and the functions; :meth:`save` writes them.
+
+        One writer for every file: the whole model on one device (`info` of
+        size 1) or rank ``info.rank`` of a tensor-parallel set, split
+        Megatron-style: q/k/v and gate/up column-parallel (this rank's
+        heads, KV heads and MLP columns), o_proj and down_proj row-parallel
+        (the matching inputs; the bias on rank 0 only), so that a layer's
+        attention and MLP each end in a partial sum, which an all-reduce
+        over the function's channel ``tensor_parallel`` completes (format
+        1.4). The final norm, lm_head and ``sample`` are the head rank's.
+        """
+        cfg, info = self.cfg, self.info
+        H, V, L, D = cfg.hidden_size, cfg.vocab_size, cfg.num_layers, cfg.head_dim
+        heads = info.heads[1] - info.heads[0]
+        kv_heads = info.kv_heads[1] - info.kv_heads[0]
+        columns = info.intermediate[1] - info.intermediate[0]
+        holds_head = info.rank == info.head_rank
+        widest = max((heads + 2 * kv_heads) * D, H, 2 * columns, V if holds_head else 0)
         self.zero_bias = self.b.constant("zero_bias", np.zeros(widest, np.float32))
         embed, embed_kernel = self.embedding()
 
+        split = info.size > 1
+        q_rows = (info.heads[0] * D, info.heads[1] * D)
+        kv_rows = (info.kv_heads[0] * D, info.kv_heads[1] * D)
+        mlp_rows = tuple(info.intermediate)
         layers = []
         for l in range(L):
             p = f"model.layers.{l}."
@@ -371,43 +392,60 @@ class _Converter:
                 ln1=self.norm(p + "input_layernorm"),
                 qkv=self.linear(f"layers.{l}.qkv", [attn + "q_proj.weight", attn + "k_proj.weight",
                                                     attn + "v_proj.weight"],
-                                [attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"]),
+                                [attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"],
+                                rows=[q_rows, kv_rows, kv_rows] if split else None),
                 o=self.linear(f"layers.{l}.o_proj", [attn + "o_proj.weight"],
-                              [attn + "o_proj.bias"]),
+                              [attn + "o_proj.bias"], cols=q_rows if split else None,
+                              with_bias=info.rank == 0),
                 ln2=self.norm(p + "post_attention_layernorm"),
                 gate_up=self.linear(f"layers.{l}.gate_up", [mlp + "gate_proj.weight",
                                                             mlp + "up_proj.weight"],
-                                    [mlp + "gate_proj.bias", mlp + "up_proj.bias"]),
+                                    [mlp + "gate_proj.bias", mlp + "up_proj.bias"],
+                                    rows=[mlp_rows, mlp_rows] if split else None),
                 down=self.linear(f"layers.{l}.down_proj", [mlp + "down_proj.weight"],
-                                 [mlp + "down_proj.bias"]),
+                                 [mlp + "down_proj.bias"], cols=mlp_rows if split else None,
+                                 with_bias=info.rank == 0),
             ))
-        final_norm = self.norm("model.norm")
-        lm_head = self.lm_head(embed)
+        head = None
+        if holds_head:
+            head = (self.norm("model.norm"), self.lm_head(embed))
         inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
 
-        for fn in ("prefill", "decode", "step"):
-            self.program(fn, embed, embed_kernel, layers, final_norm, lm_head, inv_freq)
-        self.sampler()
+        # One device: also the single-sequence functions of axrt.llm.Model.
+        for fn in (("step",) if split else ("prefill", "decode", "step")):
+            self.program(fn, embed, embed_kernel, layers, head, inv_freq)
+        if holds_head:
+            self.sampler()
 
         self.b.metadata(METADATA_KEY, cfg.to_json())
-        if ckpt.tokenizer_json is not None:
-            self.b.metadata(TOKENIZER_KEY, ckpt.tokenizer_json)
+        if split:
+            self.b.metadata(SHARD_KEY, info.to_json())
+        if holds_head and self.ckpt.tokenizer_json is not None:
+            self.b.metadata(TOKENIZER_KEY, self.ckpt.tokenizer_json)
+
+    def save(self, out: Path) -> None:
         self.b.save(out)
 
-    def program(self, which: str, embed, embed_kernel, layers, final_norm, lm_head,
-                inv_freq) -> None:
-        cfg = self.cfg
+    def program(self, which: str, embed, embed_kernel, layers, head, inv_freq) -> None:
+        """Function `which` (``step``, ``prefill`` or ``decode``) over this file's part of
+        every layer; `head` (the final norm and lm_head) on the head rank, else None."""
+        cfg, info = self.cfg, self.info
         H, V = cfg.hidden_size, cfg.vocab_size
-        QKV, I = cfg.qkv_size, cfg.intermediate_size
-        nh, nkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        D = cfg.head_dim
+        nh = info.heads[1] - info.heads[0]
+        nkv = info.kv_heads[1] - info.kv_heads[0]
+        I = info.intermediate[1] - info.intermediate[0]
+        QKV = (nh + 2 * nkv) * D
         BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
         prefill = which == "prefill"
         # `step` (the serving engine's, docs/serving.md): any mix of tokens of
         # any sequences, each with its own row of block table, attended one
         # token at a time like decode; logits only of the rows `logit_rows`
         # names. Every kernel computes a token's values from that token's
-        # inputs alone, in an order that does not depend on the others, so a
-        # sequence's logits do not depend on what it is batched with.
+        # inputs alone, in an order that does not depend on the others, and
+        # the all-reduces of a set sum every element in rank order whatever
+        # the step's size, so a sequence's logits do not depend on what it is
+        # batched with.
         step = which == "step"
         rows_max = {"prefill": cfg.prefill_chunk, "decode": cfg.max_batch,
                     "step": max(cfg.prefill_chunk, cfg.max_batch)}[which]
@@ -418,26 +456,33 @@ class _Converter:
         if step:
             inputs.append(("logit_rows", "int32", ["S"]))
         inputs.append(("kv_cache", "float32", cache_shape))
-        outputs = [("logits", "float32", [1 if prefill else ("S" if step else n), V])]
+        outputs = []
+        if head is not None:
+            outputs = [("logits", "float32", [1 if prefill else ("S" if step else n), V])]
         symbols = {n: rows_max, "NB": 1 << 24}
         if step:
             symbols["S"] = cfg.max_batch
+        channels = {TP_CHANNEL: info.size} if info.size > 1 else {}
 
         sizes = dict(h=rows_max * H, xn=rows_max * H, qkv=rows_max * QKV, attn=rows_max * nh * D,
                      tmp=rows_max * H, gu=rows_max * 2 * I, act=rows_max * I, last=H, last_n=H)
         offsets, arena = _arena(sizes)
         f = self.b.function(which, inputs, outputs, symbols=symbols, arena_size=arena,
-                            mutable=("kv_cache",))
+                            mutable=("kv_cache",), channels=channels)
 
         def buf(key: str):
             return f.arena(offsets[key], sizes[key] * _F32)
+
+        def all_reduce(key: str, count) -> None:
+            # A partial sum of the set: complete it on every rank.
+            if channels:
+                f.collective("all_reduce", TP_CHANNEL, "float32", count, buf(key), buf(key))
 
         rows = f.sym(n)
         nb = f.sym("NB")
         tokens, positions, tables = (f.input(i) for i in range(3))
         logit_rows = f.input(3) if step else None
         cache = f.input(4 if step else 3)
-        logits = f.output(0)
 
         f.dispatch(self.kernel(embed_kernel), [rows], [tokens, embed, buf("h"), rows, H, V])
         scale = float(1.0 / np.sqrt(D))
@@ -459,12 +504,18 @@ class _Converter:
                            [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
                             nb, BS, MBS, QKV, scale])
             self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
+            all_reduce("tmp", rows * H)
             self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
             self.rmsnorm(f, buf("h"), layer["ln2"], buf("xn"), rows)
             self.matmul(f, layer["gate_up"], buf("xn"), buf("gu"), rows)
             f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows], [buf("gu"), buf("act"), rows, I])
             self.matmul(f, layer["down"], buf("act"), buf("tmp"), rows)
+            all_reduce("tmp", rows * H)
             self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
+        if head is None:
+            return
+        final_norm, lm_head = head
+        logits = f.output(0)
         if prefill:
             # Only the last token's logits: its hidden row, normed, projected.
             f.copy(buf("h"), buf("last"), H * _F32, src_offset=(rows - 1) * (H * _F32))
@@ -545,205 +596,10 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     if int(tensor_parallel) > 1:
         _write_shards(checkpoint, config, weights, fatbin, int(tensor_parallel), Path(out))
     else:
-        _Converter(checkpoint, config, weights, fatbin).convert(Path(out))
+        whole = _Converter(checkpoint, config, weights, fatbin, ShardInfo.of(config, 0, 1, ""))
+        whole.build()
+        whole.save(Path(out))
     return config
-
-
-class _ShardConverter(_Converter):
-    """One rank's file of a tensor-parallel set (docs/multi-device.md, "Tensor-parallel models").
-
-    The layers are split Megatron-style: q/k/v and gate/up column-parallel
-    (this rank's heads, KV heads and MLP columns), o_proj and down_proj
-    row-parallel (the matching inputs; the bias on rank 0 only), so that a
-    layer's attention and MLP each end in a partial sum over the ranks. The
-    program is cut there: every function ends at a partial sum, the caller
-    all-reduces it across the set and passes the sum to the next function,
-    which adds it to the residual stream first.
-    """
-
-    def __init__(self, checkpoint: Checkpoint, config: ModelConfig, weights: str,
-                 fatbin: Optional[Path], info: ShardInfo) -> None:
-        super().__init__(checkpoint, config, weights, fatbin)
-        self.info = info
-        self.part_note = f" in each of {info.size} tensor-parallel shards"
-
-    def build(self) -> None:
-        cfg, info = self.cfg, self.info
-        H, V, L, D = cfg.hidden_size, cfg.vocab_size, cfg.num_layers, cfg.head_dim
-        heads = info.heads[1] - info.heads[0]
-        kv_heads = info.kv_heads[1] - info.kv_heads[0]
-        columns = info.intermediate[1] - info.intermediate[0]
-        holds_head = info.rank == info.head_rank
-        widest = max((heads + 2 * kv_heads) * D, H, 2 * columns, V if holds_head else 0)
-        self.zero_bias = self.b.constant("zero_bias", np.zeros(widest, np.float32))
-        embed, embed_kernel = self.embedding()
-
-        q_rows = (info.heads[0] * D, info.heads[1] * D)
-        kv_rows = (info.kv_heads[0] * D, info.kv_heads[1] * D)
-        mlp_rows = tuple(info.intermediate)
-        layers = []
-        for l in range(L):
-            p = f"model.layers.{l}."
-            attn = p + "self_attn."
-            mlp = p + "mlp."
-            layers.append(dict(
-                ln1=self.norm(p + "input_layernorm"),
-                qkv=self.linear(f"layers.{l}.qkv", [attn + "q_proj.weight", attn + "k_proj.weight",
-                                                    attn + "v_proj.weight"],
-                                [attn + "q_proj.bias", attn + "k_proj.bias", attn + "v_proj.bias"],
-                                rows=[q_rows, kv_rows, kv_rows]),
-                o=self.linear(f"layers.{l}.o_proj", [attn + "o_proj.weight"],
-                              [attn + "o_proj.bias"], cols=q_rows, with_bias=info.rank == 0),
-                ln2=self.norm(p + "post_attention_layernorm"),
-                gate_up=self.linear(f"layers.{l}.gate_up", [mlp + "gate_proj.weight",
-                                                            mlp + "up_proj.weight"],
-                                    [mlp + "gate_proj.bias", mlp + "up_proj.bias"],
-                                    rows=[mlp_rows, mlp_rows]),
-                down=self.linear(f"layers.{l}.down_proj", [mlp + "down_proj.weight"],
-                                 [mlp + "down_proj.bias"], cols=mlp_rows,
-                                 with_bias=info.rank == 0),
-            ))
-        inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
-
-        self.embed_function(embed, embed_kernel)
-        for l, layer in enumerate(layers):
-            for which in ("prefill", "decode"):
-                self.attention_function(which, l, layer, inv_freq, heads, kv_heads)
-            self.mlp_function(l, layer, columns)
-        if holds_head:
-            final_norm = self.norm("model.norm")
-            lm_head = self.lm_head(embed)
-            for which in ("prefill", "decode"):
-                self.head_function(which, final_norm, lm_head)
-            self.sampler()
-
-        self.b.metadata(METADATA_KEY, cfg.to_json())
-        self.b.metadata(SHARD_KEY, info.to_json())
-        if holds_head and self.ckpt.tokenizer_json is not None:
-            self.b.metadata(TOKENIZER_KEY, self.ckpt.tokenizer_json)
-
-    def save(self, out: Path) -> None:
-        self.b.save(out)
-
-    def embed_function(self, embed, embed_kernel: str) -> None:
-        """``embed(tokens [T]) -> hidden [T, H]``: the residual stream's start, on every rank."""
-        cfg = self.cfg
-        H, V = cfg.hidden_size, cfg.vocab_size
-        f = self.b.function("embed", [("tokens", "int32", ["T"])],
-                            [("hidden", "float32", ["T", H])],
-                            symbols={"T": max(cfg.prefill_chunk, cfg.max_batch)})
-        rows = f.sym("T")
-        f.dispatch(self.kernel(embed_kernel), [rows], [f.input(0), embed, f.output(0), rows, H, V])
-
-    def attention_function(self, which: str, l: int, layer, inv_freq, heads: int,
-                           kv_heads: int) -> None:
-        """``<which>.attention.<l>(hidden, [delta,] positions, block_table(s), kv_cache) ->
-        partial``: adds `delta` (the previous layer's MLP, summed over the ranks) to
-        `hidden`, then this rank's heads of layer `l`'s attention, to its part of o_proj."""
-        cfg = self.cfg
-        H, L, D = cfg.hidden_size, cfg.num_layers, cfg.head_dim
-        BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
-        qkv_size = (heads + 2 * kv_heads) * D
-        prefill = which == "prefill"
-        rows_max = cfg.prefill_chunk if prefill else cfg.max_batch
-        n = "T" if prefill else "B"
-        inputs = [("hidden", "float32", [n, H])]
-        if l > 0:
-            inputs.append(("delta", "float32", [n, H]))
-        inputs += [("positions", "int32", [n]),
-                   ("block_table" if prefill else "block_tables", "int32",
-                    [1 if prefill else n, MBS]),
-                   ("kv_cache", "float32", [L, 2, "NB", kv_heads, BS, D])]
-        sizes = dict(xn=rows_max * H, qkv=rows_max * qkv_size, attn=rows_max * heads * D)
-        offsets, arena = _arena(sizes)
-        f = self.b.function(f"{which}.attention.{l}", inputs, [("partial", "float32", [n, H])],
-                            symbols={n: rows_max, "NB": 1 << 24}, arena_size=arena,
-                            mutable=("hidden", "kv_cache"))
-
-        def buf(key: str):
-            return f.arena(offsets[key], sizes[key] * _F32)
-
-        rows = f.sym(n)
-        nb = f.sym("NB")
-        hidden = f.input("hidden")
-        positions, tables, cache = (f.input(i) for i in range(len(inputs) - 3, len(inputs)))
-        if l > 0:
-            self.add(f, hidden, f.input("delta"), hidden, rows * H)
-        self.rmsnorm(f, hidden, layer["ln1"], buf("xn"), rows)
-        self.matmul(f, layer["qkv"], buf("xn"), buf("qkv"), rows)
-        f.dispatch(self.kernel("axrt_rope_f32"), [rows],
-                   [buf("qkv"), positions, inv_freq, rows, heads + kv_heads, D, qkv_size, 1.0])
-        f.dispatch(self.kernel("axrt_kv_cache_write_f32"), [rows],
-                   [buf("qkv"), positions, tables, cache, rows, rows if prefill else 1, l, nb,
-                    kv_heads, BS, D, MBS, qkv_size, heads * D])
-        scale = float(1.0 / np.sqrt(D))
-        if prefill:
-            f.dispatch(self.kernel("axrt_attention_prefill_f32"),
-                       [ceildiv(rows, _PREFILL_ROWS), heads],
-                       [buf("qkv"), positions, tables, cache, buf("attn"), rows, heads, kv_heads,
-                        D, l, nb, BS, MBS, qkv_size, scale])
-        else:
-            f.dispatch(self.kernel("axrt_attention_decode_f32"), [rows, kv_heads],
-                       [buf("qkv"), positions, tables, cache, buf("attn"), rows, heads, kv_heads,
-                        D, l, nb, BS, MBS, qkv_size, scale])
-        self.matmul(f, layer["o"], buf("attn"), f.output(0), rows)
-
-    def mlp_function(self, l: int, layer, columns: int) -> None:
-        """``mlp.<l>(hidden, delta) -> partial``: adds `delta` (layer `l`'s attention, summed
-        over the ranks) to `hidden`, then this rank's MLP columns, to its part of down_proj."""
-        cfg = self.cfg
-        H = cfg.hidden_size
-        rows_max = max(cfg.prefill_chunk, cfg.max_batch)
-        sizes = dict(xn=rows_max * H, gu=rows_max * 2 * columns, act=rows_max * columns)
-        offsets, arena = _arena(sizes)
-        f = self.b.function(f"mlp.{l}", [("hidden", "float32", ["T", H]),
-                                         ("delta", "float32", ["T", H])],
-                            [("partial", "float32", ["T", H])], symbols={"T": rows_max},
-                            arena_size=arena, mutable=("hidden",))
-
-        def buf(key: str):
-            return f.arena(offsets[key], sizes[key] * _F32)
-
-        rows = f.sym("T")
-        hidden = f.input("hidden")
-        self.add(f, hidden, f.input("delta"), hidden, rows * H)
-        self.rmsnorm(f, hidden, layer["ln2"], buf("xn"), rows)
-        self.matmul(f, layer["gate_up"], buf("xn"), buf("gu"), rows)
-        f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows],
-                   [buf("gu"), buf("act"), rows, columns])
-        self.matmul(f, layer["down"], buf("act"), f.output(0), rows)
-
-    def head_function(self, which: str, final_norm, lm_head: _Linear) -> None:
-        """``<which>.head(hidden, delta) -> logits``: the residual stream plus the last
-        layer's MLP (summed over the ranks), normed, projected; prefill: of the last row."""
-        cfg = self.cfg
-        H, V = cfg.hidden_size, cfg.vocab_size
-        prefill = which == "prefill"
-        rows_max = cfg.prefill_chunk if prefill else cfg.max_batch
-        n = "T" if prefill else "B"
-        sizes = dict(x=H, d=H, xn=H) if prefill else dict(x=rows_max * H, xn=rows_max * H)
-        offsets, arena = _arena(sizes)
-        f = self.b.function(f"{which}.head", [("hidden", "float32", [n, H]),
-                                              ("delta", "float32", [n, H])],
-                            [("logits", "float32", [1 if prefill else n, V])],
-                            symbols={n: rows_max}, arena_size=arena)
-
-        def buf(key: str):
-            return f.arena(offsets[key], sizes[key] * _F32)
-
-        rows = f.sym(n)
-        hidden, delta = f.input(0), f.input(1)
-        if prefill:
-            last = (rows - 1) * (H * _F32)
-            f.copy(hidden, buf("x"), H * _F32, src_offset=last)
-            f.copy(delta, buf("d"), H * _F32, src_offset=last)
-            self.add(f, buf("x"), buf("d"), buf("x"), H)
-            self.rmsnorm(f, buf("x"), final_norm, buf("xn"), 1)
-            self.matmul(f, lm_head, buf("xn"), f.output(0), 1)
-        else:
-            self.add(f, hidden, delta, buf("x"), rows * H)
-            self.rmsnorm(f, buf("x"), final_norm, buf("xn"), rows)
-            self.matmul(f, lm_head, buf("xn"), f.output(0), rows)
 
 
 def _write_shards(checkpoint: Checkpoint, config: ModelConfig, weights: str,
@@ -754,8 +610,8 @@ def _write_shards(checkpoint: Checkpoint, config: ModelConfig, weights: str,
         raise UnsupportedModelError(f"--tensor-parallel {size} writes a directory of shards; "
                                     f"{out} is a file")
     set_id = uuid.uuid4().hex
-    shards = [_ShardConverter(checkpoint, config, weights, fatbin,
-                              ShardInfo.of(config, rank, size, set_id)) for rank in range(size)]
+    shards = [_Converter(checkpoint, config, weights, fatbin,
+                         ShardInfo.of(config, rank, size, set_id)) for rank in range(size)]
     # Every program is built, and so every refusal made, before a file is written.
     for shard in shards:
         shard.build()

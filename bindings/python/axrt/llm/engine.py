@@ -22,7 +22,9 @@ import numpy as np
 
 from .. import _axrt
 from .._extras import MissingExtraError
-from .model import Model, check_sampling, check_token_ids, make_tokenizer, read_model
+from .model import Model
+from .modelfile import check_sampling, check_token_ids, make_tokenizer, read_model
+from .shards import is_set, load_set
 
 if TYPE_CHECKING:
     from .model import PathLike
@@ -105,6 +107,9 @@ class _Guard:
         self.low = low
         self.lock = threading.RLock()
         self.closed = False
+        # The message of the last request that ended with an error (the
+        # dispatcher's), which says why a failed engine failed.
+        self.last_error: Optional[str] = None
 
     def add_request(self, *args, **kwargs) -> None:
         with self.lock:
@@ -246,6 +251,8 @@ def _dispatch(guard: _Guard, sinks: Dict[int, Callable], closed: threading.Event
     def route(events: List[tuple]) -> None:
         for raw in events:
             rid = raw[0]
+            if raw[3] == "error":
+                guard.last_error = raw[4]
             sink = sinks.get(rid) if raw[3] is None else sinks.pop(rid, None)
             if sink is None:
                 continue
@@ -291,19 +298,28 @@ def _loop_sink() -> Tuple[Callable, "asyncio.Queue"]:
     return sink, events
 
 
-def _close(guard: _Guard, closed: threading.Event, thread: threading.Thread) -> None:
+def _close(guard: _Guard, closed: threading.Event, thread: threading.Thread, group) -> None:
     guard.close()
     closed.set()
     if thread is not threading.current_thread():
         thread.join()
+    if group is not None:
+        group.close()
 
 
 class Engine:
     """Continuous batching of many requests over one model (docs/serving.md).
 
     `model`: a converted ``.axe`` (loaded onto `device`) or a loaded
-    :class:`Model` (its executable is shared; its own KV cache is not used).
-    Options, all passed to the C++ engine:
+    :class:`Model` (its executable is shared; its own KV cache is not used);
+    or, with `devices` (one per shard, rank order), a tensor-parallel set:
+    the directory ``convert(..., tensor_parallel=N)`` wrote, or its files in
+    rank order. The set's members then run every step together, joined by a
+    device group the engine makes (its collectives wait at most
+    `group_timeout` seconds for a member), each holding its shard of the KV
+    cache; the scheduler, the block manager and sampling run once
+    (docs/multi-device.md, "Serving a set"). Options, all passed to the C++
+    engine:
 
     - `num_blocks`: KV-cache blocks; or `kv_cache_bytes`, the cache's size;
       neither: enough for `max_running` sequences of the longest length.
@@ -318,28 +334,54 @@ class Engine:
     ``with`` block) cancels what is left and stops it.
     """
 
-    def __init__(self, model: Union["PathLike", Model], device=None, *, num_blocks: int = 0,
+    def __init__(self, model: Union["PathLike", Model, Sequence["PathLike"]], device=None, *,
+                 devices: Optional[Sequence] = None, num_blocks: int = 0,
                  kv_cache_bytes: int = 0, max_step_tokens: int = 0, max_running: int = 0,
                  max_waiting: int = 0, chunked_prefill: bool = True,
-                 prefix_caching: bool = True) -> None:
+                 prefix_caching: bool = True, group_timeout: float = 60.0) -> None:
+        group = None
+        members = [None]
         if isinstance(model, Model):
-            if device is not None:
-                raise ValueError("device applies to a path; a Model is already loaded")
+            if device is not None or devices is not None:
+                raise ValueError("device and devices apply to a path; a Model is already loaded")
             executable, self.config = model.executable, model.config
             self.tokenizer_json = model.tokenizer_json
             self._tokenizer = model._tokenizer
+        elif devices is not None:
+            if device is not None:
+                raise ValueError("give device= (one file) or devices= (a tensor-parallel set), "
+                                 "not both")
+            shards = load_set(model, devices)
+            members = shards.executables
+            executable, self.config = members[0], shards.config
+            self.tokenizer_json = shards.tokenizer_json
+            self._tokenizer = None
+            if len(members) > 1:
+                group = _axrt.group(shards.devices, label="axrt.llm", timeout=group_timeout)
         else:
+            if is_set(model):
+                raise ValueError(f"{model} is a tensor-parallel set: give its devices=[...], one "
+                                 "per shard, in rank order")
             executable = _axrt.load(os.fspath(model), device)
             self.config, self.tokenizer_json = read_model(executable)
             self._tokenizer = None
         self._no_tokenizer = "the model carries no tokenizer"
         self.executable = executable
-        self._low = _axrt.Engine(executable, num_blocks=int(num_blocks),
-                                 kv_cache_bytes=int(kv_cache_bytes),
-                                 max_step_tokens=int(max_step_tokens),
-                                 max_running=int(max_running), max_waiting=int(max_waiting),
-                                 chunked_prefill=bool(chunked_prefill),
-                                 prefix_caching=bool(prefix_caching))
+        #: The set's executables in rank order (the one executable on one device).
+        self.executables = members if group is not None else [executable]
+        try:
+            self._low = _axrt.Engine(executable, num_blocks=int(num_blocks),
+                                     kv_cache_bytes=int(kv_cache_bytes),
+                                     max_step_tokens=int(max_step_tokens),
+                                     max_running=int(max_running), max_waiting=int(max_waiting),
+                                     chunked_prefill=bool(chunked_prefill),
+                                     prefix_caching=bool(prefix_caching), group=group,
+                                     members=members if group is not None else None)
+        except BaseException:
+            if group is not None:
+                group.close()
+            raise
+        self.group = group
         self._guard = _Guard(self._low)
         self._ids = itertools.count(1)
         self._sinks: Dict[int, Callable] = {}
@@ -350,13 +392,20 @@ class Engine:
                                         name="axrt-engine-events", daemon=True)
         self._thread.start()
         # Closes the engine when this object goes away, and at exit.
-        self._finalizer = weakref.finalize(self, _close, self._guard, self._closed, self._thread)
+        self._finalizer = weakref.finalize(self, _close, self._guard, self._closed, self._thread,
+                                           group)
 
     # -- properties ------------------------------------------------------------------------
 
     @property
     def device(self):
+        """The device of the (head rank's) executable."""
         return self.executable.device
+
+    @property
+    def devices(self) -> List:
+        """The devices it runs on, in rank order."""
+        return [e.device for e in self.executables]
 
     @property
     def vocab_size(self) -> int:
@@ -556,6 +605,14 @@ class Engine:
         """A snapshot of the engine's counters (docs/serving.md lists them)."""
         return self._guard.stats()
 
+    @property
+    def failure(self) -> Optional[str]:
+        """None while the engine runs; once a step failed on the device (in a set: on any
+        member), why: the engine then takes no more requests (docs/serving.md)."""
+        if self._closing or not self.stats()["failed"]:
+            return None
+        return self._guard.last_error or "a step failed"
+
     def close(self) -> None:
         """Cancels every request (each gets its ``"cancelled"`` event) and stops the engine.
         Idempotent."""
@@ -570,5 +627,6 @@ class Engine:
 
     def __repr__(self) -> str:
         state = "closed" if self._closing else "open"
-        return (f"<axrt.llm.Engine {self.executable.name} on {self.device.name}, "
+        where = ", ".join(d.id for d in self.devices)
+        return (f"<axrt.llm.Engine {self.executable.name} on {where}, "
                 f"{self.config.num_layers} layers, {state}>")

@@ -1,5 +1,5 @@
-"""Running a converted model: :func:`load`, :class:`Model`, :class:`Session`
-(tensor-parallel sets: :mod:`axrt.llm.parallel`)."""
+"""Running a converted model on one device: :class:`Model`, :class:`Session`
+(loading: :func:`axrt.llm.load`; tensor-parallel sets: :mod:`axrt.llm.parallel`)."""
 from __future__ import annotations
 
 import os
@@ -8,61 +8,10 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _axrt
-from .._extras import require
-from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardInfo,
-                     UnsupportedModelError)
+from .config import ModelConfig, UnsupportedModelError
+from .modelfile import check_sampling, check_token_ids, make_tokenizer, read_model
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def read_model(executable, *, shard: bool = False) -> Tuple[ModelConfig, Optional[str]]:
-    """The :class:`ModelConfig` and the tokenizer.json (or None) of a converted model.
-
-    A shard of a tensor-parallel set is refused unless `shard` is True.
-    """
-    metadata = executable.metadata
-    if METADATA_KEY not in metadata:
-        raise UnsupportedModelError(f"{executable.name} is not a model converted by "
-                                    "axrt.llm (its metadata has no model configuration)")
-    if SHARD_KEY in metadata and not shard:
-        info = ShardInfo.from_json(metadata[SHARD_KEY])
-        raise UnsupportedModelError(
-            f"{executable.name} is rank {info.rank} of a {info.size}-way tensor-parallel set: "
-            f"load the set's directory with axrt.llm.load(path, devices=[...]), one device "
-            "per shard")
-    return ModelConfig.from_json(metadata[METADATA_KEY]), metadata.get(TOKENIZER_KEY)
-
-
-def make_tokenizer(tokenizer_json: Optional[str]):
-    """A ``tokenizers.Tokenizer`` of `tokenizer_json`, or None when there is none."""
-    if tokenizer_json is None:
-        return None
-    tokenizers = require("tokenizers", "the model's tokenizer (text prompts of axrt.llm)")
-    return tokenizers.Tokenizer.from_str(tokenizer_json)
-
-
-def check_token_ids(token_ids: Sequence[int], vocab_size: int) -> np.ndarray:
-    """`token_ids` as int32 ``[n]``; ValueError unless they are integers in ``[0, vocab_size)``."""
-    if isinstance(token_ids, (str, bytes)):
-        raise ValueError("token ids must be a sequence of integers, not a string")
-    ids = np.asarray(list(token_ids) if not isinstance(token_ids, np.ndarray) else token_ids)
-    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
-        raise ValueError("token ids must be a sequence of integers")
-    ids = ids.astype(np.int64)
-    bad = ids[(ids < 0) | (ids >= vocab_size)]
-    if bad.size:
-        raise ValueError(f"token id {int(bad[0])} is outside the vocabulary [0, {vocab_size})")
-    return ids.astype(np.int32)
-
-
-def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
-    """ValueError unless the sampling options are ones :meth:`Model.stream` takes."""
-    if not (temperature >= 0 and np.isfinite(temperature)):
-        raise ValueError(f"temperature must be finite and >= 0, not {temperature}")
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0 (0: all tokens), not {top_k}")
-    if not (0 < top_p <= 1):
-        raise ValueError(f"top_p must be in (0, 1], not {top_p}")
 
 
 class BlockAllocator:
@@ -272,33 +221,3 @@ class Model(LanguageModel):
     @property
     def device(self):
         return self.executable.device
-
-
-def load(path: Union[PathLike, bytes, Sequence[PathLike]], device=None, *,
-         devices: Optional[Sequence] = None,
-         num_blocks: Optional[int] = None) -> LanguageModel:
-    """Loads a model converted by ``axrt.llm convert`` onto `device` (default: the default device).
-
-    `num_blocks`: blocks of the KV-cache pool (default: one full context).
-    `devices`, a list of devices (or their names), loads a tensor-parallel
-    set instead: `path` is the directory ``convert(..., tensor_parallel=N)``
-    wrote (or the list of its shard files in rank order) and `devices` its N
-    devices in rank order; the result is a
-    :class:`~axrt.llm.parallel.ParallelModel` (docs/multi-device.md). A
-    one-device list takes a single-file model too.
-    """
-    if devices is not None:
-        if device is not None:
-            raise ValueError("give device= (one file) or devices= (a tensor-parallel set), "
-                             "not both")
-        from .parallel import load_parallel
-
-        return load_parallel(path, devices, num_blocks=num_blocks)
-    if isinstance(path, (list, tuple)):
-        raise ValueError("a list of shard files is a tensor-parallel set: give its devices= too")
-    if not isinstance(path, bytes) and os.path.isdir(path):
-        raise UnsupportedModelError(
-            f"{os.fspath(path)} is a directory: a tensor-parallel set is loaded with "
-            "axrt.llm.load(path, devices=[...]), one device per shard")
-    return Model(_axrt.load(os.fspath(path) if not isinstance(path, bytes) else path, device),
-                 num_blocks=num_blocks)

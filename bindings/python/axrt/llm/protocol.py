@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 import numpy as np
 
 from .engine import encode_text
-from .model import check_token_ids
+from .modelfile import check_token_ids
 
 #: The most alternatives ``logprobs`` may ask for (OpenAI's limit).
 MAX_LOGPROBS = 5

@@ -111,6 +111,10 @@ class _EngineCollector:
              s["kv_blocks_cached"]),
             ("axrt_kv_cache_usage_ratio", "Fraction of the KV blocks held by requests.",
              s["kv_blocks_used"] / s["kv_blocks_total"] if s["kv_blocks_total"] else 0.0),
+            ("axrt_engine_failed", "1 once a step failed on a device (the engine then takes "
+             "no requests; /health says why).", 1 if s["failed"] else 0),
+            ("axrt_engine_devices", "Devices the engine runs every step on.",
+             len(self._engine.executables)),
             ("axrt_prefix_cache_hit_rate",
              "Prompt tokens supplied by the prefix cache / prompt tokens, since the start.",
              s["cached_prompt_tokens"] / s["prompt_tokens"] if s["prompt_tokens"] else 0.0),
@@ -244,6 +248,9 @@ class _App:
     # -- endpoints ---------------------------------------------------------------------
 
     async def health(self, request: HTTPRequest) -> Response:
+        failure = self.engine.failure
+        if failure is not None:
+            return _JSON({"status": "failed", "reason": failure}, status_code=503)
         return _JSON({"status": "ok"})
 
     def _model_card(self) -> Dict[str, Any]:
@@ -450,12 +457,15 @@ def create_app(engine: Engine, *, model_name: Optional[str] = None,
     """The ASGI app serving `engine` (which it borrows: closing it is the caller's business).
 
     `model_name`: the name clients give as ``model`` (default: the
-    executable's file name without its extension). `api_key`: when set,
+    executable's file name without its extension; a set's directory name). `api_key`: when set,
     every endpoint but ``/health`` needs ``Authorization: Bearer
     <api_key>``. `max_body_bytes`: larger request bodies get 413.
     """
     if model_name is None:
-        model_name = os.path.splitext(os.path.basename(engine.executable.name))[0] or "model"
+        name = engine.executable.name
+        if len(engine.executables) > 1:  # a set: its directory's name
+            name = os.path.dirname(os.path.abspath(name))
+        model_name = os.path.splitext(os.path.basename(name))[0] or "model"
     state = _App(engine, model_name, api_key, max_body_bytes)
     routes = [
         Route("/v1/completions", state.completions, methods=["POST"]),
@@ -546,12 +556,12 @@ class ServerThread:
 
 
 def serve(model: str, *, host: str = "127.0.0.1", port: int = 8000, device=None,
-          api_key: Optional[str] = None, model_name: Optional[str] = None,
+          devices=None, api_key: Optional[str] = None, model_name: Optional[str] = None,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, log_level: str = "info",
           **engine_options: Any) -> None:
-    """Serves the converted model `model` until SIGINT or SIGTERM, then closes the engine.
-    `engine_options` are :class:`Engine`'s."""
-    engine = Engine(model, device, **engine_options)
+    """Serves the converted model `model` (on `device`, or a tensor-parallel set on `devices`)
+    until SIGINT or SIGTERM, then closes the engine. `engine_options` are :class:`Engine`'s."""
+    engine = Engine(model, device, devices=devices, **engine_options)
     try:
         app = create_app(engine, model_name=model_name, api_key=api_key,
                          max_body_bytes=max_body_bytes)

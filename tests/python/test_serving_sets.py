@@ -1,0 +1,162 @@
+"""The serving engine on tensor-parallel sets (docs/multi-device.md, "Serving a set"): the
+tiny Llama converted into 2 and 4 shards, served on as many CPU devices with continuous
+batching, through the OpenAI-compatible server and the official openai client, against
+transformers' greedy tokens (tests/llm/data); a request's logits bitwise the same alone and
+among 31 others; a member failing mid-serving; a new set serving again.
+
+Needs AXRT_CPU_DEVICES=4 before axrt makes its instance (set here when run alone)."""
+import concurrent.futures
+import os
+
+os.environ.setdefault("AXRT_CPU_DEVICES", "4")
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import axrt
+import axrt.llm
+from axrt.llm import Engine
+from serving_support import idle, wait_for
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("starlette")
+from axrt.llm.server import ServerThread, create_app  # noqa: E402
+
+DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
+NAME = "tiny-tp"
+CPU = [d for d in axrt.devices() if d.type == "cpu"]
+pytestmark = pytest.mark.skipif(
+    len(CPU) < 4, reason=f"needs 4 CPU devices (AXRT_CPU_DEVICES=4 set before axrt makes its "
+                         f"instance), has {len(CPU)}")
+
+
+def devices(n):
+    return [f"cpu:{i}" for i in range(n)]
+
+
+def reference() -> dict:
+    with np.load(DATA / "tiny-llama-tp.f32.npz") as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def prompts(ref: dict):
+    i = 0
+    while f"prompt{i}" in ref:
+        yield i, [int(t) for t in ref[f"prompt{i}"]]
+        i += 1
+
+
+def ids_text(tokenizer, prompt, tokens):
+    full = tokenizer.decode(list(prompt) + list(tokens), skip_special_tokens=True)
+    return full[len(tokenizer.decode(list(prompt), skip_special_tokens=True)):]
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sets")
+    paths = {}
+    for ranks in (2, 4):
+        paths[ranks] = out / f"tp{ranks}"
+        axrt.llm.convert(DATA / "tiny-llama-tp", paths[ranks], weights="f32", cuda=False,
+                         tensor_parallel=ranks)
+    return paths
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_served_on_a_set_greedy_output_is_transformers_and_streams_end_cleanly(sets, ranks):
+    ref = reference()
+    with Engine(sets[ranks], devices=devices(ranks), num_blocks=256) as engine, \
+            ServerThread(create_app(engine, model_name=NAME)) as server, \
+            openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0,
+                          timeout=120) as client:
+        assert engine.devices == [axrt.device(d) for d in devices(ranks)]
+        tokenizer = engine.tokenizer
+        cases = list(prompts(ref))
+        for i, prompt in cases:
+            want = ref[f"prompt{i}_greedy"].tolist()
+            r = client.completions.create(model=NAME, prompt=prompt, max_tokens=len(want),
+                                          temperature=0, extra_body={"ignore_eos": True})
+            assert r.choices[0].text == ids_text(tokenizer, prompt, want), f"prompt {i}"
+            assert r.usage.completion_tokens == len(want)
+
+        # 32 concurrent streams; every other one abandoned after three chunks.
+        def one(k):
+            i, prompt = cases[k % len(cases)]
+            stream = client.completions.create(model=NAME, prompt=prompt, max_tokens=24,
+                                               temperature=0, stream=True,
+                                               extra_body={"ignore_eos": True})
+            if k % 2:
+                for n, _ in enumerate(stream):
+                    if n == 2:
+                        stream.close()
+                        return None
+            return "".join(c.choices[0].text for c in stream if c.choices)
+
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            results = list(pool.map(one, range(32)))
+        for k in range(0, 32, 2):
+            i, prompt = cases[k % len(cases)]
+            want = ref[f"prompt{i}_greedy"].tolist()[:24]
+            assert results[k] == ids_text(tokenizer, prompt, want), f"stream {k}"
+        # The one block manager serves every member's cache: every block is back.
+        wait_for(lambda: idle(engine), what="every KV block to come back")
+        assert engine.stats()["failed"] is False
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_a_requests_logits_are_the_same_alone_and_among_31_others(sets, ranks):
+    ref = reference()
+    _, prompt = next(prompts(ref))
+    with Engine(sets[ranks], devices=devices(ranks), num_blocks=256,
+                prefix_caching=False) as engine:
+        alone = engine.submit(prompt, 8, stop_ids=(), logits=True)
+        alone_logits = [e.logits for e in alone if e.token >= 0]
+        rng = np.random.default_rng(3)
+        others = [engine.submit(rng.integers(0, 1024, int(rng.integers(1, 90))).tolist(), 8,
+                                stop_ids=(), temperature=1.0, seed=k)
+                  for k in range(31)]
+        crowded = engine.submit(prompt, 8, stop_ids=(), logits=True)
+        crowded_logits = [e.logits for e in crowded if e.token >= 0]
+        for r in others:
+            r.result(timeout=120)
+        assert len(alone_logits) == len(crowded_logits) == 8
+        for step, (a, b) in enumerate(zip(alone_logits, crowded_logits)):
+            assert np.array_equal(a, b), f"step {step}: the logits differ in a batch"
+
+
+def test_a_member_failing_mid_serving_ends_every_request_naming_it(sets):
+    with Engine(sets[2], devices=devices(2), num_blocks=256) as engine, \
+            ServerThread(create_app(engine, model_name=NAME)) as server, \
+            openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0,
+                          timeout=120) as client:
+        running = [engine.submit([1, 2, 3], 200, stop_ids=()) for _ in range(4)]
+        first = [next(iter(r)) for r in running]  # every request has started
+        assert all(e.token >= 0 for e in first)
+        engine.group.abort(1, "its device was lost")
+        for r in running:
+            with pytest.raises(axrt.llm.RequestError, match=r"member 1 \(cpu:1\)"):
+                r.result(timeout=60)
+        wait_for(lambda: engine.failure is not None, what="the engine to fail")
+        assert "member 1 (cpu:1) failed: its device was lost" in engine.failure
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.completions.create(model=NAME, prompt=[1, 2, 3], max_tokens=4)
+        assert refused.value.status_code in (500, 503)
+        import http.client
+        import json
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.request("GET", "/health")
+        response = conn.getresponse()
+        body = json.loads(response.read())
+        assert response.status == 503 and body["status"] == "failed"
+        assert "member 1 (cpu:1)" in body["reason"]
+        conn.request("GET", "/metrics")
+        metrics = conn.getresponse().read().decode()
+        conn.close()
+        assert "axrt_engine_failed 1.0" in metrics
+        assert "axrt_engine_devices 2.0" in metrics
+    # Stop, restructure, resume: a new engine on a rebuilt set serves again.
+    with Engine(sets[2], devices=devices(2), num_blocks=64) as engine:
+        assert len(engine.generate([[1, 2, 3]], 4, stop_ids=())[0]) == 4
+        assert engine.failure is None
