@@ -1,9 +1,14 @@
-"""Converts a Hugging Face Llama-family checkpoint into one .axe file (docs/llm.md).
+"""Converts a Hugging Face Llama-family checkpoint into one .axe file, or the shards of a
+tensor-parallel set (docs/llm.md, docs/multi-device.md).
 
-The file holds the weights in the chosen precision, the functions
-``prefill``, ``decode`` and ``sample`` over a paged KV cache, the model's
-configuration in the metadata (``axrt.llm.config``) and, when the checkpoint
-has one, its ``tokenizer.json`` (``axrt.llm.tokenizer``).
+A file holds the weights in the chosen precision, the functions ``step``
+(the serving engine's, docs/serving.md) and ``sample`` over a paged KV cache
+(a one-device file also ``prefill`` and ``decode``, which
+:class:`axrt.llm.Model` runs), the model's configuration in the metadata
+(``axrt.llm.config``) and, when the checkpoint has one, its
+``tokenizer.json`` (``axrt.llm.tokenizer``). One layer writer serves every
+file; a shard's ``step`` holds its part of every layer and the two
+all-reduces per layer that complete it, as collective commands.
 
 Weights are read from the memory-mapped checkpoint and converted one tensor
 at a time while the file is written, so converting never holds two copies of
