@@ -228,6 +228,23 @@ void walk(const axe::AxeFile& file, Sink* sink) {
             sink->add(c->pattern_size());
             break;
           }
+          case axe::Command::CollectiveCommand: {
+            const auto* c = static_cast<const axe::CollectiveCommand*>(body);
+            if (!f->channels() || c->channel() >= f->channels()->size()) {
+              fail("the reader accepted a collective on a channel the function does not have");
+            }
+            sink->add(static_cast<uint32_t>(c->kind()));
+            sink->add(f->channels()->Get(c->channel())->name());
+            sink->add(static_cast<uint32_t>(c->dtype()));
+            walk_expr(c->count(), sink);
+            sink->add(static_cast<uint32_t>(c->op()));
+            sink->add(c->root());
+            walk_binding(c->send(), sink);
+            walk_expr(c->send_offset(), sink);
+            walk_binding(c->recv(), sink);
+            walk_expr(c->recv_offset(), sink);
+            break;
+          }
           default:
             fail("the reader accepted a command of an unknown kind");
         }

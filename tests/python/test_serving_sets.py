@@ -160,3 +160,32 @@ def test_a_member_failing_mid_serving_ends_every_request_naming_it(sets):
     with Engine(sets[2], devices=devices(2), num_blocks=64) as engine:
         assert len(engine.generate([[1, 2, 3]], 4, stop_ids=())[0]) == 4
         assert engine.failure is None
+
+
+def test_a_set_of_cuda_devices_serves_through_nccl_on_the_mock(sets, tmp_path):
+    """The engine on two CUDA devices of the mock driver, the set's all-reduces through the
+    nccl backend over the mock NCCL (AXRT_NCCL_LIBRARY, set by CTest): the CUDA variants run
+    under their CPU implementations, so the tokens are the one-device CPU engine's; a member
+    failing mid-serving fails the engine naming it."""
+    cuda = [d for d in axrt.devices() if d.type == "cuda"]
+    if len(cuda) < 2 or "AXRT_NCCL_LIBRARY" not in os.environ:
+        pytest.skip("needs two mock CUDA devices and the mock NCCL (CTest's python.serving_sets "
+                    "sets AXRT_MOCK_CUDA_DEVICE_COUNT and AXRT_NCCL_LIBRARY)")
+    from axrt.llm.convert import default_fatbin
+
+    if default_fatbin() is None:
+        pytest.skip("axrt was built without its CUDA kernels")
+    path = tmp_path / "tp2-cuda"
+    axrt.llm.convert(DATA / "tiny-llama-tp", path, weights="f32", tensor_parallel=2)
+    prompt = [1, 17, 250, 3]
+    with Engine(sets[2], devices=devices(2), num_blocks=64) as on_cpu:
+        want = on_cpu.generate([prompt], 12, stop_ids=())[0]
+    with Engine(path, devices=["cuda:0", "cuda:1"], num_blocks=64) as engine:
+        assert engine.group.info()["backend"] == "nccl"
+        assert engine.generate([prompt, prompt[:2]], 12, stop_ids=())[0] == want
+        running = engine.submit(prompt, 200, stop_ids=())
+        assert next(iter(running)).token >= 0
+        engine.group.abort(1, "its GPU fell off the bus")
+        with pytest.raises(axrt.llm.RequestError, match=r"member 1 \(cuda:1\)"):
+            running.result(timeout=60)
+        wait_for(lambda: engine.failure is not None, what="the engine to fail")
