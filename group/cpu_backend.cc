@@ -6,14 +6,17 @@
 // run the algorithm together, with a barrier between steps:
 //   - reduce-scatter: the vector is cut into one block per member; member p
 //     reduces block p of every member's send buffer, in rank order
-//     (((x0 + x1) + x2) + ...), into a partial buffer of its own; after a
-//     barrier (nobody reads a send buffer any more) it copies the result out;
-//   - all-reduce: the same over blocks of near-equal sizes, then each member
-//     copies every member's reduced block into its receive buffer;
+//     (((x0 + x1) + x2) + ...), a slice at a time through a partial-sum
+//     buffer of its own, into its receive buffer;
+//   - all-reduce: the same over blocks of near-equal sizes, each result at
+//     its place in the member's receive buffer; after a barrier (every send
+//     buffer read) each member copies the other members' blocks from theirs;
 //   - all-gather: each member copies its block in, then, size - 1 times,
 //     the block its left neighbour got in the step before (a ring);
 //   - broadcast: each member copies the root's buffer (a flat tree);
 //   - send/recv: the receiver copies the sender's buffer.
+// Vectors of up to 64 KiB are reduced by each member itself, reading every
+// member's send buffer in rank order (two barriers instead of three).
 // Every element of a reduction is combined in rank order whatever the
 // count and the blocks, so every member ends with bit-identical results
 // and an element's result does not depend on the vector's length (the
@@ -36,6 +39,13 @@
 
 namespace axrt::group {
 namespace {
+
+// The most bytes of a block a member reduces at once: bounds its partial-sum
+// buffer, which stays in cache.
+constexpr uint64_t kSliceBytes = 64 * 1024;
+// Reductions of vectors up to this size skip the blocks (see
+// reduce_in_rank_order).
+constexpr uint64_t kDirectBytes = 64 * 1024;
 
 
 // ---------------------------------------------------------------------------
@@ -200,12 +210,22 @@ class CpuOp {
       for (uint32_t r = 0; r <= n; ++r) blocks_[r] = r * c.count;
     }
     const bool reduces = kind_ == CollectiveKind::kAllReduce || kind_ == CollectiveKind::kReduceScatter;
-    if (reduces && n > 1) {
-      // Each member's reduced block, read by every member (all-reduce) or
-      // copied out by its own (reduce-scatter) after a barrier.
+    if (reduces && n > 1 && blocks_[n] * element_ <= kDirectBytes) {
+      // Small vectors: each member reduces all it receives itself (see
+      // reduce_in_rank_order).
+      direct_ = true;
+      slot_bytes_ = (kind_ == CollectiveKind::kAllReduce ? blocks_[n] : blocks_[1]) * element_;
+      if (slot_bytes_ != 0) {
+        scratch_.reset(new std::byte[slot_bytes_ * n]);
+        for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + slot_bytes_ * p;
+      }
+    } else if (reduces && n > 1) {
+      // Each member's partial sums of one slice at a time, small enough
+      // to stay in its core's cache.
       uint64_t largest = 0;
       for (uint32_t r = 0; r < n; ++r) largest = std::max(largest, blocks_[r + 1] - blocks_[r]);
-      slot_bytes_ = largest * element_;
+      slice_ = std::max<uint64_t>(1, kSliceBytes / element_);
+      slot_bytes_ = std::min(slice_, largest) * element_;
       if (slot_bytes_ != 0) {
         scratch_.reset(new std::byte[slot_bytes_ * n]);
         for (uint32_t p = 0; p < n; ++p) parts_[p].scratch = scratch_.get() + slot_bytes_ * p;
@@ -359,10 +379,14 @@ class CpuOp {
     return false;
   }
 
-  // Reductions (see the top of the file): member p reduces block p of every
-  // member's send buffer in rank order into its partial buffer; after a
-  // barrier it writes its block out (reduce-scatter: at the start of its
-  // receive range), or every member's (all-reduce: at their places).
+  // Reductions (see the top of the file). Member p reduces block p of every
+  // member's send buffer in rank order, a slice at a time through its
+  // partial-sum buffer, and writes each slice's result at its place in its
+  // own receive buffer: nobody else reads block p of member p's send buffer,
+  // so in place this overwrites only what p alone has read. After a barrier
+  // (every send buffer read), an all-reduce copies the other members'
+  // blocks from their receive buffers; a last barrier keeps every member
+  // until nobody reads its buffers any more.
   bool reduce_in_rank_order(uint32_t p) {
     const uint32_t n = participants_;
     Part& me = parts_[p];
@@ -372,22 +396,42 @@ class CpuOp {
       if (bytes != 0 && me.recv != me.send) std::memmove(me.recv, me.send, bytes);
       return true;
     }
-    const uint64_t count = block_elements(p);
-    if (count != 0) {
-      const uint64_t at = blocks_[p] * element_;
-      reduce_(me.scratch, parts_[0].send + at, parts_[1].send + at, count);
-      for (uint32_t r = 2; r < n; ++r) reduce_(me.scratch, me.scratch, parts_[r].send + at, count);
-    }
-    if (!barrier()) return false;
-    if (!all) {
+    if (direct_) {
+      // Up to kDirectBytes: member p reduces what it receives (the whole
+      // vector, or block p) itself, reading every member's send buffer in
+      // rank order, the same additions in the same order as the blocks take;
+      // after one barrier it copies the result out, and reads nobody's
+      // buffers any more. Two barriers (the rendezvous and this one), where
+      // the blocks take three.
+      const uint64_t from = all ? 0 : blocks_[p];
+      const uint64_t count = all ? blocks_[n] : block_elements(p);
+      if (count != 0) {
+        const uint64_t at = from * element_;
+        reduce_(me.scratch, parts_[0].send + at, parts_[1].send + at, count);
+        for (uint32_t r = 2; r < n; ++r) reduce_(me.scratch, me.scratch, parts_[r].send + at, count);
+      }
+      if (!barrier()) return false;
       if (count != 0) std::memcpy(me.recv, me.scratch, count * element_);
       return true;
     }
-    for (uint32_t b = 0; b < n; ++b) {
-      const uint64_t bytes = block_elements(b) * element_;
-      if (bytes != 0) std::memcpy(me.recv + blocks_[b] * element_, parts_[b].scratch, bytes);
+    const uint64_t out_base = all ? 0 : blocks_[p];
+    for (uint64_t lo = blocks_[p]; lo < blocks_[p + 1]; lo += slice_) {
+      const uint64_t count = std::min(slice_, blocks_[p + 1] - lo);
+      const uint64_t at = lo * element_;
+      reduce_(me.scratch, parts_[0].send + at, parts_[1].send + at, count);
+      for (uint32_t r = 2; r < n; ++r) reduce_(me.scratch, me.scratch, parts_[r].send + at, count);
+      std::memcpy(me.recv + (lo - out_base) * element_, me.scratch, count * element_);
     }
-    return true;
+    if (!barrier()) return false;
+    if (all) {
+      for (uint32_t b = 0; b < n; ++b) {
+        const uint64_t bytes = block_elements(b) * element_;
+        if (b == p || bytes == 0) continue;
+        const uint64_t at = blocks_[b] * element_;
+        std::memcpy(me.recv + at, parts_[b].recv + at, bytes);
+      }
+    }
+    return barrier();
   }
 
   // The all-gather ring over the receive buffers: each step, member p copies
@@ -420,7 +464,9 @@ class CpuOp {
   std::vector<Copy> copies_;
   std::vector<std::vector<BufferRef>> kept_;  // per part
   std::vector<uint64_t> blocks_;
+  uint64_t slice_ = 1;
   uint64_t slot_bytes_ = 0;
+  bool direct_ = false;
   std::unique_ptr<std::byte[]> scratch_;
 
   // Under the group state's lock.
