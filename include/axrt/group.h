@@ -15,7 +15,8 @@
  *   - "cpu": CPU devices; the runtime's own implementation over their host
  *     memory. In all-reduce and reduce-scatter each member reduces its
  *     block of the vector, reading every member's buffer in rank order (an
- *     all-reduce then copies every member's block); all-gather is a ring of
+ *     all-reduce then copies the other members' blocks; up to 64 KiB each
+ *     member reduces the whole vector itself); all-gather is a ring of
  *     copies, broadcast a flat tree (each member copies from the root),
  *     send/recv a direct copy. Every member ends with bit-identical
  *     results, and every element of a reduction is combined in rank order
