@@ -176,8 +176,6 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
   max_waiting_ = options.max_waiting;
   axrt_executable_retain(executable);
   executable_ = executable;
-  AXRT_RETURN_IF_ERROR(find(executable, "step", &step_));
-  AXRT_RETURN_IF_ERROR(find(executable, "sample", &sample_));
   const size_t members = options.group != nullptr ? options.executable_count : 0;
   if (options.group != nullptr || options.executable_count != 0 ||
       options.executables != nullptr) {
@@ -202,6 +200,16 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
     }
     group_ = options.group;
   }
+  AXRT_RETURN_IF_ERROR(find(executable, "step", &step_));
+  if (group_ != nullptr) {
+    if (axrt_status_t s = axrt_executable_find_function(executable, "sample", &sample_)) {
+      axrt_status_free(s);
+      return make_status(kInvalid,
+                         "axrt_engine_create: executables[0] has no `sample` function: it is not "
+                         "the set's head rank (give the shards in rank order, rank 0 first)");
+    }
+  }
+  if (group_ == nullptr) AXRT_RETURN_IF_ERROR(find(executable, "sample", &sample_));
   AXRT_RETURN_IF_ERROR(check_channels(step_, 0, members));
 
   // The step's signature gives the model's sizes.

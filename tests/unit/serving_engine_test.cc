@@ -281,3 +281,182 @@ TEST_CASE_METHOD(StandIn, "creation refuses missing callbacks, options and funct
                      AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "KV cache");
   CHECK(e == nullptr);
 }
+
+// ---------------------------------------------------------------------------
+// A tensor-parallel set (axrt_engine_options_t.group): the stand-in shards
+// on cpu:0 and cpu:1 (ctest sets AXRT_CPU_DEVICES=2).
+
+namespace {
+
+class StandInSet {
+ public:
+  StandInSet() {
+    axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+    options.drivers = "cpu";
+    REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
+    for (uint32_t r = 0; r < 2; ++r) {
+      axrt_device_t device = nullptr;
+      const std::string id = "cpu:" + std::to_string(r);
+      REQUIRE_CALL_OK(axrt_instance_find_device(instance, id.c_str(), &device));
+      devices.push_back(device);
+      const std::vector<uint8_t> file = StandInShard(r, 2);
+      axrt_executable_t exe = nullptr;
+      REQUIRE_CALL_OK(axrt_executable_load_memory(device, file.data(), file.size(), nullptr, &exe));
+      executables.push_back(exe);
+    }
+    axrt_group_options_t group_options = AXRT_GROUP_OPTIONS_INIT;
+    group_options.label = "set";
+    group_options.timeout_ns = 30'000'000'000ull;
+    REQUIRE_CALL_OK(axrt_group_create(devices.data(), 2, &group_options, &group));
+  }
+  ~StandInSet() {
+    axrt_engine_destroy(engine);
+    axrt_group_destroy(group);
+    for (axrt_executable_t e : executables) axrt_executable_release(e);
+    for (axrt_device_t d : devices) axrt_device_release(d);
+    axrt_instance_release(instance);
+  }
+  StandInSet(const StandInSet&) = delete;
+  StandInSet& operator=(const StandInSet&) = delete;
+
+  axrt_engine_options_t Options() {
+    axrt_engine_options_t options = AXRT_ENGINE_OPTIONS_INIT;
+    options.num_blocks = 32;
+    options.callback = &Recorder::on_event;
+    options.user_data = &recorder;
+    options.group = group;
+    options.executables = executables.data();
+    options.executable_count = executables.size();
+    return options;
+  }
+
+  axrt_instance_t instance = nullptr;
+  std::vector<axrt_device_t> devices;
+  std::vector<axrt_executable_t> executables;
+  axrt_group_t group = nullptr;
+  axrt_engine_t engine = nullptr;
+  Recorder recorder;
+};
+
+// Logits' first element, per request, of requests asking for them.
+struct LogitsSeen {
+  std::mutex mutex;
+  std::vector<float> first;
+  static void on_event(void* user_data, const axrt_engine_event_t* e) {
+    auto* self = static_cast<LogitsSeen*>(user_data);
+    if (e->logits == nullptr) return;
+    std::lock_guard lock(self->mutex);
+    self->first.push_back(e->logits[0]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(StandInSet, "a set runs every step on every member; requests from many threads end",
+                 "[serving][set]") {
+  axrt_engine_options_t options = Options();
+  REQUIRE_CALL_OK(axrt_engine_create(executables[0], &options, &engine));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([this, t] {
+      for (int i = 0; i < 8; ++i) {
+        const int32_t prompt[] = {1, 2, 3};
+        axrt_request_t request = AXRT_REQUEST_INIT;
+        request.id = static_cast<uint64_t>(t * 100 + i);
+        request.prompt = prompt;
+        request.prompt_length = 3;
+        request.max_tokens = 5;
+        if (axrt_status_t s = axrt_engine_add_request(engine, &request)) axrt_status_free(s);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(recorder.wait_for(32));
+  for (const auto& [id, seen] : recorder.seen) {
+    INFO("request " << id);
+    CHECK(seen.tokens == std::vector<int32_t>(5, kToken));
+    CHECK(seen.finishes == 1);
+  }
+  axrt_engine_stats_t stats = AXRT_ENGINE_STATS_INIT;
+  REQUIRE_CALL_OK(axrt_engine_query_stats(engine, &stats));
+  CHECK(stats.kv_blocks_used == 0);
+  CHECK(stats.failed == 0);
+  axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
+  REQUIRE_CALL_OK(axrt_group_query_info(group, &info));
+  CHECK(info.collectives == stats.steps);  // one all-reduce per step, on both members
+}
+
+TEST_CASE_METHOD(StandInSet, "the logits are the head's, reduced over the set", "[serving][set]") {
+  LogitsSeen logits;
+  axrt_engine_options_t options = Options();
+  options.callback = &LogitsSeen::on_event;
+  options.user_data = &logits;
+  REQUIRE_CALL_OK(axrt_engine_create(executables[0], &options, &engine));
+  const int32_t prompt[] = {1, 2};
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.id = 1;
+  request.prompt = prompt;
+  request.prompt_length = 2;
+  request.max_tokens = 3;
+  request.flags = AXRT_REQUEST_FLAG_LOGITS;
+  REQUIRE_CALL_OK(axrt_engine_add_request(engine, &request));
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard lock(logits.mutex);
+      if (logits.first.size() == 3) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::lock_guard lock(logits.mutex);
+  CHECK(logits.first == std::vector<float>(3, 3.0f));  // rank 0's 1 + rank 1's 2
+}
+
+TEST_CASE_METHOD(StandInSet, "a member failing mid-serving fails the engine, naming it",
+                 "[serving][set]") {
+  axrt_engine_options_t options = Options();
+  REQUIRE_CALL_OK(axrt_engine_create(executables[0], &options, &engine));
+  REQUIRE_CALL_OK(axrt_group_abort(group, 1, "its host went away"));
+  const int32_t prompt[] = {1, 2, 3};
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.id = 7;
+  request.prompt = prompt;
+  request.prompt_length = 3;
+  request.max_tokens = 5;
+  REQUIRE_CALL_OK(axrt_engine_add_request(engine, &request));
+  REQUIRE(recorder.wait_for(1));
+  CHECK(recorder.seen[7].finish == AXRT_FINISH_ERROR);
+  axrt_engine_stats_t stats = AXRT_ENGINE_STATS_INIT;
+  REQUIRE_CALL_OK(axrt_engine_query_stats(engine, &stats));
+  CHECK(stats.failed == 1);
+  request.id = 8;
+  REQUIRE_CALL_FAILS(axrt_engine_add_request(engine, &request),
+                     AXRT_STATUS_CODE_FAILED_PRECONDITION, "has failed",
+                     "member 1 (cpu:1) failed: its host went away");
+}
+
+TEST_CASE_METHOD(StandInSet, "creation refuses sets that do not fit together", "[serving][set]") {
+  axrt_engine_t e = nullptr;
+  axrt_engine_options_t options = Options();
+  // A shard alone, on one device.
+  axrt_engine_options_t alone = options;
+  alone.group = nullptr;
+  alone.executables = nullptr;
+  alone.executable_count = 0;
+  REQUIRE_CALL_FAILS(axrt_engine_create(executables[0], &alone, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "runs on a set of devices");
+  options.executable_count = 1;
+  REQUIRE_CALL_FAILS(axrt_engine_create(executables[0], &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "has 2 members, and 1 executables");
+  options.executable_count = 2;
+  REQUIRE_CALL_FAILS(axrt_engine_create(executables[1], &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "must be options.executables[0]");
+  std::vector<axrt_executable_t> swapped = {executables[1], executables[0]};
+  options.executables = swapped.data();
+  REQUIRE_CALL_FAILS(axrt_engine_create(executables[1], &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "not the set's head rank");
+  options = Options();
+  options.group = nullptr;
+  REQUIRE_CALL_FAILS(axrt_engine_create(executables[0], &options, &e),
+                     AXRT_STATUS_CODE_INVALID_ARGUMENT, "together");
+  CHECK(e == nullptr);
+}

@@ -46,6 +46,51 @@ inline std::vector<uint8_t> StandInModel() {
   return b.Bytes();
 }
 
+// Rank `rank`'s shard of a stand-in tensor-parallel set of `members`: its
+// `step` fills its part of the logits' rows with rank + 1 and all-reduces
+// them over the channel "tensor_parallel", so that rank 0's logits are
+// 1 + 2 + ... + members everywhere; rank 0 returns them and holds `sample`.
+inline std::vector<uint8_t> StandInShard(uint32_t rank, uint32_t members) {
+  AxeBuilder b;
+  enum { T, S, NB };
+  const std::vector<SymbolDecl> symbols = {{"T", 64}, {"S", 8}, {"NB", 1 << 20}};
+  const uint64_t rows_bytes = 8 * kVocab * 4;
+  std::vector<Sig> outputs;
+  if (rank == 0) outputs.push_back({"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S), Fixed(kVocab)}});
+  const uint32_t step = b.AddFunction(
+      "step", symbols,
+      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
+       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(T)}},
+       {"block_tables", AXRT_AXE_DTYPE_INT32, {Symbolic(T), Fixed(kMaxBlocks)}},
+       {"logit_rows", AXRT_AXE_DTYPE_INT32, {Symbolic(S)}},
+       {"kv_cache",
+        AXRT_AXE_DTYPE_FLOAT32,
+        {Fixed(2), Fixed(2), Symbolic(NB), Fixed(1), Fixed(kBlockSize), Fixed(8)}}},
+      outputs, rows_bytes, {{"tensor_parallel", members}});
+  const float value = static_cast<float>(rank + 1);
+  uint32_t bits = 0;
+  static_assert(sizeof bits == sizeof value);
+  __builtin_memcpy(&bits, &value, sizeof bits);
+  b.Fill(step, BindArena(0, rows_bytes), Lit(0), Sym(S) * Lit(kVocab * 4), bits, 4);
+  b.Collective(step, AXRT_AXE_COLLECTIVE_ALL_REDUCE, 0, AXRT_AXE_DTYPE_FLOAT32,
+               Sym(S) * Lit(kVocab), BindArena(0, rows_bytes), BindArena(0, rows_bytes));
+  if (rank == 0) {
+    b.Copy(step, BindArena(0, rows_bytes), Lit(0), BindOutput(0), Lit(0),
+           Sym(S) * Lit(kVocab * 4));
+    const uint32_t sample = b.AddFunction(
+        "sample", {{"S", 8}},
+        {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(kVocab)}},
+         {"temperature", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+         {"top_k", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}},
+         {"top_p", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+         {"seeds", AXRT_AXE_DTYPE_UINT64, {Symbolic(0)}},
+         {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}},
+        {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}});
+    b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
+  }
+  return b.Bytes();
+}
+
 }  // namespace axrt_test
 
 #endif  // AXRT_TESTS_UNIT_STAND_IN_MODEL_H_
