@@ -23,8 +23,8 @@ Measured:
          step's token budget);
        - the same engine one request at a time (max_running=1, all
          submitted at once, served first come first served);
-       - axrt.llm's Model.generate, one request after the other (the
-         single-sequence path, without the engine);
+       - a Session's prefill and decode, one request after the other (the
+         single-sequence path, without the engine; greedy by argmax);
        - transformers' LlamaForCausalLM.generate in batches of --hf-batch
          requests in submission order (left padding, greedy, the end-of-
          sequence id disabled). A batch runs max_new_tokens = the largest
@@ -59,7 +59,7 @@ Measured:
      (the decode phase).
 
 The outputs are compared too: the continuous-batching run must give every
-request the same tokens as the one-at-a-time run and as Model.generate (the
+request the same tokens as the one-at-a-time run and as the Session path (the
 engine's results do not depend on what else runs); the agreement with
 transformers is printed as well (floating-point differences may move greedy
 choices of random weights after some tokens, so it is not required).
@@ -299,10 +299,23 @@ def decode_steps(executable, running: int, prompt: int, tokens: int, vocab: int)
         driver.close()
 
 
+def session_generate(model, prompt: List[int], max_tokens: int) -> List[int]:
+    """Greedy tokens through a Session's prefill and decode: the single-sequence path,
+    without the engine."""
+    with model.session(len(prompt) + max_tokens) as seq:
+        logits = seq.prefill(prompt)
+        tokens: List[int] = []
+        while True:
+            tokens.append(int(np.argmax(logits)))
+            if len(tokens) == max_tokens:
+                return tokens
+            logits = seq.decode(tokens[-1])
+
+
 def run_generate(model, requests: Sequence[Request]) -> Tuple[float, List[List[int]]]:
-    model.generate(requests[0].prompt[:16].tolist(), 4, stop_ids=())  # warm-up
+    session_generate(model, requests[0].prompt[:16].tolist(), 4)  # warm-up
     start = time.perf_counter()
-    outputs = [model.generate(r.prompt.tolist(), r.max_tokens, stop_ids=()) for r in requests]
+    outputs = [session_generate(model, r.prompt.tolist(), r.max_tokens) for r in requests]
     return time.perf_counter() - start, outputs
 
 
@@ -522,7 +535,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="a smaller run: 16 requests, outputs 16..64, 16 online requests")
     parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--skip-generate", action="store_true",
-                        help="leave out the Model.generate rows")
+                        help="leave out the Session prefill/decode rows")
     parser.add_argument("--skip-online", action="store_true")
     parser.add_argument("--json", default="",
                         help="also write the records of bench_results.py to this file")
@@ -619,9 +632,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     runs = [batched, single]
     if not args.skip_generate:
         (seconds, gen_out), load, waited = timed(run_generate, model, requests)
-        runs.append(Run("axrt", "Model.generate, one after the other", seconds, gen_out,
+        runs.append(Run("axrt", "Session prefill/decode, one after the other", seconds, gen_out,
                         prompt_tokens, output_tokens, load))
-        log(f"  Model.generate: {seconds:.1f} s (others used {load:.2f} CPUs{waited})")
+        log(f"  Session prefill/decode: {seconds:.1f} s (others used {load:.2f} CPUs{waited})")
     hf = None
     if have_transformers and not args.skip_transformers:
         hf = TransformersRunner(model_dir, threads)

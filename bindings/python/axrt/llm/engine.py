@@ -22,12 +22,11 @@ import numpy as np
 
 from .. import _axrt
 from .._extras import MissingExtraError
-from .model import Model
 from .modelfile import check_sampling, check_token_ids, make_tokenizer, read_model
 from .shards import is_set, load_set
 
 if TYPE_CHECKING:
-    from .model import PathLike
+    from .model import Model, PathLike
 
 Prompt = Union[str, Sequence[int], np.ndarray]
 
@@ -298,6 +297,12 @@ def _loop_sink() -> Tuple[Callable, "asyncio.Queue"]:
     return sink, events
 
 
+def _is_loaded_model(model) -> bool:
+    """Whether `model` is a loaded :class:`~axrt.llm.Model` (its executable, configuration and
+    tokenizer), without importing model.py, which imports this module."""
+    return all(hasattr(model, a) for a in ("executable", "config", "tokenizer_json", "_tokenizer"))
+
+
 def _close(guard: _Guard, closed: threading.Event, thread: threading.Thread, group) -> None:
     guard.close()
     closed.set()
@@ -334,14 +339,14 @@ class Engine:
     ``with`` block) cancels what is left and stops it.
     """
 
-    def __init__(self, model: Union["PathLike", Model, Sequence["PathLike"]], device=None, *,
+    def __init__(self, model: Union["PathLike", "Model", Sequence["PathLike"]], device=None, *,
                  devices: Optional[Sequence] = None, num_blocks: int = 0,
                  kv_cache_bytes: int = 0, max_step_tokens: int = 0, max_running: int = 0,
                  max_waiting: int = 0, chunked_prefill: bool = True,
                  prefix_caching: bool = True, group_timeout: float = 60.0) -> None:
         group = None
         members = [None]
-        if isinstance(model, Model):
+        if _is_loaded_model(model):
             if device is not None or devices is not None:
                 raise ValueError("device and devices apply to a path; a Model is already loaded")
             executable, self.config = model.executable, model.config

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _axrt
 from .config import ModelConfig, UnsupportedModelError
+from .engine import Engine
 from .modelfile import check_sampling, check_token_ids, make_tokenizer, read_model
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -180,6 +181,19 @@ class LanguageModel:
         params = self._sampler_inputs(float(temperature), int(top_k), float(top_p), seed)
         if max_new_tokens == 0:
             return
+        engine = self._serving_engine()
+        if engine is not None:
+            # The serving engine, serving this one request.
+            request = engine.submit(prompt, max_new_tokens, temperature=float(temperature),
+                                    top_k=int(top_k), top_p=float(top_p), seed=int(seed),
+                                    stop_ids=tuple(stops))
+            try:
+                for event in request:
+                    if event.token >= 0:
+                        yield event.token
+            finally:
+                request.cancel()
+            return
         with self.session(total) as seq:
             # The logits and the sampled token stay tensors from call to call;
             # only the token comes back to the host.
@@ -193,6 +207,10 @@ class LanguageModel:
                     return
                 logits = seq._decode(sampled)
 
+    def _serving_engine(self):
+        """The engine that generates, or None where the subclass runs its own sessions."""
+        return None
+
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                  stop_ids: Optional[Iterable[int]] = None) -> List[int]:
@@ -204,9 +222,14 @@ class LanguageModel:
 class Model(LanguageModel):
     """A language model converted by ``axrt.llm convert``, loaded on one device.
 
-    ``executable`` is the loaded file, ``device`` its device, ``kv_cache``
-    the KV-cache pool (a tensor on that device); sessions, generation,
-    ``config`` and ``tokenizer`` are :class:`LanguageModel`'s.
+    ``executable`` is the loaded file, ``device`` its device; ``config`` and
+    ``tokenizer`` are :class:`LanguageModel`'s. :meth:`generate` and
+    :meth:`stream` go through the serving engine (``engine``, made at the
+    first request, over a KV cache of ``num_blocks`` blocks), serving one
+    request. Sessions (:meth:`session`) are the single-sequence API over the
+    file's ``prefill`` and ``decode``, on their own pool ``kv_cache`` (made
+    at the first session). :meth:`close` (or leaving a ``with`` block) stops
+    the engine.
     """
 
     def __init__(self, executable, num_blocks: Optional[int] = None) -> None:
@@ -215,9 +238,39 @@ class Model(LanguageModel):
         self._prefill = executable["prefill"]
         self._decode = executable["decode"]
         self._sample = executable["sample"]
-        self.kv_cache = _axrt.empty(self.config.kv_cache_shape(self.num_blocks), "float32",
-                                    device=executable.device)
+        self._kv_cache = None
+        self._engine = None
 
     @property
     def device(self):
         return self.executable.device
+
+    @property
+    def kv_cache(self):
+        """The sessions' KV-cache pool, a tensor on the model's device."""
+        if self._kv_cache is None:
+            self._kv_cache = _axrt.empty(self.config.kv_cache_shape(self.num_blocks), "float32",
+                                         device=self.executable.device)
+        return self._kv_cache
+
+    @property
+    def engine(self) -> Engine:
+        """The serving engine that :meth:`generate` and :meth:`stream` use."""
+        return self._serving_engine()
+
+    def _serving_engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine(self, num_blocks=self.num_blocks)
+        return self._engine
+
+    def close(self) -> None:
+        """Stops the engine (if one was made); sessions still work."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
