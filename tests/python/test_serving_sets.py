@@ -189,3 +189,38 @@ def test_a_set_of_cuda_devices_serves_through_nccl_on_the_mock(sets, tmp_path):
         with pytest.raises(axrt.llm.RequestError, match=r"member 1 \(cuda:1\)"):
             running.result(timeout=60)
         wait_for(lambda: engine.failure is not None, what="the engine to fail")
+
+
+def test_the_serve_command_serves_a_set_on_its_devices(sets):
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1", AXRT_CPU_DEVICES="4")
+    proc = subprocess.Popen([sys.executable, "-m", "axrt.llm", "serve", str(sets[2]),
+                             "--devices", "cpu:0,cpu:1", "--port", "0", "--num-blocks", "64",
+                             "--log-level", "warning"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"serving 'tp2' on http://127\.0\.0\.1:(\d+)/v1", line)
+        assert match, line + proc.stderr.read()
+        ref = reference()
+        prompt = [int(t) for t in ref["prompt0"]]
+        with openai.OpenAI(base_url=f"http://127.0.0.1:{match.group(1)}/v1", api_key="none",
+                           max_retries=0) as c:
+            r = c.completions.create(model="tp2", prompt=prompt, max_tokens=8, temperature=0,
+                                     extra_body={"ignore_eos": True})
+            assert r.usage.completion_tokens == 8
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    done = subprocess.run([sys.executable, "-m", "axrt.llm", "serve", str(sets[2]), "--devices",
+                           "cpu:0", "--port", "0"], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode != 0 and "one device per shard" in done.stderr
+    assert "Traceback" not in done.stderr
