@@ -16,6 +16,7 @@ the model in memory.
 """
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from dataclasses import dataclass
@@ -92,49 +93,42 @@ GPTQ_LAYOUT = QuantLayout("gptq_v2.int4.g128", "uint4", "f32", (quantize.INT4_GR
                                                                order="sequential")),
                           packing=Packing(4, 32, axis=0, order="sequential"))
 
-_MATMUL_PARAMS = [_r("x"), _r("w"), _r("bias"), _w("y"), _u64("M"), _u64("N"), _u64("K")]
+# The layouts the converter writes, by the id a kernel's contract declares.
+_LAYOUTS = {layout.layout_id: layout for layout in (INT8_LAYOUT, INT4_LAYOUT, GPTQ_LAYOUT)}
 
-# Every kernel the program uses: its parameter table (docs/kernels.md,
-# docs/llm.md) and the CUDA block size of its CUDA implementation.
-KERNELS: Dict[str, Tuple[List, int]] = {
-    "axrt_embedding_f32": ([_r("tokens"), _r("table"), _w("out"), _u64("T"), _u64("H"),
-                            _u64("V")], 256),
-    "axrt_embedding_bf16": ([_r("tokens"), _r("table"), _w("out"), _u64("T"), _u64("H"),
-                             _u64("V")], 256),
-    "axrt_rmsnorm_f32": ([_r("x"), _r("gamma"), _w("out"), _u64("rows"), _u64("cols"),
-                          _f32("epsilon")], 256),
-    "axrt_add_f32": ([_r("a"), _r("b"), _w("out"), _u64("n")], 256),
-    "axrt_rope_f32": ([_rw("x"), _r("positions"), _r("inv_freq"), _u64("T"), _u64("heads"),
-                       _u64("head_dim"), _u64("row_stride"), _f32("attention_scaling")], 256),
-    "axrt_silu_mul_f32": ([_r("gate_up"), _w("out"), _u64("rows"), _u64("cols")], 256),
-    "axrt_kv_cache_write_f32": ([_r("qkv"), _r("positions"), _r("block_tables"), _rw("cache"),
-                                 _u64("T"), _u64("tokens_per_seq"), _u64("layer"),
-                                 _u64("num_blocks"), _u64("kv_heads"), _u64("block_size"),
-                                 _u64("head_dim"), _u64("max_blocks"), _u64("row_stride"),
-                                 _u64("k_offset")], 256),
-    "axrt_attention_prefill_f32": ([_r("qkv"), _r("positions"), _r("block_table"), _r("cache"),
-                                    _w("out"), _u64("T"), _u64("heads"), _u64("kv_heads"),
-                                    _u64("head_dim"), _u64("layer"), _u64("num_blocks"),
-                                    _u64("block_size"), _u64("max_blocks"), _u64("row_stride"),
-                                    _f32("scale")], 256),
-    "axrt_attention_decode_f32": ([_r("qkv"), _r("positions"), _r("block_tables"), _r("cache"),
-                                   _w("out"), _u64("B"), _u64("heads"), _u64("kv_heads"),
-                                   _u64("head_dim"), _u64("layer"), _u64("num_blocks"),
-                                   _u64("block_size"), _u64("max_blocks"), _u64("row_stride"),
-                                   _f32("scale")], 256),
-    "axrt_sample_f32": ([_r("logits"), _r("temperature"), _r("top_k"), _r("top_p"), _r("seeds"),
-                         _r("positions"), _w("tokens", "int32"), _u64("B"), _u64("V")], 256),
-    "axrt_matmul_f32_nk": (_MATMUL_PARAMS, 256),
-    "axrt_matmul_bf16_f32": (_MATMUL_PARAMS, 256),
-    "axrt_matmul_int8_pc_f32": ([_r("x"), _r("w", INT8_LAYOUT), _r("scale"), _r("bias"), _w("y"),
-                                 _u64("M"), _u64("N"), _u64("K")], 256),
-    "axrt_matmul_awq_int4_f32": ([_r("x"), _r("qweight", INT4_LAYOUT), _r("scales"),
-                                  _r("qzeros"), _r("bias"), _w("y"), _u64("M"), _u64("N"),
-                                  _u64("K"), _u64("group_size")], 256),
-    "axrt_matmul_gptq_int4_q8_f32": ([_r("x"), _r("qweight", GPTQ_LAYOUT), _r("scales"),
-                                      _r("qzeros"), _r("bias"), _w("y"), _u64("M"), _u64("N"),
-                                      _u64("K"), _u64("group_size")], 256),
-}
+
+def contracts_path() -> Path:
+    """The built-in kernels' contracts (kernels/contracts.json), packaged with axrt."""
+    return Path(__file__).resolve().parent.parent / "kernels" / "contracts.json"
+
+
+def _kernel_table() -> Dict[str, Tuple[List, int]]:
+    """Every kernel of the contracts whose layouts the converter writes: its parameter
+    table and the CUDA block size of its CUDA implementation."""
+    with open(contracts_path(), encoding="utf-8") as f:
+        contracts = json.load(f)["kernels"]
+    table: Dict[str, Tuple[List, int]] = {}
+    for kernel in contracts:
+        params = []
+        for p in kernel["params"]:
+            if "scalar" in p:
+                params.append(Scalar(p["name"], p["scalar"]))
+            elif p["access"] == "read":
+                if "layout" in p and p["layout"] not in _LAYOUTS:
+                    break  # a layout the converter never writes
+                params.append(_r(p["name"], _LAYOUTS.get(p.get("layout"))))
+            elif p["access"] == "write":
+                params.append(_w(p["name"], p["dtype"]))
+            else:
+                params.append(_rw(p["name"], p["dtype"]))
+        else:
+            table[kernel["name"]] = (params, int(kernel["cuda_block"]))
+    return table
+
+
+# Every kernel the program uses: its parameter table (from its contract,
+# docs/kernels.md) and the CUDA block size of its CUDA implementation.
+KERNELS: Dict[str, Tuple[List, int]] = _kernel_table()
 
 
 def default_fatbin() -> Optional[Path]:

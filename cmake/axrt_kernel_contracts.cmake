@@ -1,0 +1,47 @@
+# Generates the CPU library's parameter tables from kernels/contracts.json,
+# the one statement of every built-in kernel's contract (docs/architecture.md,
+# "Adding a kernel"): axrt_kernel_contracts(<json> <output .inc>) writes, for
+# each kernel, its parameter table and a check of its argument struct's size
+# against it, and AXRT_CPU_KERNEL_TABLE, the library's entries in the file's
+# order. Runs at configure time; editing the JSON reconfigures.
+function(axrt_kernel_contracts json output)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${json})
+  file(READ ${json} text)
+  string(JSON count LENGTH "${text}" kernels)
+  math(EXPR last "${count} - 1")
+  set(out "// Generated from kernels/contracts.json by cmake/axrt_kernel_contracts.cmake.\n")
+  set(table "#define AXRT_CPU_KERNEL_TABLE")
+  foreach(i RANGE ${last})
+    string(JSON name GET "${text}" kernels ${i} name)
+    string(JSON args GET "${text}" kernels ${i} args)
+    string(JSON params LENGTH "${text}" kernels ${i} params)
+    math(EXPR plast "${params} - 1")
+    set(list "")
+    foreach(p RANGE ${plast})
+      string(JSON pname GET "${text}" kernels ${i} params ${p} name)
+      string(JSON scalar ERROR_VARIABLE no_scalar GET "${text}" kernels ${i} params ${p} scalar)
+      if(no_scalar)
+        string(JSON layout ERROR_VARIABLE no_layout GET "${text}" kernels ${i} params ${p} layout)
+        if(no_layout)
+          list(APPEND list "buffer(\"${pname}\")")
+        else()
+          list(APPEND list "buffer(\"${pname}\", \"${layout}\")")
+        endif()
+      elseif(scalar STREQUAL "uint64")
+        list(APPEND list "u64(\"${pname}\")")
+      elseif(scalar STREQUAL "float32")
+        list(APPEND list "scalar(\"${pname}\", AXRT_DTYPE_FLOAT32)")
+      else()
+        message(FATAL_ERROR "${json}: ${name} parameter ${pname}: scalar type '${scalar}' is not "
+                            "one the CPU library's tables take (uint64, float32)")
+      endif()
+    endforeach()
+    list(JOIN list ", " joined)
+    string(APPEND out "constexpr auto kParams_${name} = params(${joined});\n")
+    string(APPEND out "static_assert(block_size(kParams_${name}) == sizeof(cpu::${args}), "
+                      "\"${name}: cpu::${args} is not the block its contract describes\");\n")
+    string(APPEND table " \\\n    kernel<cpu::${args}>(\"${name}\", ${name}, kParams_${name}),")
+  endforeach()
+  string(APPEND out "${table}\n")
+  file(CONFIGURE OUTPUT ${output} CONTENT "${out}" @ONLY)
+endfunction()
