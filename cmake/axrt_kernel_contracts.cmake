@@ -1,22 +1,26 @@
 # Generates the CPU library's parameter tables from kernels/contracts.json,
 # the one statement of every built-in kernel's contract (docs/architecture.md,
-# "Adding a kernel"): axrt_kernel_contracts(<json> <output .inc>) writes, for
-# each kernel, its parameter table and a check of its argument struct's size
-# against it, and AXRT_CPU_KERNEL_TABLE, the library's entries in the file's
-# order. Runs at configure time; editing the JSON reconfigures.
-function(axrt_kernel_contracts json output)
+# "Adding a kernel"): axrt_kernel_contracts(<json> <output .inc> <listing>)
+# writes, for each kernel, its parameter table and a check of its argument
+# struct's size against it, and AXRT_CPU_KERNEL_TABLE, the library's entries
+# in the file's order; and <listing>, the same as plain text for the tests
+# (a kernel a line: its name, then each parameter as name:buffer[:layout] or
+# name:scalar:type). Runs at configure time; editing the JSON reconfigures.
+function(axrt_kernel_contracts json output listing)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${json})
   file(READ ${json} text)
   string(JSON count LENGTH "${text}" kernels)
   math(EXPR last "${count} - 1")
   set(out "// Generated from kernels/contracts.json by cmake/axrt_kernel_contracts.cmake.\n")
   set(table "#define AXRT_CPU_KERNEL_TABLE")
+  set(lines "")
   foreach(i RANGE ${last})
     string(JSON name GET "${text}" kernels ${i} name)
     string(JSON args GET "${text}" kernels ${i} args)
     string(JSON params LENGTH "${text}" kernels ${i} params)
     math(EXPR plast "${params} - 1")
     set(list "")
+    set(line "${name}")
     foreach(p RANGE ${plast})
       string(JSON pname GET "${text}" kernels ${i} params ${p} name)
       string(JSON scalar ERROR_VARIABLE no_scalar GET "${text}" kernels ${i} params ${p} scalar)
@@ -24,13 +28,17 @@ function(axrt_kernel_contracts json output)
         string(JSON layout ERROR_VARIABLE no_layout GET "${text}" kernels ${i} params ${p} layout)
         if(no_layout)
           list(APPEND list "buffer(\"${pname}\")")
+          string(APPEND line " ${pname}:buffer")
         else()
           list(APPEND list "buffer(\"${pname}\", \"${layout}\")")
+          string(APPEND line " ${pname}:buffer:${layout}")
         endif()
       elseif(scalar STREQUAL "uint64")
         list(APPEND list "u64(\"${pname}\")")
+        string(APPEND line " ${pname}:scalar:uint64")
       elseif(scalar STREQUAL "float32")
         list(APPEND list "scalar(\"${pname}\", AXRT_DTYPE_FLOAT32)")
+        string(APPEND line " ${pname}:scalar:float32")
       else()
         message(FATAL_ERROR "${json}: ${name} parameter ${pname}: scalar type '${scalar}' is not "
                             "one the CPU library's tables take (uint64, float32)")
@@ -41,7 +49,9 @@ function(axrt_kernel_contracts json output)
     string(APPEND out "static_assert(block_size(kParams_${name}) == sizeof(cpu::${args}), "
                       "\"${name}: cpu::${args} is not the block its contract describes\");\n")
     string(APPEND table " \\\n    kernel<cpu::${args}>(\"${name}\", ${name}, kParams_${name}),")
+    string(APPEND lines "${line}\n")
   endforeach()
   string(APPEND out "${table}\n")
   file(CONFIGURE OUTPUT ${output} CONTENT "${out}" @ONLY)
+  file(CONFIGURE OUTPUT ${listing} CONTENT "${lines}" @ONLY)
 endfunction()

@@ -20,6 +20,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -680,154 +681,43 @@ TEST_CASE("the library table describes axrt.cpu version 1") {
   REQUIRE(lib.kernels != nullptr);
 }
 
-TEST_CASE("every kernel of docs/kernels.md is in the table with its parameters") {
-  constexpr uint32_t B = AXRT_KERNEL_PARAM_KIND_BUFFER;
-  constexpr uint32_t S = AXRT_KERNEL_PARAM_KIND_SCALAR;
-  struct Param {
-    const char* name;
-    uint32_t kind;
-    uint32_t type;
-  };
-  const Param u64 = {nullptr, S, AXRT_DTYPE_UINT64};
-  auto scalar = [&](const char* name) { return Param{name, u64.kind, u64.type}; };
-  const std::vector<Param> binary = {{"a", B, 0}, {"b", B, 0}, {"out", B, 0}, scalar("n")};
-  const std::vector<Param> unary = {{"x", B, 0}, {"out", B, 0}, scalar("n")};
-  const std::vector<Param> matmul = {{"x", B, 0}, {"w", B, 0}, {"bias", B, 0}, {"y", B, 0},
-                                     scalar("M"), scalar("N"), scalar("K")};
-  const std::vector<Param> int8 = {{"x", B, 0}, {"w", B, 0}, {"scale", B, 0}, {"bias", B, 0},
-                                   {"y", B, 0}, scalar("M"), scalar("N"),     scalar("K")};
-  const std::vector<Param> int4 = {
-      {"x", B, 0}, {"qweight", B, 0}, {"scales", B, 0}, {"qzeros", B, 0}, {"bias", B, 0},
-      {"y", B, 0}, scalar("M"),       scalar("N"),      scalar("K"),      scalar("group_size")};
-  const std::vector<Param> fp8 = {
-      {"x", B, 0}, {"w", B, 0}, {"scale", B, 0}, {"bias", B, 0},    {"y", B, 0},
-      scalar("M"), scalar("N"), scalar("K"),     scalar("block_n"), scalar("block_k")};
-  const std::vector<Param> embedding = {{"tokens", B, 0}, {"table", B, 0}, {"out", B, 0},
-                                        scalar("T"),        scalar("H"),        scalar("V")};
-  auto attention = [&](const char* table, const char* count) {
-    return std::vector<Param>{{"qkv", B, 0},        {"positions", B, 0},  {table, B, 0},
-                              {"cache", B, 0},      {"out", B, 0},        scalar(count),
-                              scalar("heads"),      scalar("kv_heads"),   scalar("head_dim"),
-                              scalar("layer"),      scalar("num_blocks"), scalar("block_size"),
-                              scalar("max_blocks"), scalar("row_stride"),
-                              {"scale", S, AXRT_DTYPE_FLOAT32}};
-  };
-  struct Expected {
-    std::vector<Param> params;
-    const char* quantized_param;  // the one parameter with a layout_id
-    const char* layout_id;
-  };
-  const std::map<std::string, Expected> expected = {
-      {"axrt_add_f32", {binary, nullptr, nullptr}},
-      {"axrt_mul_f32", {binary, nullptr, nullptr}},
-      {"axrt_gelu_f32", {unary, nullptr, nullptr}},
-      {"axrt_silu_f32", {unary, nullptr, nullptr}},
-      {"axrt_softmax_f32",
-       {{{"x", B, 0}, {"out", B, 0}, scalar("rows"), scalar("cols")}, nullptr, nullptr}},
-      {"axrt_layernorm_f32",
-       {{{"x", B, 0},
-         {"gamma", B, 0},
-         {"beta", B, 0},
-         {"out", B, 0},
-         scalar("rows"),
-         scalar("cols"),
-         {"epsilon", S, AXRT_DTYPE_FLOAT32}},
-        nullptr,
-        nullptr}},
-      {"axrt_rmsnorm_f32",
-       {{{"x", B, 0},
-         {"gamma", B, 0},
-         {"out", B, 0},
-         scalar("rows"),
-         scalar("cols"),
-         {"epsilon", S, AXRT_DTYPE_FLOAT32}},
-        nullptr,
-        nullptr}},
-      {"axrt_matmul_f32", {matmul, nullptr, nullptr}},
-      {"axrt_matmul_bf16_f32", {matmul, nullptr, nullptr}},
-      {"axrt_matmul_f32_nk", {matmul, nullptr, nullptr}},
-      {"axrt_matmul_int8_pc_f32", {int8, "w", "int8.per_channel"}},
-      {"axrt_matmul_awq_int4_f32", {int4, "qweight", "awq.int4.g128"}},
-      {"axrt_matmul_gptq_int4_f32", {int4, "qweight", "gptq_v2.int4.g128"}},
-      {"axrt_matmul_gptq_int4_q8_f32", {int4, "qweight", "gptq_v2.int4.g128"}},
-      {"axrt_matmul_gptq_v1_int4_f32", {int4, "qweight", "gptq.int4.g128"}},
-      {"axrt_matmul_fp8_e4m3_f32", {fp8, "w", "fp8.e4m3fn.per_tensor"}},
-      {"axrt_matmul_fp8_e4m3_b128_f32", {fp8, "w", "fp8.e4m3fn.b128x128"}},
-      // The transformer kernels (docs/llm.md); tests/python/test_llm_kernels.py
-      // checks what they compute.
-      {"axrt_embedding_f32", {embedding, nullptr, nullptr}},
-      {"axrt_embedding_bf16", {embedding, nullptr, nullptr}},
-      {"axrt_rope_f32",
-       {{{"x", B, 0},
-         {"positions", B, 0},
-         {"inv_freq", B, 0},
-         scalar("T"),
-         scalar("heads"),
-         scalar("head_dim"),
-         scalar("row_stride"),
-         {"attention_scaling", S, AXRT_DTYPE_FLOAT32}},
-        nullptr,
-        nullptr}},
-      {"axrt_silu_mul_f32",
-       {{{"gate_up", B, 0}, {"out", B, 0}, scalar("rows"), scalar("cols")}, nullptr, nullptr}},
-      {"axrt_kv_cache_write_f32",
-       {{{"qkv", B, 0},
-         {"positions", B, 0},
-         {"block_tables", B, 0},
-         {"cache", B, 0},
-         scalar("T"),
-         scalar("tokens_per_seq"),
-         scalar("layer"),
-         scalar("num_blocks"),
-         scalar("kv_heads"),
-         scalar("block_size"),
-         scalar("head_dim"),
-         scalar("max_blocks"),
-         scalar("row_stride"),
-         scalar("k_offset")},
-        nullptr,
-        nullptr}},
-      {"axrt_attention_prefill_f32", {attention("block_table", "T"), nullptr, nullptr}},
-      {"axrt_attention_decode_f32", {attention("block_tables", "B"), nullptr, nullptr}},
-      {"axrt_sample_f32",
-       {{{"logits", B, 0},
-         {"temperature", B, 0},
-         {"top_k", B, 0},
-         {"top_p", B, 0},
-         {"seeds", B, 0},
-         {"positions", B, 0},
-         {"tokens", B, 0},
-         scalar("B"),
-         scalar("V")},
-        nullptr,
-        nullptr}},
-  };
-
+TEST_CASE("every kernel of the contracts is in the table with its parameters") {
+  // kernels/contracts.json as the build lists it (cmake/axrt_kernel_contracts.cmake):
+  // a kernel a line, its name, then name:buffer[:layout] or name:scalar:type.
+  std::ifstream listing(AXRT_KERNEL_CONTRACTS_LISTING);
+  REQUIRE(listing.good());
+  std::vector<std::vector<std::string>> contracts;
+  for (std::string line; std::getline(listing, line);) {
+    std::istringstream words(line);
+    contracts.emplace_back();
+    for (std::string word; words >> word;) contracts.back().push_back(word);
+  }
   const axrt_kernel_library_t& lib = library();
-  REQUIRE(lib.kernel_count == expected.size());
+  REQUIRE(lib.kernel_count == contracts.size());
   std::set<std::string> names;
   for (uint32_t i = 0; i < lib.kernel_count; ++i) {
     const axrt_kernel_info_t& kernel = lib.kernels[i];
+    const std::vector<std::string>& want = contracts[i];
     INFO("kernel " << kernel.name);
     CHECK(names.insert(kernel.name).second);  // unique
     CHECK(kernel.function != nullptr);
-    const auto it = expected.find(kernel.name);
-    REQUIRE(it != expected.end());
-    const Expected& want = it->second;
-    REQUIRE(kernel.param_count == want.params.size());
+    CHECK(std::string_view(kernel.name) == want[0]);  // in the contracts' order
+    REQUIRE(kernel.param_count + 1 == want.size());
     for (uint32_t p = 0; p < kernel.param_count; ++p) {
       const axrt_kernel_param_info_t& param = kernel.params[p];
-      INFO("parameter " << p << " '" << param.name << "'");
-      CHECK(std::string_view(param.name) == want.params[p].name);
-      CHECK(param.kind == want.params[p].kind);
-      CHECK(param.scalar_type == want.params[p].type);
-      // layout_id exactly on the quantized weight parameter.
-      if (want.quantized_param != nullptr && param.name == std::string(want.quantized_param)) {
-        REQUIRE(param.layout_id != nullptr);
-        CHECK(std::string_view(param.layout_id) == want.layout_id);
+      std::string expect = std::string(param.name);
+      if (param.kind == AXRT_KERNEL_PARAM_KIND_BUFFER) {
+        expect += ":buffer";
+        CHECK(param.scalar_type == 0);
+        if (param.layout_id != nullptr) expect += std::string(":") + param.layout_id;
       } else {
+        REQUIRE(param.kind == AXRT_KERNEL_PARAM_KIND_SCALAR);
         CHECK(param.layout_id == nullptr);
+        expect += param.scalar_type == AXRT_DTYPE_UINT64    ? ":scalar:uint64"
+                  : param.scalar_type == AXRT_DTYPE_FLOAT32 ? ":scalar:float32"
+                                                            : ":scalar:?";
       }
+      CHECK(expect == want[p + 1]);
     }
   }
 }
