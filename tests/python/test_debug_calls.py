@@ -5,6 +5,7 @@ a model with one NaN weight names the first command that reads it."""
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,22 +16,32 @@ from axrt.llm.checkpoint import Checkpoint
 from axrt.llm.modelfile import read_model
 from serving_support import DATA, tiny_llama_path  # noqa: F401 (a fixture)
 
-# The commands of one decoder layer in decode (convert.py's program) and the
-# parameter each writes.
+# The kernels of one decoder layer's commands in decode (convert.py's
+# program); the parameter each writes comes from its contract.
 LAYER = [
-    ("axrt_rmsnorm_f32", "out"),            # xn = norm(h)
-    ("axrt_matmul_f32_nk", "y"),            # qkv
-    ("axrt_rope_f32", "x"),                 # qkv rotated in place
-    ("axrt_kv_cache_write_f32", "cache"),   # the mutable kv_cache
-    ("axrt_attention_decode_f32", "out"),   # attn
-    ("axrt_matmul_f32_nk", "y"),            # o_proj
-    ("axrt_add_f32", "out"),                # h += o_proj
-    ("axrt_rmsnorm_f32", "out"),            # xn = norm(h)
-    ("axrt_matmul_f32_nk", "y"),            # gate_up
-    ("axrt_silu_mul_f32", "out"),           # act
-    ("axrt_matmul_f32_nk", "y"),            # down_proj
-    ("axrt_add_f32", "out"),                # h += down_proj
+    "axrt_rmsnorm_f32",           # xn = norm(h)
+    "axrt_matmul_f32_nk",         # qkv
+    "axrt_rope_f32",              # qkv rotated in place
+    "axrt_kv_cache_write_f32",    # the mutable kv_cache
+    "axrt_attention_decode_f32",  # attn
+    "axrt_matmul_f32_nk",         # o_proj
+    "axrt_add_f32",               # h += o_proj
+    "axrt_rmsnorm_f32",           # xn = norm(h)
+    "axrt_matmul_f32_nk",         # gate_up
+    "axrt_silu_mul_f32",          # act
+    "axrt_matmul_f32_nk",         # down_proj
+    "axrt_add_f32",               # h += down_proj
 ]
+CONTRACTS = {k["name"]: k for k in json.loads(
+    (Path(__file__).resolve().parent.parent.parent / "kernels" / "contracts.json").read_text())[
+        "kernels"]}
+
+
+def written(kernel):
+    """The parameter `kernel` writes, as its contract says."""
+    (param,) = [p["name"] for p in CONTRACTS[kernel]["params"]
+                if p.get("access") in ("write", "read_write")]
+    return param
 
 
 def decode_inputs(config, token=5):
@@ -42,8 +53,8 @@ def decode_inputs(config, token=5):
     return tokens, positions, tables, cache
 
 
-def file_of(command, kernel, param):
-    return f"c{command:03}-{kernel}-{param}.npy"
+def file_of(command, kernel):
+    return f"c{command:03}-{kernel}-{written(kernel)}.npy"
 
 
 def rmsnorm(x, gamma, eps):
@@ -76,18 +87,18 @@ def test_a_dumped_decode_call_holds_every_layer(tiny_llama_path, tmp_path):  # n
     assert not np.load(call / "in-kv_cache.npy").any()
 
     # Every layer's commands and files, in order.
-    assert files[file_of(0, "axrt_embedding_f32", "out")]["binding"] == "arena"
+    assert files[file_of(0, "axrt_embedding_f32")]["binding"] == "arena"
     for layer in range(L):
-        for i, (kernel, param) in enumerate(LAYER):
-            entry = files[file_of(1 + 12 * layer + i, kernel, param)]
+        for i, kernel in enumerate(LAYER):
+            entry = files[file_of(1 + 12 * layer + i, kernel)]
             assert entry["command"] == 1 + 12 * layer + i
             assert entry["dtype"] == "f32"
             if kernel == "axrt_kv_cache_write_f32":
                 assert entry["binding"] == "input" and entry["name"] == "kv_cache"
                 assert tuple(entry["shape"]) == cache.shape
     last = 1 + 12 * L
-    assert files[file_of(last, "axrt_rmsnorm_f32", "out")]["binding"] == "arena"
-    head = files[file_of(last + 1, "axrt_matmul_f32_nk", "y")]
+    assert files[file_of(last, "axrt_rmsnorm_f32")]["binding"] == "arena"
+    head = files[file_of(last + 1, "axrt_matmul_f32_nk")]
     assert head["binding"] == "output" and head["name"] == "logits"
     assert len(files) == 4 + 1 + 12 * L + 2  # inputs, embedding, layers, norm and head
 
@@ -96,8 +107,8 @@ def test_a_dumped_decode_call_holds_every_layer(tiny_llama_path, tmp_path):  # n
     assert dumped.dtype == np.float32 and dumped.shape == logits.shape
     assert dumped.view(np.uint32).tolist() == logits.view(np.uint32).tolist()
 
-    def arena(command, kernel, param, count=H):
-        data = np.load(call / file_of(command, kernel, param))
+    def arena(command, kernel, count=H):
+        data = np.load(call / file_of(command, kernel))
         assert data.dtype == np.float32 and data.ndim == 1
         # The one token's row; the slice's other rows were not written.
         assert not data[count:].any()
@@ -106,26 +117,26 @@ def test_a_dumped_decode_call_holds_every_layer(tiny_llama_path, tmp_path):  # n
     # What numpy computes from the dumped inputs of each step.
     ckpt = Checkpoint(DATA / "tiny-llama")
     embedding = ckpt.tensor("model.embed_tokens.weight").astype(np.float32)
-    h = arena(0, "axrt_embedding_f32", "out")
+    h = arena(0, "axrt_embedding_f32")
     assert h.tolist() == embedding[5].tolist()
     eps = config.rms_norm_eps
     for layer in range(L):
         base = 1 + 12 * layer
         gamma = ckpt.tensor(f"model.layers.{layer}.input_layernorm.weight").astype(np.float64)
-        xn = arena(base, "axrt_rmsnorm_f32", "out")
+        xn = arena(base, "axrt_rmsnorm_f32")
         np.testing.assert_allclose(xn, rmsnorm(h, gamma, eps), rtol=1e-5, atol=1e-6)
-        o = arena(base + 5, "axrt_matmul_f32_nk", "y")
+        o = arena(base + 5, "axrt_matmul_f32_nk")
         h = h + o  # f32 + f32: the kernel's bits
-        assert arena(base + 6, "axrt_add_f32", "out").tolist() == h.tolist()
+        assert arena(base + 6, "axrt_add_f32").tolist() == h.tolist()
         inter = config.intermediate_size
-        gate_up = arena(base + 8, "axrt_matmul_f32_nk", "y", 2 * inter).astype(np.float64)
+        gate_up = arena(base + 8, "axrt_matmul_f32_nk", 2 * inter).astype(np.float64)
         gate, up = gate_up[:inter], gate_up[inter:]
-        act = arena(base + 9, "axrt_silu_mul_f32", "out", inter)
+        act = arena(base + 9, "axrt_silu_mul_f32", inter)
         np.testing.assert_allclose(act, gate / (1 + np.exp(-gate)) * up, rtol=1e-5, atol=1e-6)
-        h = h + arena(base + 10, "axrt_matmul_f32_nk", "y")
-        assert arena(base + 11, "axrt_add_f32", "out").tolist() == h.tolist()
+        h = h + arena(base + 10, "axrt_matmul_f32_nk")
+        assert arena(base + 11, "axrt_add_f32").tolist() == h.tolist()
     gamma = ckpt.tensor("model.norm.weight").astype(np.float64)
-    final = arena(last, "axrt_rmsnorm_f32", "out")
+    final = arena(last, "axrt_rmsnorm_f32")
     np.testing.assert_allclose(final, rmsnorm(h, gamma, eps), rtol=1e-5, atol=1e-6)
     lm_head = ckpt.tensor("lm_head.weight").astype(np.float64)
     np.testing.assert_allclose(logits[0], lm_head @ final.astype(np.float64), rtol=1e-4, atol=1e-5)
