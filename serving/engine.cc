@@ -313,16 +313,7 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
     }
   }
   if (group_ != nullptr) AXRT_RETURN_IF_ERROR(init_peers(options, num_blocks));
-  const int64_t cache_shape[6] = {static_cast<int64_t>(shape_.layers), 2,
-                                  static_cast<int64_t>(num_blocks),
-                                  static_cast<int64_t>(shape_.kv_heads),
-                                  static_cast<int64_t>(shape_.block_size),
-                                  static_cast<int64_t>(shape_.head_dim)};
-  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-  desc.dtype = AXRT_DTYPE_FLOAT32;
-  desc.rank = 6;
-  desc.shape = cache_shape;
-  AXRT_RETURN_IF_ERROR(axrt_tensor_create(b.cache_buffer, &desc, &b.cache));
+  AXRT_RETURN_IF_ERROR(cache_tensor(b.cache_buffer, num_blocks, shape_.kv_heads, &b.cache));
 
   blocks_ = std::make_unique<BlockManager>(static_cast<uint32_t>(num_blocks),
                                            static_cast<uint32_t>(shape_.block_size),
@@ -585,18 +576,8 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
   uint64_t S = 0;
   for (const ScheduledSequence& e : plan.entries) S += e.sample ? 1 : 0;
 
-  // Copy-on-write first: each block is one run of bytes in every (layer,
-  // key or value) plane of the cache.
-  const uint64_t block_bytes = shape_.kv_heads * shape_.block_size * shape_.head_dim * 4;
-  const uint64_t plane_bytes = blocks_->num_blocks() * block_bytes;
-  for (const auto& [from, to] : plan.copies) {
-    for (uint64_t plane = 0; plane < shape_.layers * 2; ++plane) {
-      AXRT_RETURN_IF_ERROR(axrt_stream_copy_buffer(
-          stream_, b.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(from) * block_bytes,
-          b.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(to) * block_bytes,
-          block_bytes));
-    }
-  }
+  // Copy-on-write first.
+  AXRT_RETURN_IF_ERROR(copy_blocks(plan, stream_, b.cache_buffer, shape_.kv_heads));
 
   // The inputs, on the host.
   Staging& h = staging_;
@@ -793,16 +774,7 @@ axrt_status_t Engine::init_peers(const axrt_engine_options_t& options, uint64_t 
                            num_blocks, bytes, axrt_status_message(s));
       }
     }
-    const int64_t cache_shape[6] = {static_cast<int64_t>(shape_.layers), 2,
-                                    static_cast<int64_t>(num_blocks),
-                                    static_cast<int64_t>(p.kv_heads),
-                                    static_cast<int64_t>(shape_.block_size),
-                                    static_cast<int64_t>(shape_.head_dim)};
-    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-    desc.dtype = AXRT_DTYPE_FLOAT32;
-    desc.rank = 6;
-    desc.shape = cache_shape;
-    AXRT_RETURN_IF_ERROR(axrt_tensor_create(p.cache_buffer, &desc, &p.cache));
+    AXRT_RETURN_IF_ERROR(cache_tensor(p.cache_buffer, num_blocks, p.kv_heads, &p.cache));
     peers_.push_back(std::move(peer));
   }
   return nullptr;
@@ -810,16 +782,7 @@ axrt_status_t Engine::init_peers(const axrt_engine_options_t& options, uint64_t 
 
 axrt_status_t Engine::execute_peer(Peer& p, const StepPlan& plan, uint64_t T, uint64_t R) {
   const uint64_t MB = shape_.max_blocks;
-  const uint64_t block_bytes = p.kv_heads * shape_.block_size * shape_.head_dim * 4;
-  const uint64_t plane_bytes = blocks_->num_blocks() * block_bytes;
-  for (const auto& [from, to] : plan.copies) {
-    for (uint64_t plane = 0; plane < shape_.layers * 2; ++plane) {
-      AXRT_RETURN_IF_ERROR(axrt_stream_copy_buffer(
-          p.stream, p.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(from) * block_bytes,
-          p.cache_buffer, plane * plane_bytes + static_cast<uint64_t>(to) * block_bytes,
-          block_bytes));
-    }
-  }
+  AXRT_RETURN_IF_ERROR(copy_blocks(plan, p.stream, p.cache_buffer, p.kv_heads));
   const Staging& h = staging_;
   AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(p.stream, h.tokens.data(), p.tokens, 0, T * 4));
   AXRT_RETURN_IF_ERROR(
@@ -853,6 +816,33 @@ axrt_status_t Engine::execute_peer(Peer& p, const StepPlan& plan, uint64_t T, ui
   options.channels = &channel;
   options.channel_count = 1;
   return axrt_function_invoke(p.step, p.stream, in, 5, nullptr, 0, &options);
+}
+
+axrt_status_t Engine::cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, uint64_t kv_heads,
+                                   axrt_tensor_t* out) const {
+  const int64_t shape[6] = {static_cast<int64_t>(shape_.layers),     2,
+                            static_cast<int64_t>(num_blocks),        static_cast<int64_t>(kv_heads),
+                            static_cast<int64_t>(shape_.block_size), static_cast<int64_t>(shape_.head_dim)};
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = AXRT_DTYPE_FLOAT32;
+  desc.rank = 6;
+  desc.shape = shape;
+  return axrt_tensor_create(buffer, &desc, out);
+}
+
+axrt_status_t Engine::copy_blocks(const StepPlan& plan, axrt_stream_t stream, axrt_buffer_t cache,
+                                  uint64_t kv_heads) const {
+  // Each block is one run of bytes in every (layer, key or value) plane.
+  const uint64_t block_bytes = kv_heads * shape_.block_size * shape_.head_dim * 4;
+  const uint64_t plane_bytes = blocks_->num_blocks() * block_bytes;
+  for (const auto& [from, to] : plan.copies) {
+    for (uint64_t plane = 0; plane < shape_.layers * 2; ++plane) {
+      AXRT_RETURN_IF_ERROR(axrt_stream_copy_buffer(
+          stream, cache, plane * plane_bytes + static_cast<uint64_t>(from) * block_bytes, cache,
+          plane * plane_bytes + static_cast<uint64_t>(to) * block_bytes, block_bytes));
+    }
+  }
+  return nullptr;
 }
 
 void Engine::abort_group(const char* why) {

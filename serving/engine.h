@@ -84,8 +84,16 @@ class Engine {
   axrt_status_t init_peers(const axrt_engine_options_t& options, uint64_t num_blocks);
   // Queues member `peer`'s step over what the head's staging holds.
   axrt_status_t execute_peer(Peer& peer, const StepPlan& plan, uint64_t T, uint64_t R);
-  // The stream failures of the set's other members, once the head's step
-  // went wrong: a failed member is what the error should name.
+  // A tensor over `buffer`, the KV cache (or a member's shard of it) of
+  // `num_blocks` blocks and `kv_heads` heads.
+  axrt_status_t cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, uint64_t kv_heads,
+                             axrt_tensor_t* out) const;
+  // Queues `plan`'s copy-on-write copies in a cache of `kv_heads` heads.
+  axrt_status_t copy_blocks(const StepPlan& plan, axrt_stream_t stream, axrt_buffer_t cache,
+                            uint64_t kv_heads) const;
+  // Aborts the set's group (naming no member: the first failure stays the
+  // one named) once a step went wrong, so that no member waits for the
+  // others until the group's timeout. Nothing on one device.
   void abort_group(const char* why);
   void run();
   // One turn of the engine thread's loop, under `lock`; false once stopped.

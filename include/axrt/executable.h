@@ -275,9 +275,9 @@ typedef struct axrt_function_info_t {
 #define AXRT_FUNCTION_INFO_INIT \
   { sizeof(axrt_function_info_t), NULL, NULL, 0, 0, 0, 0, 0, 0 }
 
-/* Channel `index` of `function` (format 1.4): its name (owned by the
- * executable) and the members it needs (0: any). OUT_OF_RANGE past the
- * last. */
+/* Channel `index` of `function` (format 1.4): writes its name (owned by
+ * the executable, valid while it lives) and the members it needs (0: any).
+ * OUT_OF_RANGE past the last; nothing is written on an error. Thread-safe. */
 AXRT_API axrt_status_t axrt_function_query_channel(axrt_function_t function, uint32_t index,
                                                    const char** out_name, uint32_t* out_size);
 

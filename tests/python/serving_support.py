@@ -1,8 +1,10 @@
-"""What the serving tests share: the tiny Llama converted once per test
-process, and waiting for an engine to go idle."""
+"""What the language-model and serving tests share: the tiny Llama converted once per test
+process, the references computed with transformers (tests/llm/data), and waiting for an
+engine to go idle."""
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import axrt.llm
@@ -30,3 +32,23 @@ def idle(engine) -> bool:
     """No request running or waiting, and every KV block back in the pool."""
     s = engine.stats()
     return s["kv_blocks_used"] == 0 and s["running"] == 0 and s["waiting"] == 0
+
+
+def reference(model: str, weights: str) -> dict:
+    """transformers' outputs for `model` with `weights` (tests/llm/data/<model>.<weights>.npz)."""
+    with np.load(DATA / f"{model}.{weights}.npz") as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def prompts(ref: dict):
+    """(i, prompt i's ids) of a reference, in order."""
+    i = 0
+    while f"prompt{i}" in ref:
+        yield i, [int(t) for t in ref[f"prompt{i}"]]
+        i += 1
+
+
+def ids_text(tokenizer, prompt, tokens):
+    """The completion text of `tokens` after `prompt`, as the server decodes it."""
+    full = tokenizer.decode(list(prompt) + list(tokens), skip_special_tokens=True)
+    return full[len(tokenizer.decode(list(prompt), skip_special_tokens=True)):]

@@ -14,6 +14,7 @@ import pytest
 import axrt
 import axrt.llm
 from axrt.llm import UnsupportedModelError
+from serving_support import prompts, reference
 
 DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
 MODELS = ("tiny-llama", "tiny-llama3", "tiny-llama-tp")
@@ -27,16 +28,6 @@ F32_TOLERANCE = 1e-4
 Q8_TOLERANCE = 0.1
 
 
-def reference(model: str, weights: str) -> dict:
-    with np.load(DATA / f"{model}.{weights}.npz") as npz:
-        return {k: npz[k] for k in npz.files}
-
-
-def prompts(ref: dict):
-    i = 0
-    while f"prompt{i}" in ref:
-        yield i, [int(t) for t in ref[f"prompt{i}"]]
-        i += 1
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

@@ -16,6 +16,7 @@ import pytest
 import axrt
 import axrt.llm
 from axrt.llm import ParallelModel, UnsupportedModelError
+from serving_support import prompts, reference
 
 DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
 # Logits agree with transformers within this fraction of the largest |logit|
@@ -36,16 +37,6 @@ def devices(n):
     return [f"cpu:{i}" for i in range(n)]
 
 
-def reference(model: str, weights: str) -> dict:
-    with np.load(DATA / f"{model}.{weights}.npz") as npz:
-        return {k: npz[k] for k in npz.files}
-
-
-def prompts(ref: dict):
-    i = 0
-    while f"prompt{i}" in ref:
-        yield i, [int(t) for t in ref[f"prompt{i}"]]
-        i += 1
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

@@ -27,7 +27,7 @@ from tokenizers import Tokenizer
 import axrt
 import axrt.llm
 from axrt.llm import Engine, TokenEvent
-from serving_support import DATA, idle, tiny_llama_path, wait_for  # noqa: F401 (a fixture)
+from serving_support import DATA, ids_text, idle, tiny_llama_path, wait_for  # noqa: F401 (a fixture)
 from axrt.llm.detokenize import Completion, IncrementalDecoder, StopMatcher
 from axrt.llm.protocol import APIError, parse_completion_request
 from axrt.llm.server import ServerThread, create_app
@@ -116,11 +116,6 @@ def stream_text(client, prompt, max_tokens=16, **kwargs):
     assert all(f is None for f in finish[:-1])
     return text, finish[-1], chunks
 
-
-def ids_text(tokenizer, prompt, tokens):
-    """The completion text of `tokens` after `prompt`, as the server decodes it."""
-    full = tokenizer.decode(list(prompt) + list(tokens), skip_special_tokens=True)
-    return full[len(tokenizer.decode(list(prompt), skip_special_tokens=True)):]
 
 
 # -- the pure parts ----------------------------------------------------------------------------

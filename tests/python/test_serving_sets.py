@@ -10,7 +10,6 @@ import os
 
 os.environ.setdefault("AXRT_CPU_DEVICES", "4")
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,15 +17,19 @@ import pytest
 import axrt
 import axrt.llm
 from axrt.llm import Engine
-from serving_support import idle, wait_for
+from serving_support import DATA, ids_text, idle, prompts, wait_for
+from serving_support import reference as model_reference
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("starlette")
 from axrt.llm.server import ServerThread, create_app  # noqa: E402
 
-DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
 NAME = "tiny-tp"
 CPU = [d for d in axrt.devices() if d.type == "cpu"]
+
+
+def reference() -> dict:
+    return model_reference("tiny-llama-tp", "f32")
 pytestmark = pytest.mark.skipif(
     len(CPU) < 4, reason=f"needs 4 CPU devices (AXRT_CPU_DEVICES=4 set before axrt makes its "
                          f"instance), has {len(CPU)}")
@@ -36,21 +39,7 @@ def devices(n):
     return [f"cpu:{i}" for i in range(n)]
 
 
-def reference() -> dict:
-    with np.load(DATA / "tiny-llama-tp.f32.npz") as npz:
-        return {k: npz[k] for k in npz.files}
 
-
-def prompts(ref: dict):
-    i = 0
-    while f"prompt{i}" in ref:
-        yield i, [int(t) for t in ref[f"prompt{i}"]]
-        i += 1
-
-
-def ids_text(tokenizer, prompt, tokens):
-    full = tokenizer.decode(list(prompt) + list(tokens), skip_special_tokens=True)
-    return full[len(tokenizer.decode(list(prompt), skip_special_tokens=True)):]
 
 
 @pytest.fixture(scope="module")

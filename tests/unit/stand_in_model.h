@@ -18,6 +18,20 @@ inline constexpr uint64_t kBlockSize = 4;
 inline constexpr uint64_t kMaxBlocks = 4;  // the longest sequence: 16 tokens
 inline constexpr int32_t kToken = 3;       // what the stand-in samples
 
+// The stand-in `sample`: every token kToken.
+inline void AddStandInSample(AxeBuilder& b) {
+  const uint32_t sample = b.AddFunction(
+      "sample", {{"S", 8}},
+      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(kVocab)}},
+       {"temperature", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+       {"top_k", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}},
+       {"top_p", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+       {"seeds", AXRT_AXE_DTYPE_UINT64, {Symbolic(0)}},
+       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}},
+      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}});
+  b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
+}
+
 inline std::vector<uint8_t> StandInModel() {
   AxeBuilder b;
   enum { T, S, NB };
@@ -33,16 +47,7 @@ inline std::vector<uint8_t> StandInModel() {
         {Fixed(2), Fixed(2), Symbolic(NB), Fixed(1), Fixed(kBlockSize), Fixed(8)}}},
       {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S), Fixed(kVocab)}}});
   b.Fill(step, BindOutput(0), Lit(0), Sym(S) * Lit(kVocab * 4), 0, 4);
-  const uint32_t sample = b.AddFunction(
-      "sample", {{"S", 8}},
-      {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(kVocab)}},
-       {"temperature", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
-       {"top_k", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}},
-       {"top_p", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
-       {"seeds", AXRT_AXE_DTYPE_UINT64, {Symbolic(0)}},
-       {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}},
-      {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}});
-  b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
+  AddStandInSample(b);
   return b.Bytes();
 }
 
@@ -77,16 +82,7 @@ inline std::vector<uint8_t> StandInShard(uint32_t rank, uint32_t members) {
   if (rank == 0) {
     b.Copy(step, BindArena(0, rows_bytes), Lit(0), BindOutput(0), Lit(0),
            Sym(S) * Lit(kVocab * 4));
-    const uint32_t sample = b.AddFunction(
-        "sample", {{"S", 8}},
-        {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0), Fixed(kVocab)}},
-         {"temperature", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
-         {"top_k", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}},
-         {"top_p", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
-         {"seeds", AXRT_AXE_DTYPE_UINT64, {Symbolic(0)}},
-         {"positions", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}},
-        {{"tokens", AXRT_AXE_DTYPE_INT32, {Symbolic(0)}}});
-    b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
+    AddStandInSample(b);
   }
   return b.Bytes();
 }

@@ -113,17 +113,17 @@ class Session:
 
 
 class LanguageModel:
-    """What :class:`Model` and :class:`~axrt.llm.parallel.ParallelModel` share: sessions
-    and generation over a paged KV cache.
+    """What a one-device model offers: generation through the serving engine, and
+    sessions over a paged KV cache.
 
     ``config`` is the model's :class:`ModelConfig`; ``tokenizer`` its
     tokenizer (a ``tokenizers.Tokenizer``) when the file carries one, else None
     (reading it raises MissingExtraError, an ImportError naming the extra, when
-    the tokenizers package is missing). The KV cache is one pool of
-    ``num_blocks`` blocks of ``config.block_size`` tokens, shared by the
-    model's sessions. A subclass provides ``kv_cache`` and the calls
-    ``_prefill(tokens, positions, block_table, kv_cache)``, ``_decode(...)``
-    (each returning the logits as a tensor) and ``_sample(logits, ...)``.
+    the tokenizers package is missing). The sessions' KV cache is one pool of
+    ``num_blocks`` blocks of ``config.block_size`` tokens. A subclass provides
+    ``kv_cache``, the calls ``_prefill(tokens, positions, block_table,
+    kv_cache)`` and ``_decode(...)`` (each returning the logits as a tensor),
+    and ``_serving_engine()``, the engine that generates.
     """
 
     def __init__(self, config: ModelConfig, tokenizer_json: Optional[str],
@@ -150,12 +150,6 @@ class LanguageModel:
         """A new sequence holding up to `capacity` tokens (default: the model's context)."""
         return Session(self, self.config.max_context if capacity is None else int(capacity))
 
-    def _sampler_inputs(self, temperature: float, top_k: int, top_p: float, seed: int):
-        check_sampling(temperature, top_k, top_p)
-        return (np.array([temperature], np.float32), np.array([top_k], np.int32),
-                np.array([top_p], np.float32),
-                np.array([int(seed) & 0xFFFFFFFFFFFFFFFF], np.uint64))
-
     def stream(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
                temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                stop_ids: Optional[Iterable[int]] = None) -> Iterator[int]:
@@ -177,39 +171,19 @@ class LanguageModel:
         if total > self.config.max_context:
             raise ValueError(f"prompt ({prompt.size}) + max_new_tokens ({max_new_tokens}) = {total} "
                              f"exceeds the model's context of {self.config.max_context}")
-        stops = set(self.config.eos_token_ids if stop_ids is None else (int(s) for s in stop_ids))
-        params = self._sampler_inputs(float(temperature), int(top_k), float(top_p), seed)
+        check_sampling(float(temperature), int(top_k), float(top_p))
         if max_new_tokens == 0:
             return
-        engine = self._serving_engine()
-        if engine is not None:
-            # The serving engine, serving this one request.
-            request = engine.submit(prompt, max_new_tokens, temperature=float(temperature),
-                                    top_k=int(top_k), top_p=float(top_p), seed=int(seed),
-                                    stop_ids=tuple(stops))
-            try:
-                for event in request:
-                    if event.token >= 0:
-                        yield event.token
-            finally:
-                request.cancel()
-            return
-        with self.session(total) as seq:
-            # The logits and the sampled token stay tensors from call to call;
-            # only the token comes back to the host.
-            logits = seq._prefill(prompt)
-            for produced in range(max_new_tokens):
-                position = np.array([seq.length], np.int32)
-                sampled = self._sample(logits, *params, position)
-                token = int(sampled.numpy()[0])
-                yield token
-                if token in stops or produced + 1 == max_new_tokens:
-                    return
-                logits = seq._decode(sampled)
+        # The serving engine, serving this one request.
+        yield from self._serving_engine().tokens(
+            prompt, max_new_tokens, temperature=float(temperature), top_k=int(top_k),
+            top_p=float(top_p), seed=int(seed) & 0xFFFFFFFFFFFFFFFF,
+            stop_ids=tuple(self.config.eos_token_ids if stop_ids is None
+                           else (int(s) for s in stop_ids)))
 
     def _serving_engine(self):
-        """The engine that generates, or None where the subclass runs its own sessions."""
-        return None
+        """The engine that generates."""
+        raise NotImplementedError
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
@@ -237,7 +211,6 @@ class Model(LanguageModel):
         super().__init__(*read_model(executable), num_blocks)
         self._prefill = executable["prefill"]
         self._decode = executable["decode"]
-        self._sample = executable["sample"]
         self._kv_cache = None
         self._engine = None
 

@@ -65,14 +65,8 @@ class ParallelModel:
         if max_new_tokens == 0:
             self.engine.encode(prompt_ids)  # still checked
             return
-        request = self.engine.submit(prompt_ids, max_new_tokens, temperature=temperature,
-                                     top_k=top_k, top_p=top_p, seed=seed, stop_ids=stop_ids)
-        try:
-            for event in request:
-                if event.token >= 0:
-                    yield event.token
-        finally:
-            request.cancel()
+        yield from self.engine.tokens(prompt_ids, max_new_tokens, temperature=temperature,
+                                      top_k=top_k, top_p=top_p, seed=seed, stop_ids=stop_ids)
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
