@@ -12,86 +12,13 @@
 
 #include "axrt/axrt.h"
 #include "base/thread.h"
+#include "serving/contract.h"
 #include "trace/trace.h"
 
 namespace axrt::serving {
 namespace {
 
 constexpr axrt_status_code_t kInvalid = AXRT_STATUS_CODE_INVALID_ARGUMENT;
-
-// One argument of a function: its name, dtype, and each extent's bound (the
-// extent, or the symbol's upper bound) and symbol name ("" when fixed).
-struct Argument {
-  std::string name;
-  axrt_dtype_t dtype = AXRT_DTYPE_INVALID;
-  std::vector<uint64_t> bounds;
-  std::vector<std::string> symbols;
-};
-
-// Reads argument `index` of `function` (`what` in messages) into `out` and
-// checks that it is the serving contract's `name`: `dtype`, with symbolic
-// extents where `symbolic` says (a string of 's' and 'f', one per
-// dimension).
-axrt_status_t contract_argument(axrt_function_t function, const char* what,
-                                axrt_argument_kind_t kind, uint32_t index, const char* name,
-                                axrt_dtype_t dtype, const char* symbolic, Argument* out) {
-  axrt_argument_info_t info = AXRT_ARGUMENT_INFO_INIT;
-  AXRT_RETURN_IF_ERROR(axrt_function_query_argument(function, kind, index, &info));
-  out->name = info.name;
-  out->dtype = info.dtype;
-  for (uint32_t d = 0; d < info.rank; ++d) {
-    if (info.dim_symbols[d] < 0) {
-      out->bounds.push_back(static_cast<uint64_t>(info.dims[d]));
-      out->symbols.emplace_back();
-    } else {
-      const char* symbol = nullptr;
-      uint64_t bound = 0;
-      AXRT_RETURN_IF_ERROR(axrt_function_query_symbol(
-          function, static_cast<uint32_t>(info.dim_symbols[d]), &symbol, &bound));
-      out->bounds.push_back(bound);
-      out->symbols.emplace_back(symbol);
-    }
-  }
-  const size_t rank = std::strlen(symbolic);
-  bool ok = out->name == name && out->dtype == dtype && out->bounds.size() == rank;
-  for (size_t d = 0; ok && d < rank; ++d) {
-    ok = (symbolic[d] == 's') == !out->symbols[d].empty() && out->bounds[d] > 0;
-  }
-  if (!ok) {
-    return make_status(kInvalid,
-                       "axrt_engine_create: {}'s argument `{}` is not `{}` {} of rank {} as the "
-                       "serving contract has it (docs/serving.md)",
-                       what, out->name, name, axrt_dtype_name(dtype), rank);
-  }
-  return nullptr;
-}
-
-// Checks that `function` (`what`) takes the contract's numbers of inputs
-// and outputs.
-axrt_status_t contract_arity(axrt_function_t function, const char* what, uint32_t inputs,
-                             uint32_t outputs) {
-  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
-  AXRT_RETURN_IF_ERROR(axrt_function_query_info(function, &info));
-  if (info.input_count != inputs || info.output_count != outputs) {
-    return make_status(kInvalid,
-                       "axrt_engine_create: `{}` takes {} inputs and {} outputs, not the {} and "
-                       "{} of the serving contract (docs/serving.md)",
-                       what, info.input_count, info.output_count, inputs, outputs);
-  }
-  return nullptr;
-}
-
-axrt_status_t find(axrt_executable_t executable, const char* name, axrt_function_t* out) {
-  if (axrt_status_t s = axrt_executable_find_function(executable, name, out)) {
-    if (axrt_status_code(s) != AXRT_STATUS_CODE_NOT_FOUND) return s;
-    axrt_status_free(s);
-    return make_status(kInvalid,
-                       "axrt_engine_create: the executable has no `{}` function: it is not a "
-                       "model for the serving engine (convert it again with `axrt.llm convert`)",
-                       name);
-  }
-  return nullptr;
-}
 
 }  // namespace
 
@@ -110,49 +37,7 @@ struct Engine::Buffers {
   }
 };
 
-Peer::~Peer() {
-  if (stream != nullptr) {
-    if (axrt_status_t s = axrt_stream_synchronize(stream)) axrt_status_free(s);
-  }
-  axrt_tensor_release(cache);
-  for (axrt_buffer_t b : {tokens, positions, tables, rows, cache_buffer}) axrt_buffer_release(b);
-  axrt_stream_release(stream);
-  axrt_device_release(device);
-  axrt_function_release(step);
-  axrt_executable_release(executable);
-}
 
-namespace {
-
-// The channels `step` declares: none on one device; one, the set's, in a
-// tensor-parallel set (of `members` members).
-axrt_status_t check_channels(axrt_function_t step, uint32_t rank, size_t members) {
-  axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;
-  AXRT_RETURN_IF_ERROR(axrt_function_query_info(step, &info));
-  if (members == 0) {
-    if (info.channel_count == 0) return nullptr;
-    return make_status(kInvalid,
-                       "axrt_engine_create: the executable's `step` runs on a set of devices (it "
-                       "has {} channel(s)): give the set's group and executables "
-                       "(options.group, options.executables)",
-                       info.channel_count);
-  }
-  const char* name = nullptr;
-  uint32_t size = 0;
-  if (info.channel_count == 1) {
-    AXRT_RETURN_IF_ERROR(axrt_function_query_channel(step, 0, &name, &size));
-  }
-  if (info.channel_count != 1 || (size != 0 && size != members)) {
-    return make_status(kInvalid,
-                       "axrt_engine_create: rank {}'s `step` is not a member of a set of {}: it "
-                       "has {} channel(s){}",
-                       rank, members, info.channel_count,
-                       info.channel_count == 1 ? fmt::format(", of {} members", size) : "");
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 axrt_status_t Engine::create(axrt_executable_t executable, const axrt_engine_options_t& options,
                              std::unique_ptr<Engine>* out) {
@@ -200,7 +85,7 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
     }
     group_ = options.group;
   }
-  AXRT_RETURN_IF_ERROR(find(executable, "step", &step_));
+  AXRT_RETURN_IF_ERROR(find_function(executable, "step", &step_));
   if (group_ != nullptr) {
     if (axrt_status_t s = axrt_executable_find_function(executable, "sample", &sample_)) {
       axrt_status_free(s);
@@ -209,7 +94,7 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
                          "the set's head rank (give the shards in rank order, rank 0 first)");
     }
   }
-  if (group_ == nullptr) AXRT_RETURN_IF_ERROR(find(executable, "sample", &sample_));
+  if (group_ == nullptr) AXRT_RETURN_IF_ERROR(find_function(executable, "sample", &sample_));
   AXRT_RETURN_IF_ERROR(check_channels(step_, 0, members));
 
   // The step's signature gives the model's sizes.
@@ -353,8 +238,9 @@ axrt_status_t Engine::add(const axrt_request_t& r) {
   }
   for (size_t i = 0; i < r.prompt_length; ++i) {
     if (r.prompt[i] < 0 || static_cast<uint64_t>(r.prompt[i]) >= shape_.vocab) {
-      return make_status(kInvalid, "{}: request {}: prompt token {} is {}, outside [0, {})", fn,
-                         r.id, i, r.prompt[i], shape_.vocab);
+      return make_status(kInvalid,
+                         "{}: request {}: prompt token {} is {}, outside the vocabulary [0, {})",
+                         fn, r.id, i, r.prompt[i], shape_.vocab);
     }
   }
   if (r.stop_id_count != 0 && r.stop_ids == nullptr) {
@@ -658,12 +544,7 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
   AXRT_RETURN_IF_ERROR(
       tensor(b.logits, AXRT_DTYPE_FLOAT32, {i64(R), i64(shape_.vocab)}, &logits));
   if (group_ != nullptr) {
-    axrt_invoke_channel_t channel = {group_, 0};
-    axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
-    options.channels = &channel;
-    options.channel_count = 1;
-    AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, &options));
-    for (const auto& peer : peers_) AXRT_RETURN_IF_ERROR(execute_peer(*peer, plan, T, R));
+    AXRT_RETURN_IF_ERROR(execute_set(step_in, logits, plan, T, R));
   } else {
     AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, nullptr));
   }
@@ -700,122 +581,6 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
     }
   }
   return head;
-}
-
-axrt_status_t Engine::init_peers(const axrt_engine_options_t& options, uint64_t num_blocks) {
-  constexpr axrt_argument_kind_t kIn = AXRT_ARGUMENT_KIND_INPUT;
-  const size_t members = options.executable_count;
-  axrt_device_t head = nullptr;
-  AXRT_RETURN_IF_ERROR(axrt_group_get_device(group_, 0, &head));
-  axrt_device_release(head);  // only compared
-  if (head != device_) {
-    return make_status(kInvalid,
-                       "axrt_engine_create: executables[0] is not loaded on the group's member 0");
-  }
-  for (uint32_t r = 1; r < members; ++r) {
-    auto peer = std::make_unique<Peer>();
-    Peer& p = *peer;
-    p.rank = r;
-    if (options.executables[r] == nullptr) {
-      return make_status(kInvalid, "axrt_engine_create: options.executables[{}] is NULL", r);
-    }
-    axrt_executable_retain(options.executables[r]);
-    p.executable = options.executables[r];
-    AXRT_RETURN_IF_ERROR(axrt_executable_get_device(p.executable, &p.device));
-    axrt_device_t member = nullptr;
-    AXRT_RETURN_IF_ERROR(axrt_group_get_device(group_, r, &member));
-    axrt_device_release(member);  // only compared
-    if (member != p.device) {
-      return make_status(kInvalid,
-                         "axrt_engine_create: executables[{}] is not loaded on the group's "
-                         "member {}",
-                         r, r);
-    }
-    AXRT_RETURN_IF_ERROR(find(p.executable, "step", &p.step));
-    AXRT_RETURN_IF_ERROR(check_channels(p.step, r, members));
-    // The head's inputs; no output: the head alone makes the logits.
-    const std::string what = fmt::format("rank {}'s step", r);
-    AXRT_RETURN_IF_ERROR(contract_arity(p.step, what.c_str(), 5, 0));
-    Argument tokens, positions, tables, rows, cache;
-    AXRT_RETURN_IF_ERROR(
-        contract_argument(p.step, what.c_str(), kIn, 0, "tokens", AXRT_DTYPE_INT32, "s", &tokens));
-    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 1, "positions",
-                                           AXRT_DTYPE_INT32, "s", &positions));
-    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 2, "block_tables",
-                                           AXRT_DTYPE_INT32, "sf", &tables));
-    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 3, "logit_rows",
-                                           AXRT_DTYPE_INT32, "s", &rows));
-    AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 4, "kv_cache",
-                                           AXRT_DTYPE_FLOAT32, "ffsfff", &cache));
-    if (tokens.bounds[0] < shape_.max_tokens || rows.bounds[0] < shape_.max_rows ||
-        tables.bounds[1] != shape_.max_blocks || cache.bounds[0] != shape_.layers ||
-        cache.bounds[1] != 2 || cache.bounds[4] != shape_.block_size ||
-        cache.bounds[5] != shape_.head_dim) {
-      return make_status(kInvalid,
-                         "axrt_engine_create: {} does not take what the head's takes (tokens, "
-                         "rows, block tables and the cache's layers, blocks and heads' size)",
-                         what);
-    }
-    p.kv_heads = cache.bounds[3];
-    AXRT_RETURN_IF_ERROR(axrt_stream_create(p.device, nullptr, &p.stream));
-    const uint64_t T = shape_.max_tokens;
-    const uint64_t S = shape_.max_rows;
-    const uint64_t block_bytes = shape_.layers * 2 * p.kv_heads * shape_.block_size *
-                                 shape_.head_dim * 4;
-    for (const auto& [buffer, bytes] :
-         {std::pair{&p.tokens, T * 4}, std::pair{&p.positions, T * 4},
-          std::pair{&p.tables, T * shape_.max_blocks * 4}, std::pair{&p.rows, S * 4},
-          std::pair{&p.cache_buffer, num_blocks * block_bytes}}) {
-      if (axrt_status_t s = axrt_buffer_allocate(p.device, bytes, nullptr, buffer)) {
-        if (buffer != &p.cache_buffer) return s;
-        StatusPtr owned(s);
-        return make_status(axrt_status_code(s),
-                           "axrt_engine_create: rank {}'s KV cache of {} blocks ({} bytes): {}", r,
-                           num_blocks, bytes, axrt_status_message(s));
-      }
-    }
-    AXRT_RETURN_IF_ERROR(cache_tensor(p.cache_buffer, num_blocks, p.kv_heads, &p.cache));
-    peers_.push_back(std::move(peer));
-  }
-  return nullptr;
-}
-
-axrt_status_t Engine::execute_peer(Peer& p, const StepPlan& plan, uint64_t T, uint64_t R) {
-  const uint64_t MB = shape_.max_blocks;
-  AXRT_RETURN_IF_ERROR(copy_blocks(plan, p.stream, p.cache_buffer, p.kv_heads));
-  const Staging& h = staging_;
-  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(p.stream, h.tokens.data(), p.tokens, 0, T * 4));
-  AXRT_RETURN_IF_ERROR(
-      axrt_stream_copy_from_host(p.stream, h.positions.data(), p.positions, 0, T * 4));
-  AXRT_RETURN_IF_ERROR(
-      axrt_stream_copy_from_host(p.stream, h.tables.data(), p.tables, 0, T * MB * 4));
-  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(p.stream, h.rows.data(), p.rows, 0, R * 4));
-  axrt_tensor_t in[5] = {nullptr, nullptr, nullptr, nullptr, p.cache};
-  struct Release {
-    axrt_tensor_t* tensors;
-    ~Release() {
-      for (int i = 0; i < 4; ++i) axrt_tensor_release(tensors[i]);
-    }
-  } release{in};
-  const auto make = [](axrt_buffer_t buffer, std::initializer_list<int64_t> dims,
-                       axrt_tensor_t* out) -> axrt_status_t {
-    const std::vector<int64_t> shape(dims);
-    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-    desc.dtype = AXRT_DTYPE_INT32;
-    desc.rank = static_cast<uint32_t>(shape.size());
-    desc.shape = shape.data();
-    return axrt_tensor_create(buffer, &desc, out);
-  };
-  const auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
-  AXRT_RETURN_IF_ERROR(make(p.tokens, {i64(T)}, &in[0]));
-  AXRT_RETURN_IF_ERROR(make(p.positions, {i64(T)}, &in[1]));
-  AXRT_RETURN_IF_ERROR(make(p.tables, {i64(T), i64(MB)}, &in[2]));
-  AXRT_RETURN_IF_ERROR(make(p.rows, {i64(R)}, &in[3]));
-  axrt_invoke_channel_t channel = {group_, p.rank};
-  axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
-  options.channels = &channel;
-  options.channel_count = 1;
-  return axrt_function_invoke(p.step, p.stream, in, 5, nullptr, 0, &options);
 }
 
 axrt_status_t Engine::cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, uint64_t kv_heads,

@@ -17,6 +17,7 @@
 #include "axrt/stream.h"
 #include "base/status.h"
 #include "serving/block_manager.h"
+#include "serving/member_thread.h"
 #include "serving/scheduler.h"
 
 namespace axrt::serving {
@@ -34,10 +35,18 @@ struct ModelShape {
   uint64_t block_bytes() const { return layers * 2 * kv_heads * block_size * head_dim * 4; }
 };
 
+class Engine;
+
 // A member of a tensor-parallel set other than the head (rank 0): its
-// `step`, on a stream of its device, over its buffers and its KV-cache shard.
+// `step`, on a stream of its device, over its buffers and its KV-cache
+// shard, queued by a thread of its own (serving/member_thread.h).
 struct Peer {
   uint32_t rank = 0;
+  std::unique_ptr<MemberThread> thread;
+  // The step the thread queues: the engine's, sized T tokens and R rows.
+  Engine* engine = nullptr;
+  const StepPlan* plan = nullptr;
+  uint64_t T = 0, R = 0;
   axrt_executable_t executable = nullptr;
   axrt_function_t step = nullptr;
   axrt_device_t device = nullptr;
@@ -84,6 +93,10 @@ class Engine {
   axrt_status_t init_peers(const axrt_engine_options_t& options, uint64_t num_blocks);
   // Queues member `peer`'s step over what the head's staging holds.
   axrt_status_t execute_peer(Peer& peer, const StepPlan& plan, uint64_t T, uint64_t R);
+  // Queues the step on every member of the set at once: the head's from
+  // this thread (`inputs`, `logits`), the others' from their threads.
+  axrt_status_t execute_set(axrt_tensor_t* inputs, axrt_tensor_t logits, const StepPlan& plan,
+                            uint64_t T, uint64_t R);
   // A tensor over `buffer`, the KV cache (or a member's shard of it) of
   // `num_blocks` blocks and `kv_heads` heads.
   axrt_status_t cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, uint64_t kv_heads,

@@ -3,13 +3,16 @@
  *
  *   axrt_llm [--device ID] [--max-new-tokens N] MODEL.axe ID[,ID...]
  *
- * Prints the generated token ids, space-separated, on one line. The model's
- * configuration comes from the file's metadata (docs/llm.md): a KV cache of
- * just enough blocks for the prompt and the new tokens is allocated, the
- * prompt runs through `prefill` in chunks, then each new token through
- * `decode`, picking the most likely next token on the host. The `kv_cache`
- * input is mutable: both functions write it in place. */
+ * Prints the generated token ids, space-separated, on one line. The model
+ * runs in the serving engine (axrt/serving.h), as every way of running a
+ * converted model does: the engine reads the model's sizes from its `step`
+ * and `sample` functions, holds the paged KV cache, and runs the prompt and
+ * each new token through `step`, sampling on the device. This program
+ * submits one greedy request and waits for its events, which the engine
+ * delivers on its own thread. */
+#define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,66 +30,6 @@ static bool fail(axrt_status_t status, const char* what) {
   return true;
 }
 
-/* The model's configuration, read from the JSON object in the metadata. */
-typedef struct config_t {
-  int64_t vocab_size, num_layers, num_kv_heads, head_dim, block_size, max_context, prefill_chunk;
-} config_t;
-
-/* The integer value of "key" at the top level of a flat JSON object; false
- * when absent. The configuration's keys are unique and its values for these
- * keys plain integers, so a search for "\"key\":" is exact. */
-static bool json_int(const char* json, const char* key, int64_t* out) {
-  char pattern[64];
-  snprintf(pattern, sizeof pattern, "\"%s\":", key);
-  const char* at = strstr(json, pattern);
-  if (at == NULL) return false;
-  char* end = NULL;
-  long long value = strtoll(at + strlen(pattern), &end, 10);
-  if (end == at + strlen(pattern)) return false;
-  *out = value;
-  return true;
-}
-
-static bool read_config(axrt_executable_t executable, config_t* cfg) {
-  const char* json = NULL;
-  if (fail(axrt_executable_find_metadata(executable, "axrt.llm.config", &json, NULL),
-           "axrt_executable_find_metadata")) {
-    return false;
-  }
-  struct { const char* key; int64_t* value; } fields[] = {
-      {"vocab_size", &cfg->vocab_size},     {"num_layers", &cfg->num_layers},
-      {"num_kv_heads", &cfg->num_kv_heads}, {"head_dim", &cfg->head_dim},
-      {"block_size", &cfg->block_size},     {"max_context", &cfg->max_context},
-      {"prefill_chunk", &cfg->prefill_chunk},
-  };
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
-    if (!json_int(json, fields[i].key, fields[i].value) || *fields[i].value < 1) {
-      fprintf(stderr, "axrt_llm: the model's configuration has no positive '%s'\n",
-              fields[i].key);
-      return false;
-    }
-  }
-  return true;
-}
-
-/* A tensor of `rank` extents on `device`, filled from `host` when not NULL. */
-static axrt_status_t make_tensor(axrt_device_t device, axrt_stream_t stream, axrt_dtype_t dtype,
-                                 uint32_t rank, const int64_t* shape, const void* host,
-                                 axrt_tensor_t* out) {
-  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-  desc.dtype = dtype;
-  desc.rank = rank;
-  desc.shape = shape;
-  axrt_status_t status = axrt_tensor_allocate(device, &desc, NULL, out);
-  if (status != NULL || host == NULL) return status;
-  uint64_t bytes = axrt_dtype_bit_width(dtype) / 8;
-  for (uint32_t i = 0; i < rank; ++i) bytes *= (uint64_t)shape[i];
-  axrt_buffer_t buffer = NULL;
-  status = axrt_tensor_get_buffer(*out, &buffer);
-  if (status == NULL) status = axrt_stream_copy_from_host(stream, host, buffer, 0, bytes);
-  return status;
-}
-
 static bool parse_ids(const char* text, int32_t* ids, int* count) {
   *count = 0;
   const char* p = text;
@@ -102,50 +45,34 @@ static bool parse_ids(const char* text, int32_t* ids, int* count) {
   return *count > 0;
 }
 
-typedef struct run_t {
-  axrt_device_t device;
-  axrt_stream_t stream;
-  axrt_function_t prefill, decode;
-  axrt_tensor_t block_table, kv_cache;
-  config_t cfg;
-  float* logits; /* [vocab_size] on the host */
-} run_t;
+/* What the engine's thread hands to the main thread: the request's tokens,
+ * then its end. */
+typedef struct result_t {
+  pthread_mutex_t mutex;
+  pthread_cond_t ended;
+  int32_t* tokens;
+  long count;
+  bool done;
+  bool error;
+} result_t;
 
-/* Runs `fn` on `count` tokens at `position`.. and leaves the logits of the
- * last one in run->logits. */
-static bool step(run_t* run, axrt_function_t fn, const int32_t* tokens, int count,
-                 int32_t position) {
-  int32_t* positions = malloc(sizeof(int32_t) * (size_t)count);
-  if (positions == NULL) return false;
-  for (int i = 0; i < count; ++i) positions[i] = position + i;
-  const int64_t n = count;
-  axrt_tensor_t inputs[4] = {NULL, NULL, run->block_table, run->kv_cache};
-  axrt_tensor_t logits = NULL;
-  axrt_buffer_t buffer = NULL;
-  bool ok = !fail(make_tensor(run->device, run->stream, AXRT_DTYPE_INT32, 1, &n, tokens,
-                              &inputs[0]), "tokens") &&
-            !fail(make_tensor(run->device, run->stream, AXRT_DTYPE_INT32, 1, &n, positions,
-                              &inputs[1]), "positions") &&
-            !fail(axrt_function_invoke(fn, run->stream, inputs, 4, &logits, 1, NULL),
-                  "axrt_function_invoke") &&
-            !fail(axrt_tensor_get_buffer(logits, &buffer), "axrt_tensor_get_buffer") &&
-            !fail(axrt_stream_copy_to_host(run->stream, buffer, 0, run->logits,
-                                           sizeof(float) * (uint64_t)run->cfg.vocab_size),
-                  "axrt_stream_copy_to_host") &&
-            !fail(axrt_stream_synchronize(run->stream), "axrt_stream_synchronize");
-  axrt_tensor_release(logits);
-  axrt_tensor_release(inputs[0]);
-  axrt_tensor_release(inputs[1]);
-  free(positions);
-  return ok;
-}
-
-static int32_t argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = i;
+/* Called on the engine's thread, once per event. */
+static void on_event(void* user_data, const axrt_engine_event_t* event) {
+  result_t* r = user_data;
+  pthread_mutex_lock(&r->mutex);
+  if (event->token >= 0) r->tokens[r->count++] = event->token;
+  if (event->finish != AXRT_FINISH_NONE) {
+    if (event->finish == AXRT_FINISH_ERROR) {
+      fprintf(stderr, "axrt_llm: the request failed: %s\n",
+              event->status != NULL ? axrt_status_message(event->status) : "(no status)");
+      r->error = true;
+    } else if (event->finish == AXRT_FINISH_CANCELLED) {
+      r->error = true;
+    }
+    r->done = true;
+    pthread_cond_signal(&r->ended);
   }
-  return (int32_t)best;
+  pthread_mutex_unlock(&r->mutex);
 }
 
 static void usage(FILE* out) {
@@ -198,83 +125,58 @@ int main(int argc, char** argv) {
 
   int rc = 1;
   axrt_instance_t instance = NULL;
+  axrt_device_t device = NULL;
   axrt_executable_t executable = NULL;
-  run_t run = {0};
-  int32_t* table = NULL;
-  if (fail(axrt_instance_create(NULL, &instance), "axrt_instance_create")) goto done;
-  if (fail(axrt_instance_find_device(instance, device_name, &run.device),
-           "axrt_instance_find_device")) {
-    goto done;
-  }
-  if (fail(axrt_executable_load_file(run.device, args[0], NULL, &executable),
-           "axrt_executable_load_file")) {
-    goto done;
-  }
-  if (!read_config(executable, &run.cfg)) goto done;
-  const config_t* cfg = &run.cfg;
-  for (int i = 0; i < prompt_count; ++i) {
-    if (prompt[i] >= cfg->vocab_size) {
-      fprintf(stderr, "axrt_llm: token id %" PRId32 " is outside the vocabulary [0, %" PRId64
-              ")\n", prompt[i], cfg->vocab_size);
-      goto done;
-    }
-  }
-  const int64_t total = prompt_count + new_tokens;
-  if (total > cfg->max_context) {
-    fprintf(stderr, "axrt_llm: %d prompt tokens + %ld new ones exceed the model's context of %"
-            PRId64 "\n", prompt_count, new_tokens, cfg->max_context);
-    goto done;
-  }
-  if (fail(axrt_executable_find_function(executable, "prefill", &run.prefill), "prefill") ||
-      fail(axrt_executable_find_function(executable, "decode", &run.decode), "decode") ||
-      fail(axrt_stream_create(run.device, NULL, &run.stream), "axrt_stream_create")) {
-    goto done;
-  }
-
-  /* The KV cache: blocks 0..blocks-1 for this one sequence, in order. */
-  const int64_t blocks = (total + cfg->block_size - 1) / cfg->block_size;
-  const int64_t table_width = (cfg->max_context + cfg->block_size - 1) / cfg->block_size;
-  table = calloc((size_t)table_width, sizeof(int32_t));
-  run.logits = malloc(sizeof(float) * (size_t)cfg->vocab_size);
-  if (table == NULL || run.logits == NULL) {
+  axrt_engine_t engine = NULL;
+  result_t result = {.tokens = malloc(sizeof(int32_t) * (size_t)new_tokens)};
+  pthread_mutex_init(&result.mutex, NULL);
+  pthread_cond_init(&result.ended, NULL);
+  if (result.tokens == NULL) {
     fprintf(stderr, "axrt_llm: out of host memory\n");
     goto done;
   }
-  for (int64_t b = 0; b < blocks; ++b) table[b] = (int32_t)b;
-  const int64_t table_shape[2] = {1, table_width};
-  const int64_t cache_shape[6] = {cfg->num_layers, 2, blocks, cfg->num_kv_heads,
-                                  cfg->block_size, cfg->head_dim};
-  if (fail(make_tensor(run.device, run.stream, AXRT_DTYPE_INT32, 2, table_shape, table,
-                       &run.block_table), "block table") ||
-      fail(make_tensor(run.device, run.stream, AXRT_DTYPE_FLOAT32, 6, cache_shape, NULL,
-                       &run.kv_cache), "KV cache")) {
+  if (fail(axrt_instance_create(NULL, &instance), "axrt_instance_create") ||
+      fail(axrt_instance_find_device(instance, device_name, &device),
+           "axrt_instance_find_device") ||
+      fail(axrt_executable_load_file(device, args[0], NULL, &executable),
+           "axrt_executable_load_file")) {
     goto done;
   }
 
-  for (int start = 0; start < prompt_count; start += (int)cfg->prefill_chunk) {
-    int count = prompt_count - start;
-    if (count > cfg->prefill_chunk) count = (int)cfg->prefill_chunk;
-    if (!step(&run, run.prefill, prompt + start, count, start)) goto done;
-  }
-  int32_t position = prompt_count;
-  for (long i = 0; i < new_tokens; ++i) {
-    int32_t token = argmax(run.logits, cfg->vocab_size);
-    printf(i == 0 ? "%" PRId32 : " %" PRId32, token);
-    if (i + 1 < new_tokens && !step(&run, run.decode, &token, 1, position++)) goto done;
+  /* One request at a time needs one sequence's KV cache: max_running 1
+   * sizes the cache for one sequence of the longest length. */
+  axrt_engine_options_t options = AXRT_ENGINE_OPTIONS_INIT;
+  options.max_running = 1;
+  options.callback = on_event;
+  options.user_data = &result;
+  if (fail(axrt_engine_create(executable, &options, &engine), "axrt_engine_create")) goto done;
+
+  /* Greedy (temperature 0), no stop ids: exactly max_tokens tokens. The
+   * engine checks the prompt (ids in the vocabulary, within the context). */
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.id = 1;
+  request.prompt = prompt;
+  request.prompt_length = (size_t)prompt_count;
+  request.max_tokens = (uint32_t)new_tokens;
+  if (fail(axrt_engine_add_request(engine, &request), "axrt_engine_add_request")) goto done;
+
+  pthread_mutex_lock(&result.mutex);
+  while (!result.done) pthread_cond_wait(&result.ended, &result.mutex);
+  pthread_mutex_unlock(&result.mutex);
+  if (result.error) goto done;
+  for (long i = 0; i < result.count; ++i) {
+    printf(i == 0 ? "%" PRId32 : " %" PRId32, result.tokens[i]);
   }
   printf("\n");
   rc = 0;
 
 done:
-  free(table);
-  free(run.logits);
-  axrt_tensor_release(run.block_table);
-  axrt_tensor_release(run.kv_cache);
-  axrt_stream_release(run.stream);
-  axrt_function_release(run.prefill);
-  axrt_function_release(run.decode);
+  axrt_engine_destroy(engine);
   axrt_executable_release(executable);
-  axrt_device_release(run.device);
+  axrt_device_release(device);
   axrt_instance_release(instance);
+  pthread_cond_destroy(&result.ended);
+  pthread_mutex_destroy(&result.mutex);
+  free(result.tokens);
   return rc;
 }

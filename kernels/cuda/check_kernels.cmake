@@ -1,16 +1,17 @@
-# Checks the CUDA kernel code objects against docs/kernels.md without a GPU:
+# Checks the CUDA kernel code objects against the kernel contracts
+# (kernels/contracts.json, through the build's listing of it) without a GPU:
 #   - the fatbin starts with the fatbin magic 0xBA55ED50 (what the .axe
 #     verifier requires of a CUDA_FATBIN segment) and holds exactly an sm_80
 #     ELF, an sm_90 ELF and compute_90 PTX, all uncompressed;
-#   - each ELF (e_machine EM_CUDA) has every kernel of docs/kernels.md as a
+#   - each ELF (e_machine EM_CUDA) has every kernel of the contracts as a
 #     global function and no other, with the parameter offsets and sizes its
-#     .nv.info section records equal to the C layout of the kernel's table;
+#     .nv.info section records equal to the C layout of the kernel's contract;
 #   - each PTX module (the fatbin's and axrt_kernels.ptx) is printable text
 #     with .version and .target and has a .entry per kernel with the
-#     parameter types of the table in order.
+#     parameter types of the contract in order.
 #
 # Usage: cmake -DFATBIN=<axrt_kernels.fatbin> -DPTX=<axrt_kernels.ptx>
-#              -DKERNELS_DOC=<docs/kernels.md> -P check_kernels.cmake
+#              -DCONTRACTS=<build>/kernels/contracts.txt -P check_kernels.cmake
 #
 # The fatbin container is NVIDIA's and undocumented; this reads only fields
 # whose meaning the images themselves confirm: a 16-byte header (u32 magic,
@@ -19,7 +20,7 @@
 # ..., u32 architecture at byte 28 (80, 90), each followed by its payload.
 cmake_minimum_required(VERSION 3.25)
 
-foreach(_var FATBIN PTX KERNELS_DOC)
+foreach(_var FATBIN PTX CONTRACTS)
   if(NOT ${_var} OR NOT EXISTS "${${_var}}")
     message(FATAL_ERROR "check_kernels: ${_var} '${${_var}}' does not exist "
                         "(build the target axrt_cuda_kernels first)")
@@ -32,62 +33,39 @@ macro(_fail message)
 endmacro()
 
 # ---------------------------------------------------------------------------
-# The contract: every symbol of docs/kernels.md and its parameter kinds.
-# A buffer is `name` (R) / (W); a scalar `name: type`; a bare `M` is a
-# dimension (uint64); "as AWQ" / "as `symbol`" repeats an earlier row of the
-# table. The matmul table lists the parameters after `x`.
+# The contract: every kernel of kernels/contracts.json and its parameter
+# kinds, from the build's listing of it (cmake/axrt_kernel_contracts.cmake):
+# one line per kernel, `symbol name:buffer[:layout] name:scalar:type ...`.
 # ---------------------------------------------------------------------------
-file(READ "${KERNELS_DOC}" _doc)
-# Keep list operations safe: no semicolons or brackets survive.
-string(REPLACE ";" "," _doc "${_doc}")
-string(REPLACE "[" "(" _doc "${_doc}")
-string(REPLACE "]" ")" _doc "${_doc}")
-string(REPLACE "\n" ";" _doc_lines "${_doc}")
-
+file(STRINGS "${CONTRACTS}" _contract_lines)
 set(_kernels "")
-set(_prefix "")
-foreach(_line IN LISTS _doc_lines)
-  if(_line MATCHES "^\\| *symbol *\\| *parameters after `x`")
-    set(_prefix "buffer")
-    continue()
-  elseif(_line MATCHES "^\\| *symbol *\\|")
-    set(_prefix "")
+foreach(_line IN LISTS _contract_lines)
+  string(REPLACE " " ";" _fields "${_line}")
+  list(POP_FRONT _fields _sym)
+  if(NOT _sym MATCHES "^axrt_[a-z0-9_]+$")
+    _fail("${CONTRACTS}: '${_line}' does not start with a kernel symbol")
     continue()
   endif()
-  if(NOT _line MATCHES "^\\| *`(axrt_[a-z0-9_]+)` *\\|([^|]*)\\|")
-    continue()
-  endif()
-  set(_sym "${CMAKE_MATCH_1}")
-  string(STRIP "${CMAKE_MATCH_2}" _cell)
-  set(_params ${_prefix})
-  if(_cell MATCHES "^as `?([A-Za-z0-9_]+)`?$")
-    string(TOLOWER "${CMAKE_MATCH_1}" _like)
-    set(_source "")
-    foreach(_k IN LISTS _kernels)
-      if(_k STREQUAL _like OR _k MATCHES "_${_like}_")
-        set(_source "${_k}")
-        break()
-      endif()
-    endforeach()
-    if(NOT _source)
-      _fail("docs/kernels.md: ${_sym} is 'as ${CMAKE_MATCH_1}', which names no earlier kernel")
-      continue()
-    endif()
-    set(_params ${_doc_params_${_source}})
-  else()
-    string(REGEX MATCHALL "`[A-Za-z_][A-Za-z0-9_]*(: [a-z0-9]+)?`( \\([RW])?" _tokens "${_cell}")
-    foreach(_token IN LISTS _tokens)
-      if(_token MATCHES "\\([RW]$")
-        list(APPEND _params buffer)
-      elseif(_token MATCHES ": ([a-z0-9]+)`")
-        list(APPEND _params "${CMAKE_MATCH_1}")
+  set(_params "")
+  foreach(_field IN LISTS _fields)
+    if(_field MATCHES "^[A-Za-z_][A-Za-z0-9_]*:buffer(:.*)?$")
+      list(APPEND _params buffer)
+    elseif(_field MATCHES "^[A-Za-z_][A-Za-z0-9_]*:scalar:(u?int|float)(8|16|32|64)$")
+      set(_kind "${CMAKE_MATCH_1}")
+      set(_bits "${CMAKE_MATCH_2}")
+      if(_kind STREQUAL "uint")
+        list(APPEND _params "u${_bits}")
+      elseif(_kind STREQUAL "int")
+        list(APPEND _params "i${_bits}")
       else()
-        list(APPEND _params u64)
+        list(APPEND _params "f${_bits}")
       endif()
-    endforeach()
-  endif()
+    else()
+      _fail("${CONTRACTS}: ${_sym} has a parameter '${_field}' of unknown kind")
+    endif()
+  endforeach()
   if(NOT _params)
-    _fail("docs/kernels.md: cannot read the parameters of ${_sym} from '${_cell}'")
+    _fail("${CONTRACTS}: ${_sym} has no parameters")
     continue()
   endif()
   list(APPEND _kernels "${_sym}")
@@ -95,7 +73,7 @@ foreach(_line IN LISTS _doc_lines)
 endforeach()
 list(LENGTH _kernels _kernel_count)
 if(_kernel_count EQUAL 0)
-  message(FATAL_ERROR "check_kernels: no kernel found in ${KERNELS_DOC}")
+  message(FATAL_ERROR "check_kernels: no kernel found in ${CONTRACTS}")
 endif()
 
 # Sizes, C offsets and PTX types of each kernel's parameters.
@@ -113,7 +91,7 @@ foreach(_sym IN LISTS _kernels)
       set(_ptx "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
       string(REGEX REPLACE "^i" "s" _ptx "${_ptx}")
     else()
-      _fail("docs/kernels.md: ${_sym} has a parameter of unknown type '${_p}'")
+      _fail("${CONTRACTS}: ${_sym} has a parameter of unknown type '${_p}'")
       set(_size 8)
       set(_ptx "?")
     endif()
@@ -260,7 +238,7 @@ function(_check_elf file base size what)
   endif()
   foreach(_f IN LISTS _functions)
     if(NOT _f IN_LIST _kernels)
-      list(APPEND _errs "${what}: function ${_f} is not a kernel of docs/kernels.md")
+      list(APPEND _errs "${what}: function ${_f} is not a kernel of the contracts")
     endif()
   endforeach()
 
@@ -307,7 +285,7 @@ function(_check_elf file base size what)
     list(LENGTH _seen _got)
     list(LENGTH _sizes_${_sym} _want)
     if(NOT _got EQUAL _want)
-      list(APPEND _errs "${what}: ${_sym} has ${_got} parameters, docs/kernels.md ${_want}")
+      list(APPEND _errs "${what}: ${_sym} has ${_got} parameters, the contract ${_want}")
       continue()
     endif()
     math(EXPR _last "${_want} - 1")
@@ -351,7 +329,7 @@ function(_check_ptx ptx what target)
   list(TRANSFORM _entries REPLACE "^\\.entry[ \t]+" "")
   foreach(_e IN LISTS _entries)
     if(NOT _e IN_LIST _kernels)
-      list(APPEND _errs "${what}: .entry ${_e} is not a kernel of docs/kernels.md")
+      list(APPEND _errs "${what}: .entry ${_e} is not a kernel of the contracts")
     endif()
   endforeach()
   foreach(_sym IN LISTS _kernels)
@@ -378,7 +356,7 @@ function(_check_ptx ptx what target)
     if(NOT _types STREQUAL _ptx_types_${_sym})
       string(REPLACE ";" ", " _got "${_types}")
       string(REPLACE ";" ", " _want "${_ptx_types_${_sym}}")
-      list(APPEND _errs "${what}: ${_sym} takes (${_got}), docs/kernels.md (${_want})")
+      list(APPEND _errs "${what}: ${_sym} takes (${_got}), the contract (${_want})")
     endif()
   endforeach()
   set(_errors ${_errors} ${_errs} PARENT_SCOPE)

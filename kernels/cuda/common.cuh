@@ -2,9 +2,11 @@
 // kernel is built for, block reductions and the fp8 decoder.
 //
 // Every kernel is an `extern "C" __global__` function whose parameters are
-// the docs/kernels.md table in order, with natural C types: a buffer is a
-// pointer (8 bytes), a scalar its value. Its packed parameter buffer is then
-// byte for byte the argument block of include/axrt/kernel_abi.h.
+// its contract's (kernels/contracts.json) in order, with natural C types: a
+// buffer is a pointer (8 bytes), a scalar its value. Its packed parameter
+// buffer is then byte for byte the argument block of
+// include/axrt/kernel_abi.h; the test cuda_kernels_fatbin checks every image
+// against the contracts.
 //
 // There is no error channel from a kernel in ABI version 1: a kernel whose
 // scalars break its rules (the CPU library refuses them with

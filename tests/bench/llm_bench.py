@@ -10,8 +10,9 @@ checkpoint then runs on three engines with the same number of threads:
     axrt            f32, int4,   axrt.llm.convert (int4: AWQ layout, asymmetric,
                     int4-q8      groups of 128, f16 scales; int4-q8: the same
                                  weights in GPTQ's layout with
-                                 activations="int8"), run with
-                                 axrt.llm.load and Session.prefill / decode
+                                 activations="int8"), run by the
+                                 serving engine (axrt.llm.Engine), one
+                                 request at a time, prefix caching off
     transformers    f32          LlamaForCausalLM (PyTorch), with its KV cache
     llama.cpp       f32, Q4_1    llama.cpp's own convert_hf_to_gguf.py (run from
                                  the llama.cpp source tree named by
@@ -27,7 +28,8 @@ Measured for each engine and precision, under the same conditions:
   - prefill tokens/s of a 128- and a 512-token prompt (one call; the logits
     of the last token only);
   - decode tokens/s at batch 1: --steps greedy tokens after a 128-token
-    prompt, the prefill excluded, each step taking the argmax of the logits;
+    prompt, the prefill excluded, each step taking the argmax of the logits
+    (axrt: on the device, in the engine's sample function);
   - the bandwidth bound of decode: the weight bytes a token reads (every
     projection matrix and the output projection, in the engine's format;
     the embedding row, the norms and the KV cache are left out) over the
@@ -240,30 +242,30 @@ class Engine:
 
 
 class AxrtEngine(Engine):
+    """The serving engine, serving one request at a time as Model.generate does. Its
+    prefix cache is off, so that every prefill computes the whole prompt; greedy
+    tokens are picked on the device (the sample function)."""
     name = "axrt"
 
     def __init__(self, path: Path, weights: str) -> None:
         import axrt.llm
 
         self.weights = weights
-        self.model = axrt.llm.load(path)
+        self.engine = axrt.llm.Engine(path, max_running=1, prefix_caching=False)
 
     def prefill(self, ids):
-        with self.model.session(len(ids)) as seq:
-            start = time.perf_counter()
-            logits = seq.prefill(ids)
-            return time.perf_counter() - start, logits
+        start = time.perf_counter()
+        (event,) = self.engine.submit(ids, 1, stop_ids=(), logits=True)
+        return time.perf_counter() - start, event.logits
 
     def decode(self, prompt, steps):
-        with self.model.session(len(prompt) + steps) as seq:
-            tokens = [int(np.argmax(seq.prefill(prompt)))]
-            start = time.perf_counter()
-            for _ in range(steps):
-                tokens.append(int(np.argmax(seq.decode(tokens[-1]))))
-            return time.perf_counter() - start, tokens
+        # The first token comes with the prefill; the clock runs from it to the last.
+        request = self.engine.submit(prompt, steps + 1, stop_ids=())
+        times = [time.perf_counter() for _ in request]
+        return times[-1] - times[0], list(request.tokens)
 
     def close(self):
-        del self.model
+        self.engine.close()
 
 
 class TransformersEngine(Engine):
@@ -656,7 +658,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         axrt.llm.convert(model_dir, path, weights=w)
                     took = time.perf_counter() - start
                     engine = AxrtEngine(path, w)
-                    axe_bytes[w] = engine.model.executable.constant_bytes
+                    axe_bytes[w] = engine.engine.executable.constant_bytes
                     table = config["vocab_size"] * config["hidden_size"] * (4 if w == "f32" else 2)
                     log(f"  {path.name}: {path.stat().st_size / 1e6:.1f} MB, converted in {took:.1f} s; "
                         f"constants {axe_bytes[w] / 1e6:.1f} MB, {(axe_bytes[w] - table) / 1e6:.1f} MB "

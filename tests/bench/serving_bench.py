@@ -23,8 +23,6 @@ Measured:
          step's token budget);
        - the same engine one request at a time (max_running=1, all
          submitted at once, served first come first served);
-       - a Session's prefill and decode, one request after the other (the
-         single-sequence path, without the engine; greedy by argmax);
        - transformers' LlamaForCausalLM.generate in batches of --hf-batch
          requests in submission order (left padding, greedy, the end-of-
          sequence id disabled). A batch runs max_new_tokens = the largest
@@ -59,8 +57,7 @@ Measured:
      (the decode phase).
 
 The outputs are compared too: the continuous-batching run must give every
-request the same tokens as the one-at-a-time run and as the Session path (the
-engine's results do not depend on what else runs); the agreement with
+request the same tokens as the one-at-a-time run (the engine's results do not depend on what else runs); the agreement with
 transformers is printed as well (floating-point differences may move greedy
 choices of random weights after some tokens, so it is not required).
 
@@ -299,26 +296,6 @@ def decode_steps(executable, running: int, prompt: int, tokens: int, vocab: int)
         driver.close()
 
 
-def session_generate(model, prompt: List[int], max_tokens: int) -> List[int]:
-    """Greedy tokens through a Session's prefill and decode: the single-sequence path,
-    without the engine."""
-    with model.session(len(prompt) + max_tokens) as seq:
-        logits = seq.prefill(prompt)
-        tokens: List[int] = []
-        while True:
-            tokens.append(int(np.argmax(logits)))
-            if len(tokens) == max_tokens:
-                return tokens
-            logits = seq.decode(tokens[-1])
-
-
-def run_generate(model, requests: Sequence[Request]) -> Tuple[float, List[List[int]]]:
-    session_generate(model, requests[0].prompt[:16].tolist(), 4)  # warm-up
-    start = time.perf_counter()
-    outputs = [session_generate(model, r.prompt.tolist(), r.max_tokens) for r in requests]
-    return time.perf_counter() - start, outputs
-
-
 @dataclass
 class Online:
     name: str
@@ -534,8 +511,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="a smaller run: 16 requests, outputs 16..64, 16 online requests")
     parser.add_argument("--skip-transformers", action="store_true")
-    parser.add_argument("--skip-generate", action="store_true",
-                        help="leave out the Session prefill/decode rows")
     parser.add_argument("--skip-online", action="store_true")
     parser.add_argument("--json", default="",
                         help="also write the records of bench_results.py to this file")
@@ -568,6 +543,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         import axrt
         import axrt.llm
+        from axrt.llm.modelfile import read_model
     except ImportError as error:
         log(f"serving_bench: skipped (axrt.llm is not importable: {error}; set PYTHONPATH to the "
             "built package)")
@@ -582,9 +558,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     path = model_dir / f"serving-{args.weights}.axe"
     start = time.perf_counter()
     axrt.llm.convert(model_dir, path, weights=args.weights, cuda=False)
-    model = axrt.llm.load(path)
-    executable = model.executable
-    cfg = model.config
+    executable = axrt.load(path)
+    cfg, _ = read_model(executable)
     log(f"{path.name}: {args.weights} weights, converted in {time.perf_counter() - start:.1f} s; "
         f"context {cfg.max_context}, KV block {cfg.block_size} tokens, up to {cfg.max_batch} "
         f"sequences and {max(cfg.prefill_chunk, cfg.max_batch)} tokens a step")
@@ -630,11 +605,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  f"({_rate((output_tokens - len(requests)) / (seconds - prefill))} tok/s)")
     log(f"  {single.how}: {seconds:.1f} s (others used {load:.2f} CPUs{waited})")
     runs = [batched, single]
-    if not args.skip_generate:
-        (seconds, gen_out), load, waited = timed(run_generate, model, requests)
-        runs.append(Run("axrt", "Session prefill/decode, one after the other", seconds, gen_out,
-                        prompt_tokens, output_tokens, load))
-        log(f"  Session prefill/decode: {seconds:.1f} s (others used {load:.2f} CPUs{waited})")
     hf = None
     if have_transformers and not args.skip_transformers:
         hf = TransformersRunner(model_dir, threads)
@@ -670,10 +640,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if out != out1:
             log("check: the concurrency point's outputs DIFFER between the two runs")
             problems += 1
-        if not args.skip_generate:
-            (seconds, out2), load, _ = timed(run_generate, model, subset)
-            point.append(Run("axrt", "Model.generate, one after the other", seconds, out2, p, o,
-                             load))
     else:
         point = [batched, single] + [r for r in runs[2:] if r.name == "axrt"]
     # The same concurrency sustained: the whole workload, never more than that many running
@@ -782,7 +748,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         write_json(args.json, runs, single, point, sustained, scaling, kv)
     if hf is not None:
         del hf
-    del model, executable
+    del executable
     gc.collect()
     if problems:
         log(f"\n{problems} output check(s) failed; see above")

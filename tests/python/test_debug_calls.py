@@ -1,5 +1,5 @@
 """The debugging modes of a call (docs/debugging.md) on the tiny Llama: a
-dumped decode call holds every layer's intermediates, equal to what numpy
+dumped one-token step holds every layer's intermediates, equal to what numpy
 computes from the ones before, and its logits bit for bit; a checked call of
 a model with one NaN weight names the first command that reads it."""
 import json
@@ -12,12 +12,13 @@ import pytest
 
 import axrt
 import axrt.llm
+from axrt.builder import Buffer, Scalar
 from axrt.llm.checkpoint import Checkpoint
 from axrt.llm.modelfile import read_model
 from serving_support import DATA, tiny_llama_path  # noqa: F401 (a fixture)
 
-# The kernels of one decoder layer's commands in decode (convert.py's
-# program); the parameter each writes comes from its contract.
+# The kernels of one decoder layer's commands in step (convert.py's writer);
+# the parameter each writes comes from its contract.
 LAYER = [
     "axrt_rmsnorm_f32",           # xn = norm(h)
     "axrt_matmul_f32_nk",         # qkv
@@ -44,13 +45,15 @@ def written(kernel):
     return param
 
 
-def decode_inputs(config, token=5):
+def step_inputs(config, token=5):
+    """A step of one token at position 0 that wants its logits."""
     blocks = config.max_blocks_per_sequence
     tokens = np.array([token], np.int32)
     positions = np.array([0], np.int32)
     tables = np.arange(blocks, dtype=np.int32).reshape(1, blocks)
+    logit_rows = np.array([0], np.int32)
     cache = np.zeros(config.kv_cache_shape(blocks), np.float32)
-    return tokens, positions, tables, cache
+    return tokens, positions, tables, logit_rows, cache
 
 
 def file_of(command, kernel):
@@ -62,22 +65,22 @@ def rmsnorm(x, gamma, eps):
     return x64 / np.sqrt(np.mean(x64 * x64) + eps) * gamma
 
 
-def test_a_dumped_decode_call_holds_every_layer(tiny_llama_path, tmp_path):  # noqa: F811
+def test_a_dumped_step_holds_every_layer(tiny_llama_path, tmp_path):  # noqa: F811
     exe = axrt.load(tiny_llama_path)
     config, _ = read_model(exe)
-    decode = exe["decode"]
+    step = exe["step"]
     H, L = config.hidden_size, config.num_layers
-    expected = decode(*decode_inputs(config)).numpy()
+    expected = step(*step_inputs(config)).numpy()
 
-    tokens, positions, tables, cache = decode_inputs(config)
-    logits = decode(tokens, positions, tables, cache, dump_dir=tmp_path).numpy()
+    tokens, positions, tables, logit_rows, cache = step_inputs(config)
+    logits = step(tokens, positions, tables, logit_rows, cache, dump_dir=tmp_path).numpy()
     # The same kernels one command at a time: the same bits.
     assert logits.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
 
     (call,) = [p for p in tmp_path.iterdir()]
-    assert re.fullmatch(r"\d{5}-decode", call.name)
+    assert re.fullmatch(r"\d{5}-step", call.name)
     index = json.loads((call / "index.json").read_text())
-    assert index["function"] == "decode" and index["failure"] is None
+    assert index["function"] == "step" and index["failure"] is None
     files = {entry["file"]: entry for entry in index["files"]}
     assert set(files) == {p.name for p in call.iterdir()} - {"index.json"}
 
@@ -97,10 +100,13 @@ def test_a_dumped_decode_call_holds_every_layer(tiny_llama_path, tmp_path):  # n
                 assert entry["binding"] == "input" and entry["name"] == "kv_cache"
                 assert tuple(entry["shape"]) == cache.shape
     last = 1 + 12 * L
-    assert files[file_of(last, "axrt_rmsnorm_f32")]["binding"] == "arena"
-    head = files[file_of(last + 1, "axrt_matmul_f32_nk")]
+    # The logit rows gathered from the hidden rows (an embedding lookup),
+    # normed, projected.
+    assert files[file_of(last, "axrt_embedding_f32")]["binding"] == "arena"
+    assert files[file_of(last + 1, "axrt_rmsnorm_f32")]["binding"] == "arena"
+    head = files[file_of(last + 2, "axrt_matmul_f32_nk")]
     assert head["binding"] == "output" and head["name"] == "logits"
-    assert len(files) == 4 + 1 + 12 * L + 2  # inputs, embedding, layers, norm and head
+    assert len(files) == 5 + 1 + 12 * L + 3  # inputs, embedding, layers, gather, norm, head
 
     # The final logits, bit for bit.
     dumped = np.load(call / head["file"])
@@ -136,27 +142,35 @@ def test_a_dumped_decode_call_holds_every_layer(tiny_llama_path, tmp_path):  # n
         h = h + arena(base + 10, "axrt_matmul_f32_nk")
         assert arena(base + 11, "axrt_add_f32").tolist() == h.tolist()
     gamma = ckpt.tensor("model.norm.weight").astype(np.float64)
-    final = arena(last, "axrt_rmsnorm_f32")
+    assert arena(last, "axrt_embedding_f32").tolist() == h.tolist()
+    final = arena(last + 1, "axrt_rmsnorm_f32")
     np.testing.assert_allclose(final, rmsnorm(h, gamma, eps), rtol=1e-5, atol=1e-6)
     lm_head = ckpt.tensor("lm_head.weight").astype(np.float64)
     np.testing.assert_allclose(logits[0], lm_head @ final.astype(np.float64), rtol=1e-4, atol=1e-5)
 
 
-def test_a_copy_into_the_arena_takes_its_sources_type(tiny_llama_path, tmp_path):  # noqa: F811
-    exe = axrt.load(tiny_llama_path)
-    config, _ = read_model(exe)
-    tokens, _, tables, cache = decode_inputs(config)
-    tokens = np.array([5, 6, 7], np.int32)
-    positions = np.arange(3, dtype=np.int32)
-    exe["prefill"](tokens, positions, tables, cache, dump_dir=tmp_path)
+def test_a_copy_into_the_arena_takes_its_sources_type(tmp_path):
+    """An add writes f32 into the arena; a copy moves its second half to
+    another slice, which the dump then writes as f32 too."""
+    b = axrt.Builder()
+    cpu = b.kernel_library("axrt.cpu")
+    add = b.kernel("axrt_add_f32", cpu, [Buffer("a"), Buffer("b"),
+                                          Buffer("out", "write", dtype="f32"),
+                                          Scalar("n", "uint64")])
+    f = b.function("main", inputs=[("x", "f32", (6,))], outputs=[("y", "f32", (3,))],
+                   arena_size=48)
+    x, sums, half = f.input(0), f.arena(0, 24), f.arena(32, 12)
+    f.dispatch(add, grid=1, args=[x, x, sums, 6])
+    f.copy(sums, half, 12, src_offset=12)
+    f.copy(half, f.output(0), 12)
+    exe = axrt.load(b.to_bytes())
+    x = np.arange(6, dtype=np.float32)
+    assert exe.main(x, dump_dir=tmp_path).numpy().tolist() == [6, 8, 10]
     (call,) = tmp_path.iterdir()
     index = json.loads((call / "index.json").read_text())
-    # prefill copies the last token's hidden row out of `h` (an add's output).
-    (copy,) = [e for e in index["files"] if e["kernel"] == "copy"]
-    assert copy["binding"] == "arena" and copy["dtype"] == "f32"
-    (add,) = [e for e in index["files"] if e["command"] == copy["command"] - 1]
-    last_h = np.load(call / add["file"])[2 * config.hidden_size:3 * config.hidden_size]
-    assert np.load(call / copy["file"]).tolist() == last_h.tolist()
+    first, _ = [e for e in index["files"] if e["kernel"] == "copy"]
+    assert first["binding"] == "arena" and first["dtype"] == "f32"
+    assert np.load(call / first["file"]).tolist() == [6, 8, 10]
 
 
 def poisoned_checkpoint(directory, name, row, column):
@@ -181,19 +195,19 @@ def test_a_checked_call_names_the_first_command_reading_a_nan_weight(tmp_path):
     axrt.llm.convert(model, path, weights="f32", cuda=False)
     exe = axrt.load(path)
     config, _ = read_model(exe)
-    decode = exe["decode"]
+    step = exe["step"]
 
     # Unchecked, the NaN spreads to the logits.
-    assert np.isnan(decode(*decode_inputs(config)).numpy()).all()
+    assert np.isnan(step(*step_inputs(config)).numpy()).all()
 
     # The kv_cache is a numpy array, written in place: the call waits for the
     # commands and raises the stream's failure. An axrt.Tensor cache would
     # raise it when the logits are read.
     stream = axrt.Stream()
     with pytest.raises(axrt.DataLossError) as error:
-        decode(*decode_inputs(config), stream=stream, check_finite=True)
+        step(*step_inputs(config), stream=stream, check_finite=True)
     message = str(error.value)
-    assert message.startswith("axrt_function_invoke: function 'decode' of executable ")
+    assert message.startswith("axrt_function_invoke: function 'step' of executable ")
     # Layer 0's down_proj, the 12th command: its output row 3 is the first NaN.
     assert ("command 11 (kernel 'axrt_matmul_f32_nk' (axrt.cpu:axrt_matmul_f32_nk)) wrote NaN "
             "to intermediate 'y' (arena bytes [") in message
@@ -203,10 +217,10 @@ def test_a_checked_call_names_the_first_command_reading_a_nan_weight(tmp_path):
         stream.synchronize()
 
     # With an axrt.Tensor cache (whose memory starts uninitialised, as
-    # axrt.llm.Model's does) the call returns and reading the logits raises.
-    tokens, positions, tables, cache = decode_inputs(config)
-    logits = decode(tokens, positions, tables, axrt.empty(cache.shape, "float32"),
-                    stream=axrt.Stream(), check_finite=True)
+    # the serving engine's does) the call returns and reading the logits raises.
+    tokens, positions, tables, logit_rows, cache = step_inputs(config)
+    logits = step(tokens, positions, tables, logit_rows, axrt.empty(cache.shape, "float32"),
+                  stream=axrt.Stream(), check_finite=True)
     with pytest.raises(axrt.DataLossError, match="command 11 .* at element 3 of "):
         logits.numpy()
 
@@ -215,7 +229,7 @@ def test_the_options_are_checked(tiny_llama_path, tmp_path):  # noqa: F811
     exe = axrt.load(tiny_llama_path)
     config, _ = read_model(exe)
     with pytest.raises(axrt.NotFoundError, match="dump_directory.*does not exist"):
-        exe["decode"](*decode_inputs(config), dump_dir=tmp_path / "missing")
+        exe["step"](*step_inputs(config), dump_dir=tmp_path / "missing")
     assert not list(tmp_path.iterdir())
 
 

@@ -67,8 +67,9 @@ def test_f32_logits_and_greedy_tokens_match_transformers(converted, model):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_every_position_through_decode_and_chunked_prefill(converted, model):
-    """Teacher-forced: one prefill token, then a decode step per prompt token;
-    and the prompt prefilled in chunks of 5 (positions continuing in the cache)."""
+    """Teacher-forced through a session: one token, then one more per call; and the
+    prompt prefilled by an engine in steps of 5 tokens (positions continuing in the
+    cache)."""
     ref = reference(model, "f32")
     llm = axrt.llm.load(converted(model, "f32"))
     _, prompt = next(p for p in prompts(ref) if len(p[1]) > 20)
@@ -79,9 +80,10 @@ def test_every_position_through_decode_and_chunked_prefill(converted, model):
     for position, row in enumerate(rows):
         err = relative_error(row, want[position])
         assert err <= F32_TOLERANCE, f"position {position}: decode logits off by {err:.2e}"
-    with llm.session() as seq:
-        last = seq.prefill(prompt, chunk=5)
-    assert relative_error(last, want[-1]) <= F32_TOLERANCE
+    with axrt.llm.Engine(converted(model, "f32"), max_step_tokens=5) as engine:
+        (event,) = engine.submit(prompt, 1, stop_ids=(), logits=True)
+        assert engine.stats()["steps"] == -(-len(prompt) // 5)
+    assert relative_error(event.logits, want[-1]) <= F32_TOLERANCE
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -173,22 +175,35 @@ def test_sampling_is_reproducible_and_follows_its_options(converted):
                         stop_ids=[stop]) == a[:first + 1]
 
 
-def test_sessions_share_the_pool_and_give_blocks_back(converted):
+def test_sessions_are_requests_of_the_engine_and_hold_no_blocks(converted):
     llm = axrt.llm.load(converted("tiny-llama", "f32"), num_blocks=8)
     ref = reference("tiny-llama", "f32")
     prompt = [int(t) for t in ref["prompt0"]]
-    # Two sequences interleaved in one pool compute what each computes alone.
+    # Two sequences interleaved compute what each computes alone, and hold no
+    # KV block between calls; the prefix cache supplies the full blocks of
+    # what came before.
     with llm.session(48) as one, llm.session(48) as two:
-        assert llm._allocator.free_blocks == 2
         a = one.prefill(prompt)
         b = two.prefill(prompt[:3])
         a2 = one.decode(int(ref["prompt0_greedy"][0]))
         assert relative_error(a, ref["prompt0_logits"][-1]) <= F32_TOLERANCE
         assert relative_error(b, ref["prompt0_logits"][2]) <= F32_TOLERANCE
         assert relative_error(a2, ref["prompt0_greedy_logits"][1]) <= F32_TOLERANCE
-        with pytest.raises(MemoryError, match="free blocks"):
-            llm.session(48)
-    assert llm._allocator.free_blocks == 8
+        stats = llm.engine.stats()
+        assert stats["kv_blocks_used"] == 0 and stats["running"] == 0
+        assert stats["cached_prompt_tokens"] >= len(prompt) // 16 * 16
+        assert one.length == len(prompt) + 1 and two.token_ids == prompt[:3]
+    # A sequence longer than the cache (8 blocks of 16) is refused by the
+    # engine, and the session is unchanged.
+    with llm.session(200) as seq:
+        seq.prefill(prompt)
+        with pytest.raises(ValueError, match="block"):
+            seq.prefill(list(range(1, 129)))
+        assert seq.length == len(prompt)
+        with pytest.raises(ValueError, match="closed"):
+            seq.close() or seq.decode(1)
+    with pytest.raises(ValueError, match="holds 1 to 255 tokens"):
+        llm.session(256)
 
 
 def test_bad_requests_are_refused_by_name(converted):
@@ -271,7 +286,7 @@ def test_the_file_carries_config_and_tokenizer(converted):
     assert config["num_layers"] == 2 and config["weights"] == "int4"
     assert config["tie_word_embeddings"] is True
     assert json.loads(exe.metadata["axrt.llm.tokenizer"])["model"]["type"] == "BPE"
-    assert set(exe.functions) == {"prefill", "decode", "step", "sample"}
+    assert set(exe.functions) == {"step", "sample"}
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
@@ -331,9 +346,12 @@ def test_the_cuda_variants_run_on_the_mock_device(tmp_path, cuda_mock):
     axrt.llm.convert(DATA / "tiny-llama3", path, weights="int4")
     ref = reference("tiny-llama3", "int4")
     llm = axrt.llm.load(path, device=cuda_mock)
-    assert llm.kv_cache.device.type == "cuda"
+    assert llm.device.type == "cuda" and llm.engine.device.type == "cuda"
     prompt = [int(t) for t in ref["prompt0"]]
     assert llm.generate(prompt, 32, stop_ids=()) == ref["prompt0_greedy"].tolist()
+    with llm.session() as seq:
+        logits = seq.prefill(prompt)
+    assert relative_error(logits, ref["prompt0_greedy_logits"][0]) <= F32_TOLERANCE
     # int8 activations: the CUDA variant of the q8 kernel loads and runs (under
     # its CPU implementation, so the tokens are the CPU's).
     q8 = tmp_path / "cuda-q8.axe"

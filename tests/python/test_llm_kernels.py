@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import axrt
-from axrt.builder import Buffer, Packing, QuantLayout, Scalar, ScaleRef, ZeroPoint, ceildiv
+from axrt.builder import ceildiv
+from axrt.llm.convert import KERNELS as CONTRACTS
 
 BS = 16  # tokens per KV block
 
@@ -28,44 +29,22 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_matmul_gptq_int4_q8_f32"]
 
 
-def u64(name):
-    return Scalar(name, "uint64")
+def params(kernel):
+    """The parameter table of `kernel`, from its contract (kernels/contracts.json, as the
+    converter reads it)."""
+    return CONTRACTS[kernel][0]
 
 
-EMBEDDING = [Buffer("tokens"), Buffer("table"), Buffer("out", access="write"),
-             u64("T"), u64("H"), u64("V")]
-ROPE = [Buffer("x", access="read_write"), Buffer("positions"), Buffer("inv_freq"), u64("T"),
-        u64("heads"), u64("head_dim"), u64("row_stride"), Scalar("attention_scaling", "float32")]
-SILU_MUL = [Buffer("gate_up"), Buffer("out", access="write"), u64("rows"), u64("cols")]
-KV_CACHE_WRITE = [Buffer("qkv"), Buffer("positions"), Buffer("block_tables"),
-                  Buffer("cache", access="read_write"), u64("T"), u64("tokens_per_seq"),
-                  u64("layer"), u64("num_blocks"), u64("kv_heads"), u64("block_size"),
-                  u64("head_dim"), u64("max_blocks"), u64("row_stride"), u64("k_offset")]
-
-
-def attention_params(table, count):
-    return [Buffer("qkv"), Buffer("positions"), Buffer(table), Buffer("cache"),
-            Buffer("out", access="write"), u64(count), u64("heads"), u64("kv_heads"),
-            u64("head_dim"), u64("layer"), u64("num_blocks"), u64("block_size"),
-            u64("max_blocks"), u64("row_stride"), Scalar("scale", "float32")]
-
-
-PREFILL = attention_params("block_table", "T")
-DECODE = attention_params("block_tables", "B")
-MATMUL = [Buffer("x"), Buffer("w"), Buffer("bias"), Buffer("y", access="write"), u64("M"),
-          u64("N"), u64("K")]
-# docs/kernels.md: the layout the GPTQ kernels require of `qweight`.
-GPTQ_V2_LAYOUT = QuantLayout("gptq_v2.int4.g128", "uint4", "f32", (128, 1),
-                             scale=ScaleRef(dtype="f16"),
-                             zero_point=ZeroPoint("integer", dtype="uint4",
-                                                  packing=Packing(4, 32, axis=1)),
-                             packing=Packing(4, 32, axis=0))
-MATMUL_GPTQ = [Buffer("x"), Buffer("qweight", layout=GPTQ_V2_LAYOUT), Buffer("scales"),
-               Buffer("qzeros"), Buffer("bias"), Buffer("y", access="write"), u64("M"), u64("N"),
-               u64("K"), u64("group_size")]
-SAMPLE = [Buffer("logits"), Buffer("temperature"), Buffer("top_k"), Buffer("top_p"),
-          Buffer("seeds"), Buffer("positions"), Buffer("tokens", access="write"), u64("B"),
-          u64("V")]
+EMBEDDING = params("axrt_embedding_f32")  # axrt_embedding_bf16's too
+ROPE = params("axrt_rope_f32")
+SILU_MUL = params("axrt_silu_mul_f32")
+KV_CACHE_WRITE = params("axrt_kv_cache_write_f32")
+PREFILL = params("axrt_attention_prefill_f32")
+DECODE = params("axrt_attention_decode_f32")
+MATMUL = params("axrt_matmul_f32_nk")  # axrt_matmul_bf16_f32's too
+MATMUL_GPTQ = params("axrt_matmul_gptq_int4_q8_f32")
+SAMPLE = params("axrt_sample_f32")
+assert params("axrt_embedding_bf16") == EMBEDDING and params("axrt_matmul_bf16_f32") == MATMUL
 
 
 # ---------------------------------------------------------------------------

@@ -114,18 +114,19 @@ def test_greedy_tokens_and_logits_match_transformers_and_one_device(converted, r
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_every_position_and_chunked_prefill(converted, ranks):
-    """The logits after every prefix of a prompt (each a request of one token,
-    the earlier prefixes supplied by the prefix cache), and the whole prompt
-    prefilled in chunks of 5 and 16 tokens."""
+    """The logits after every prefix of a prompt, through a session of the set
+    (each call a request of the engine, the earlier prefixes supplied by the
+    prefix cache), and the whole prompt prefilled in chunks of 5 and 16 tokens."""
     ref = reference("tiny-llama-tp", "f32")
     i, prompt = next(p for p in prompts(ref) if len(p[1]) > 20)
     want = ref[f"prompt{i}_logits"]
     path = converted("tiny-llama-tp", ranks=ranks)
-    with axrt.llm.Engine(path, devices=devices(ranks)) as engine:
-        for position in range(len(prompt)):
-            _, rows = engine_logits(engine, prompt[:position + 1], 1)
-            err = relative_error(rows[0], want[position])
+    with axrt.llm.load(path, devices=devices(ranks)) as tp, tp.session() as seq:
+        rows = [seq.prefill(prompt[:1])] + [seq.decode(t) for t in prompt[1:]]
+        for position, row in enumerate(rows):
+            err = relative_error(row, want[position])
             assert err <= F32_TOLERANCE, f"position {position}: logits off by {err:.2e}"
+        assert tp.engine.stats()["cached_prompt_tokens"] > 0
     for chunk in (5, 16):
         with axrt.llm.Engine(path, devices=devices(ranks), max_step_tokens=chunk) as engine:
             _, rows = engine_logits(engine, prompt, 1)

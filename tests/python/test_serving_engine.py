@@ -8,7 +8,7 @@ import pytest
 import axrt
 import axrt.llm
 from axrt.llm import Engine, TokenEvent
-from serving_support import DATA, idle, tiny_llama_path, wait_for  # noqa: F401 (a fixture)
+from serving_support import DATA, idle, reference, tiny_llama_path, wait_for  # noqa: F401
 
 PROMPTS = [
     [1, 2, 3, 4],
@@ -141,15 +141,17 @@ def test_cancel_and_dropped_handles_end_requests(engine):
     wait_for(lambda: idle(engine), what="every KV block to come back")
 
 
-def test_logprobs_and_logits(engine, model):
-    tokens = model.generate(PROMPTS[0], 4, stop_ids=())
-    events = list(engine.submit(PROMPTS[0], 4, stop_ids=(), logprobs=3, logits=True))
-    assert [e.token for e in events] == tokens
-    with model.session() as seq:
-        first = seq.prefill(PROMPTS[0]).astype(np.float64)
+def test_logprobs_and_logits(engine):
+    ref = reference("tiny-llama", "f32")
+    prompt = ref["prompt0"].tolist()
+    events = list(engine.submit(prompt, 4, stop_ids=(), logprobs=3, logits=True))
+    tokens = [e.token for e in events]
+    assert tokens == ref["prompt0_greedy"][:4].tolist()
+    # The logits are transformers' (tests/llm/data), within the f32 bound of test_llm.
+    first = ref["prompt0_logits"][-1].astype(np.float64)
     want = first - first.max() - np.log(np.sum(np.exp(first - first.max())))
     for e in events:
-        assert e.logits.shape == (model.config.vocab_size,) and e.logits.dtype == np.float32
+        assert e.logits.shape == (engine.vocab_size,) and e.logits.dtype == np.float32
         assert len(e.top_logprobs) == 3
         assert e.top_logprobs[0][0] == e.token  # greedy: the most likely
         assert e.top_logprobs[0][1] == pytest.approx(e.logprob)

@@ -23,12 +23,11 @@ from .config import ModelConfig, UnsupportedModelError
 from .convert import WEIGHT_MODES, convert
 from .engine import AsyncRequest, Engine, Request, RequestError, TokenEvent
 from .loading import load
-from .model import BlockAllocator, LanguageModel, Model, Session
+from .model import LanguageModel, Model, Session
 from .parallel import ParallelModel
 
 __all__ = [
     "AsyncRequest",
-    "BlockAllocator",
     "Engine",
     "LanguageModel",
     "Model",

@@ -34,8 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
     convert.add_argument("--prefill-chunk", type=int, default=512,
-                         help="most tokens per prefill call")
-    convert.add_argument("--max-batch", type=int, default=64, help="most sequences per decode call")
+                         help="most tokens of one step: the larger of this and --max-batch")
+    convert.add_argument("--max-batch", type=int, default=64,
+                         help="most sequences whose logits one step returns")
     convert.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
                          help="write the N shards of a tensor-parallel set into the directory "
                               "OUT (rank0.axe ...), to run on N devices (default 1: one file)")

@@ -2,9 +2,8 @@
 tensor-parallel set (docs/llm.md, docs/multi-device.md).
 
 A file holds the weights in the chosen precision, the functions ``step``
-(the serving engine's, docs/serving.md) and ``sample`` over a paged KV cache
-(a one-device file also ``prefill`` and ``decode``, which
-:class:`axrt.llm.Model` runs), the model's configuration in the metadata
+(the serving engine's, docs/serving.md) and ``sample`` over a paged KV cache,
+which every way of running a model goes through, the model's configuration in the metadata
 (``axrt.llm.config``) and, when the checkpoint has one, its
 ``tokenizer.json`` (``axrt.llm.tokenizer``). One layer writer serves every
 file; a shard's ``step`` holds its part of every layer and the two
@@ -36,10 +35,8 @@ from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardI
 WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
 ACTIVATION_MODES = ("f32", "int8")
 
-# Tile of the matmul grids and rows per attention-prefill workgroup
-# (docs/kernels.md, docs/llm.md).
+# Tile of the matmul grids (docs/kernels.md).
 _MATMUL_TILE = 64
-_PREFILL_ROWS = 16
 _ELEMENTWISE_CHUNK = 4096
 _F32 = 4
 _EMBED = "model.embed_tokens.weight"
@@ -99,7 +96,7 @@ _LAYOUTS = {layout.layout_id: layout for layout in (INT8_LAYOUT, INT4_LAYOUT, GP
 
 def contracts_path() -> Path:
     """The built-in kernels' contracts (kernels/contracts.json), packaged with axrt."""
-    return Path(__file__).resolve().parent.parent / "kernels" / "contracts.json"
+    return Path(__file__).absolute().parent.parent / "kernels" / "contracts.json"
 
 
 def _kernel_table() -> Dict[str, Tuple[List, int]]:
@@ -410,9 +407,7 @@ class _Converter:
             head = (self.norm("model.norm"), self.lm_head(embed))
         inv_freq = self.b.constant("rope.inv_freq", cfg.inv_freq().astype(np.float32))
 
-        # One device: also the single-sequence functions of axrt.llm.Model.
-        for fn in (("step",) if split else ("prefill", "decode", "step")):
-            self.program(fn, embed, embed_kernel, layers, head, inv_freq)
+        self.step(embed, embed_kernel, layers, head, inv_freq)
         if holds_head:
             self.sampler()
 
@@ -425,9 +420,17 @@ class _Converter:
     def save(self, out: Path) -> None:
         self.b.save(out)
 
-    def program(self, which: str, embed, embed_kernel, layers, head, inv_freq) -> None:
-        """Function `which` (``step``, ``prefill`` or ``decode``) over this file's part of
-        every layer; `head` (the final norm and lm_head) on the head rank, else None."""
+    def step(self, embed, embed_kernel, layers, head, inv_freq) -> None:
+        """The ``step`` function (the serving engine's, docs/serving.md) over this file's part
+        of every layer; `head` (the final norm and lm_head) on the head rank, else None.
+
+        A step runs any mix of tokens of any sequences, each with its own row
+        of block table, attended one token at a time; it returns the logits
+        of the rows `logit_rows` names. Every kernel computes a token's values
+        from that token's inputs alone, in an order that does not depend on
+        the others, and the all-reduces of a set sum every element in rank
+        order whatever the step's size, so a sequence's logits do not depend
+        on what it is batched with."""
         cfg, info = self.cfg, self.info
         H, V = cfg.hidden_size, cfg.vocab_size
         D = cfg.head_dim
@@ -436,37 +439,19 @@ class _Converter:
         I = info.intermediate[1] - info.intermediate[0]
         QKV = (nh + 2 * nkv) * D
         BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
-        prefill = which == "prefill"
-        # `step` (the serving engine's, docs/serving.md): any mix of tokens of
-        # any sequences, each with its own row of block table, attended one
-        # token at a time like decode; logits only of the rows `logit_rows`
-        # names. Every kernel computes a token's values from that token's
-        # inputs alone, in an order that does not depend on the others, and
-        # the all-reduces of a set sum every element in rank order whatever
-        # the step's size, so a sequence's logits do not depend on what it is
-        # batched with.
-        step = which == "step"
-        rows_max = {"prefill": cfg.prefill_chunk, "decode": cfg.max_batch,
-                    "step": max(cfg.prefill_chunk, cfg.max_batch)}[which]
-        n = "T" if which != "decode" else "B"
+        rows_max = max(cfg.prefill_chunk, cfg.max_batch)
         cache_shape = [cfg.num_layers, 2, "NB", nkv, BS, D]
-        inputs = [("tokens", "int32", [n]), ("positions", "int32", [n]),
-                  ("block_table" if prefill else "block_tables", "int32", [1 if prefill else n, MBS])]
-        if step:
-            inputs.append(("logit_rows", "int32", ["S"]))
-        inputs.append(("kv_cache", "float32", cache_shape))
-        outputs = []
-        if head is not None:
-            outputs = [("logits", "float32", [1 if prefill else ("S" if step else n), V])]
-        symbols = {n: rows_max, "NB": 1 << 24}
-        if step:
-            symbols["S"] = cfg.max_batch
+        inputs = [("tokens", "int32", ["T"]), ("positions", "int32", ["T"]),
+                  ("block_tables", "int32", ["T", MBS]), ("logit_rows", "int32", ["S"]),
+                  ("kv_cache", "float32", cache_shape)]
+        outputs = [("logits", "float32", ["S", V])] if head is not None else []
+        symbols = {"T": rows_max, "NB": 1 << 24, "S": cfg.max_batch}
         channels = {TP_CHANNEL: info.size} if info.size > 1 else {}
 
         sizes = dict(h=rows_max * H, xn=rows_max * H, qkv=rows_max * QKV, attn=rows_max * nh * D,
-                     tmp=rows_max * H, gu=rows_max * 2 * I, act=rows_max * I, last=H, last_n=H)
+                     tmp=rows_max * H, gu=rows_max * 2 * I, act=rows_max * I)
         offsets, arena = _arena(sizes)
-        f = self.b.function(which, inputs, outputs, symbols=symbols, arena_size=arena,
+        f = self.b.function("step", inputs, outputs, symbols=symbols, arena_size=arena,
                             mutable=("kv_cache",), channels=channels)
 
         def buf(key: str):
@@ -477,11 +462,9 @@ class _Converter:
             if channels:
                 f.collective("all_reduce", TP_CHANNEL, "float32", count, buf(key), buf(key))
 
-        rows = f.sym(n)
+        rows = f.sym("T")
         nb = f.sym("NB")
-        tokens, positions, tables = (f.input(i) for i in range(3))
-        logit_rows = f.input(3) if step else None
-        cache = f.input(4 if step else 3)
+        tokens, positions, tables, logit_rows, cache = (f.input(i) for i in range(5))
 
         f.dispatch(self.kernel(embed_kernel), [rows], [tokens, embed, buf("h"), rows, H, V])
         scale = float(1.0 / np.sqrt(D))
@@ -491,17 +474,11 @@ class _Converter:
             f.dispatch(self.kernel("axrt_rope_f32"), [rows],
                        [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
             f.dispatch(self.kernel("axrt_kv_cache_write_f32"), [rows],
-                       [buf("qkv"), positions, tables, cache, rows, rows if prefill else 1, l, nb,
+                       [buf("qkv"), positions, tables, cache, rows, 1, l, nb,
                         nkv, BS, D, MBS, QKV, nh * D])
-            if prefill:
-                f.dispatch(self.kernel("axrt_attention_prefill_f32"),
-                           [ceildiv(rows, _PREFILL_ROWS), nh],
-                           [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
-                            nb, BS, MBS, QKV, scale])
-            else:
-                f.dispatch(self.kernel("axrt_attention_decode_f32"), [rows, nkv],
-                           [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
-                            nb, BS, MBS, QKV, scale])
+            f.dispatch(self.kernel("axrt_attention_decode_f32"), [rows, nkv],
+                       [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
+                        nb, BS, MBS, QKV, scale])
             self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
             all_reduce("tmp", rows * H)
             self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
@@ -514,23 +491,13 @@ class _Converter:
         if head is None:
             return
         final_norm, lm_head = head
-        logits = f.output(0)
-        if prefill:
-            # Only the last token's logits: its hidden row, normed, projected.
-            f.copy(buf("h"), buf("last"), H * _F32, src_offset=(rows - 1) * (H * _F32))
-            self.rmsnorm(f, buf("last"), final_norm, buf("last_n"), 1)
-            self.matmul(f, lm_head, buf("last_n"), logits, 1)
-        elif step:
-            # The rows that need logits, gathered (an embedding lookup into
-            # the hidden rows), normed, projected.
-            selected = f.sym("S")
-            f.dispatch(self.kernel("axrt_embedding_f32"), [selected],
-                       [logit_rows, buf("h"), buf("xn"), selected, H, rows])
-            self.rmsnorm(f, buf("xn"), final_norm, buf("tmp"), selected)
-            self.matmul(f, lm_head, buf("tmp"), logits, selected)
-        else:
-            self.rmsnorm(f, buf("h"), final_norm, buf("xn"), rows)
-            self.matmul(f, lm_head, buf("xn"), logits, rows)
+        # The rows that need logits, gathered (an embedding lookup into the
+        # hidden rows), normed, projected.
+        selected = f.sym("S")
+        f.dispatch(self.kernel("axrt_embedding_f32"), [selected],
+                   [logit_rows, buf("h"), buf("xn"), selected, H, rows])
+        self.rmsnorm(f, buf("xn"), final_norm, buf("tmp"), selected)
+        self.matmul(f, lm_head, buf("tmp"), f.output(0), selected)
 
     def sampler(self) -> None:
         cfg = self.cfg
@@ -559,9 +526,10 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     int8 per group of 128 and multiply integers (GPTQ layout; faster, not
     exact: docs/kernels.md states its bound). `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
-    `block_size`: tokens per KV-cache block. `prefill_chunk`: the most tokens
-    one prefill call takes (longer prompts run in chunks). `max_batch`: the
-    most sequences one decode call takes. The CUDA kernels are added as
+    `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
+    the most tokens one ``step`` takes is the larger of the two, and the
+    most sequences whose logits it returns is `max_batch` (the serving
+    engine's default step budget and running sequences). The CUDA kernels are added as
     variants when axrt was built with them (or `cuda_fatbin` names a
     fatbin), unless `cuda` is False. `tensor_parallel` N > 1 writes, instead
     of one file, the directory `out` holding ``rank0.axe`` ..

@@ -560,11 +560,17 @@ class Engine:
     def tokens(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                stop_ids: Optional[Iterable[int]] = None) -> Iterator[int]:
-        """One request's token ids, yielded as they come (:meth:`submit`'s options); the
-        request is cancelled when the iteration stops early. Raises
-        :class:`RequestError` when the request ends with an error."""
-        request = self.submit(prompt, max_tokens, temperature=temperature, top_k=top_k,
-                              top_p=top_p, seed=seed, stop_ids=stop_ids)
+        """One request's token ids, yielded as they come (:meth:`submit`'s options, and its
+        errors, raised by this call): :meth:`tokens_of` the submitted request."""
+        return self.tokens_of(self.submit(prompt, max_tokens, temperature=temperature,
+                                          top_k=top_k, top_p=top_p, seed=seed,
+                                          stop_ids=stop_ids))
+
+    @staticmethod
+    def tokens_of(request: Request) -> Iterator[int]:
+        """The token ids of a submitted request, yielded as they come; the request is
+        cancelled when the iteration stops early. Raises :class:`RequestError` when the
+        request ends with an error."""
         try:
             for event in request:
                 if event.token >= 0:

@@ -1,61 +1,58 @@
-"""Running a converted model on one device: :class:`Model`, :class:`Session`
-(loading: :func:`axrt.llm.load`; tensor-parallel sets: :mod:`axrt.llm.parallel`)."""
+"""Language models as views of the serving engine: :class:`Model` (one device),
+:class:`LanguageModel` (what it shares with :class:`~axrt.llm.parallel.ParallelModel`)
+and :class:`Session`, one sequence extended call by call. Loading: :func:`axrt.llm.load`."""
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from .. import _axrt
-from .config import ModelConfig, UnsupportedModelError
+from .config import ModelConfig
 from .engine import Engine
-from .modelfile import check_sampling, check_token_ids, make_tokenizer, read_model
+from .modelfile import check_token_ids, make_tokenizer, read_model
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class BlockAllocator:
-    """Hands out the blocks of one KV-cache pool: ids in ``[0, num_blocks)``."""
-
-    def __init__(self, num_blocks: int) -> None:
-        self.num_blocks = int(num_blocks)
-        self._free = list(range(self.num_blocks - 1, -1, -1))
-
-    @property
-    def free_blocks(self) -> int:
-        return len(self._free)
-
-    def allocate(self, count: int) -> List[int]:
-        if count > len(self._free):
-            raise MemoryError(f"the KV cache has {len(self._free)} free blocks of "
-                              f"{self.num_blocks}; {count} are needed")
-        return [self._free.pop() for _ in range(count)]
-
-    def release(self, blocks: Iterable[int]) -> None:
-        for block in blocks:
-            self._free.append(int(block))
-
-
 class Session:
-    """One sequence in a KV cache: its blocks, its length, and the calls that extend it.
+    """One sequence, extended call by call; each call returns the logits after it.
 
-    Made by :meth:`Model.session`; :meth:`close` (or leaving a ``with``
-    block) gives its blocks back.
+    A thin view of the model's engine: the session keeps the sequence's
+    token ids, and each call is one engine request over the whole sequence
+    so far, generating one token (greedy, not kept) whose event carries the
+    logits. The engine's prefix cache supplies the KV blocks that earlier
+    calls filled, so a call computes the tokens it appends and those after
+    the sequence's last full block (fewer than a block); an engine made
+    without prefix caching computes the whole sequence. The engine
+    schedules every call beside whatever else it serves, and the session
+    holds no KV blocks between calls.
+
+    Made by :meth:`LanguageModel.session`; a sequence may reach `capacity`
+    tokens (at most the model's context less one, the token each call
+    generates). :meth:`close` (or leaving a ``with`` block) ends it.
     """
 
     def __init__(self, model: "LanguageModel", capacity: int) -> None:
-        cfg = model.config
-        if capacity < 1 or capacity > cfg.max_context:
-            raise ValueError(f"a sequence of {capacity} tokens does not fit the model's context "
-                             f"of {cfg.max_context}")
+        engine = model._serving_engine()
+        most = engine.max_context - 1
+        if capacity < 1 or capacity > most:
+            raise ValueError(f"a session holds 1 to {most} tokens (the model's context of "
+                             f"{engine.max_context} less the token a call generates), "
+                             f"not {capacity}")
         self.model = model
         self.capacity = int(capacity)
-        self.length = 0
-        self._blocks = model._allocator.allocate(-(-capacity // cfg.block_size))
-        table = np.zeros((1, cfg.max_blocks_per_sequence), np.int32)
-        table[0, :len(self._blocks)] = self._blocks
-        self.block_table = table
+        self._ids = np.zeros(0, np.int32)
+        self._open = True
+
+    @property
+    def length(self) -> int:
+        """The tokens in the sequence so far."""
+        return int(self._ids.size)
+
+    @property
+    def token_ids(self) -> List[int]:
+        return self._ids.tolist()
 
     def __enter__(self) -> "Session":
         return self
@@ -64,78 +61,47 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        if self._blocks:
-            self.model._allocator.release(self._blocks)
-            self._blocks = []
+        self._open = False
 
-    def _room(self, count: int) -> None:
-        if not self._blocks:
-            raise ValueError("the session is closed")
-        if self.length + count > self.capacity:
-            raise ValueError(f"the sequence would reach {self.length + count} tokens; "
-                             f"the session holds {self.capacity}")
-
-    def prefill(self, token_ids: Sequence[int], chunk: Optional[int] = None) -> np.ndarray:
-        """Appends `token_ids`; returns the logits after the last, f32 ``[V]``.
-
-        Runs the ``prefill`` function in chunks of at most `chunk` tokens
-        (default and most: the model's prefill chunk).
-        """
-        ids = self.model._check_ids(token_ids)
+    def prefill(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Appends `token_ids` (at least one); returns the logits after the last, f32 ``[V]``."""
+        ids = check_token_ids(token_ids, self.model.config.vocab_size)
         if ids.size == 0:
             raise ValueError("prefill needs at least one token")
-        return self._prefill(ids, chunk).numpy()[0]
-
-    def _prefill(self, ids: np.ndarray, chunk: Optional[int] = None):
-        """:meth:`prefill` of checked, non-empty int32 `ids`; the logits stay a tensor."""
-        self._room(ids.size)
-        cfg = self.model.config
-        chunk = cfg.prefill_chunk if chunk is None else max(1, min(int(chunk), cfg.prefill_chunk))
-        for start in range(0, ids.size, chunk):
-            part = ids[start:start + chunk]
-            positions = np.arange(self.length, self.length + part.size, dtype=np.int32)
-            logits = self.model._prefill(part, positions, self.block_table, self.model.kv_cache)
-            self.length += part.size
-        return logits
+        return self._extend(ids)
 
     def decode(self, token_id: int) -> np.ndarray:
         """Appends one token; returns the logits after it, f32 ``[V]``."""
-        self._room(1)
-        return self._decode(self.model._check_ids([token_id])).numpy()[0]
+        return self._extend(check_token_ids([token_id], self.model.config.vocab_size))
 
-    def _decode(self, ids):
-        """:meth:`decode` of a checked int32 ``[1]`` token id (an array or a tensor), once
-        :meth:`_room` allowed it."""
-        positions = np.array([self.length], np.int32)
-        logits = self.model._decode(ids, positions, self.block_table, self.model.kv_cache)
-        self.length += 1
+    def _extend(self, ids: np.ndarray) -> np.ndarray:
+        if not self._open:
+            raise ValueError("the session is closed")
+        if self.length + ids.size > self.capacity:
+            raise ValueError(f"the sequence would reach {self.length + ids.size} tokens; "
+                             f"the session holds {self.capacity}")
+        sequence = np.concatenate([self._ids, ids])
+        request = self.model._serving_engine().submit(sequence, 1, stop_ids=(), logits=True)
+        logits = next(event.logits for event in request if event.logits is not None)
+        request.result()
+        self._ids = sequence
         return logits
 
 
 class LanguageModel:
-    """What a one-device model offers: generation through the serving engine, and
-    sessions over a paged KV cache.
+    """What every loaded model offers, all through its serving engine: generation
+    (:meth:`generate`, :meth:`stream`) and sessions (:meth:`session`).
 
     ``config`` is the model's :class:`ModelConfig`; ``tokenizer`` its
-    tokenizer (a ``tokenizers.Tokenizer``) when the file carries one, else None
-    (reading it raises MissingExtraError, an ImportError naming the extra, when
-    the tokenizers package is missing). The sessions' KV cache is one pool of
-    ``num_blocks`` blocks of ``config.block_size`` tokens. A subclass provides
-    ``kv_cache``, the calls ``_prefill(tokens, positions, block_table,
-    kv_cache)`` and ``_decode(...)`` (each returning the logits as a tensor),
-    and ``_serving_engine()``, the engine that generates.
+    tokenizer (a ``tokenizers.Tokenizer``) when the file carries one, else
+    None (reading it raises MissingExtraError, an ImportError naming the
+    extra, when the tokenizers package is missing). A subclass provides
+    ``_serving_engine()``, the engine.
     """
 
-    def __init__(self, config: ModelConfig, tokenizer_json: Optional[str],
-                 num_blocks: Optional[int]) -> None:
+    def __init__(self, config: ModelConfig, tokenizer_json: Optional[str]) -> None:
         self.config, self.tokenizer_json = config, tokenizer_json
         self._tokenizer = None
-        if num_blocks is None:
-            num_blocks = config.max_blocks_per_sequence
-        self.num_blocks = int(num_blocks)
-        if self.num_blocks < 1:
-            raise ValueError(f"num_blocks must be at least 1, not {num_blocks}")
-        self._allocator = BlockAllocator(self.num_blocks)
 
     @property
     def tokenizer(self):
@@ -143,47 +109,45 @@ class LanguageModel:
             self._tokenizer = make_tokenizer(self.tokenizer_json)
         return self._tokenizer
 
-    def _check_ids(self, token_ids: Sequence[int]) -> np.ndarray:
-        return check_token_ids(token_ids, self.config.vocab_size)
+    @property
+    def engine(self) -> Engine:
+        """The serving engine that generation and sessions go through."""
+        return self._serving_engine()
+
+    def _serving_engine(self) -> Engine:
+        raise NotImplementedError
 
     def session(self, capacity: Optional[int] = None) -> Session:
-        """A new sequence holding up to `capacity` tokens (default: the model's context)."""
-        return Session(self, self.config.max_context if capacity is None else int(capacity))
+        """A new sequence of up to `capacity` tokens (default: as many as a call allows)."""
+        most = self._serving_engine().max_context - 1
+        return Session(self, most if capacity is None else int(capacity))
 
     def stream(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
                temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                stop_ids: Optional[Iterable[int]] = None) -> Iterator[int]:
-        """Yields generated token ids one at a time, as they are produced.
+        """Yields generated token ids one at a time, as the engine produces them.
 
         Greedy when `temperature` is 0; otherwise samples from the softmax of
         logits / temperature, keeping the `top_k` most likely tokens (0: all)
         and then the smallest set reaching probability `top_p`. `seed` makes
         a sampled run reproducible. Stops after `max_new_tokens`, or after
         yielding a token of `stop_ids` (default: the model's end-of-sequence
-        ids; pass ``()`` for none).
+        ids; pass ``()`` for none). Bad arguments raise ValueError before
+        anything runs.
         """
-        prompt = self._check_ids(prompt_ids)
-        if prompt.size == 0:
-            raise ValueError("the prompt needs at least one token")
+        engine = self._serving_engine()
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)):
+            raise ValueError(f"max_new_tokens must be an integer, not {max_new_tokens!r}")
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, not {max_new_tokens}")
-        total = prompt.size + max_new_tokens
-        if total > self.config.max_context:
-            raise ValueError(f"prompt ({prompt.size}) + max_new_tokens ({max_new_tokens}) = {total} "
-                             f"exceeds the model's context of {self.config.max_context}")
-        check_sampling(float(temperature), int(top_k), float(top_p))
         if max_new_tokens == 0:
-            return
-        # The serving engine, serving this one request.
-        yield from self._serving_engine().tokens(
-            prompt, max_new_tokens, temperature=float(temperature), top_k=int(top_k),
-            top_p=float(top_p), seed=int(seed) & 0xFFFFFFFFFFFFFFFF,
-            stop_ids=tuple(self.config.eos_token_ids if stop_ids is None
-                           else (int(s) for s in stop_ids)))
-
-    def _serving_engine(self):
-        """The engine that generates."""
-        raise NotImplementedError
+            # Nothing to generate; the prompt is still checked.
+            engine._check(prompt_ids, 1, temperature, top_k, top_p, stop_ids, None)
+            return iter(())
+        # The request is queued here, so that its errors come from this call.
+        request = engine.submit(prompt_ids, int(max_new_tokens), temperature=temperature,
+                                top_k=top_k, top_p=top_p, seed=seed, stop_ids=stop_ids)
+        return engine.tokens_of(request)
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 16, *,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
@@ -196,40 +160,26 @@ class LanguageModel:
 class Model(LanguageModel):
     """A language model converted by ``axrt.llm convert``, loaded on one device.
 
-    ``executable`` is the loaded file, ``device`` its device; ``config`` and
-    ``tokenizer`` are :class:`LanguageModel`'s. :meth:`generate` and
-    :meth:`stream` go through the serving engine (``engine``, made at the
-    first request, over a KV cache of ``num_blocks`` blocks), serving one
-    request. Sessions (:meth:`session`) are the single-sequence API over the
-    file's ``prefill`` and ``decode``, on their own pool ``kv_cache`` (made
-    at the first session). :meth:`close` (or leaving a ``with`` block) stops
-    the engine.
+    ``executable`` is the loaded file, ``device`` its device; ``engine``
+    the serving engine that generation and sessions go through, made at the
+    first request over a KV cache of `num_blocks` blocks (default: one full
+    context). :meth:`close` (or leaving a ``with`` block) stops the engine;
+    a later request makes a new one.
     """
 
     def __init__(self, executable, num_blocks: Optional[int] = None) -> None:
+        super().__init__(*read_model(executable))
         self.executable = executable
-        super().__init__(*read_model(executable), num_blocks)
-        self._prefill = executable["prefill"]
-        self._decode = executable["decode"]
-        self._kv_cache = None
+        if num_blocks is None:
+            num_blocks = self.config.max_blocks_per_sequence
+        if isinstance(num_blocks, bool) or int(num_blocks) < 1:
+            raise ValueError(f"num_blocks must be at least 1, not {num_blocks}")
+        self.num_blocks = int(num_blocks)
         self._engine = None
 
     @property
     def device(self):
         return self.executable.device
-
-    @property
-    def kv_cache(self):
-        """The sessions' KV-cache pool, a tensor on the model's device."""
-        if self._kv_cache is None:
-            self._kv_cache = _axrt.empty(self.config.kv_cache_shape(self.num_blocks), "float32",
-                                         device=self.executable.device)
-        return self._kv_cache
-
-    @property
-    def engine(self) -> Engine:
-        """The serving engine that :meth:`generate` and :meth:`stream` use."""
-        return self._serving_engine()
 
     def _serving_engine(self) -> Engine:
         if self._engine is None:
@@ -237,7 +187,7 @@ class Model(LanguageModel):
         return self._engine
 
     def close(self) -> None:
-        """Stops the engine (if one was made); sessions still work."""
+        """Stops the engine, if one was made."""
         if self._engine is not None:
             self._engine.close()
             self._engine = None
