@@ -39,7 +39,7 @@ SANITIZER_TREE = -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 
 .PHONY: all deps deps-build deps-test deps-bench venv venv-build build demo test test-release test-asan \
 	test-tsan test-summary fuzz fuzz-smoke fuzz-build bench soak soak-build install clean \
-	abi-baseline
+	abi-baseline gpu-bundle gpu-check
 
 all: build
 
@@ -67,6 +67,19 @@ build: venv-build
 	$(CMAKE) -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DAXRT_BUILD_TESTS=ON -DAXRT_BUILD_PYTHON=ON $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
+
+# The one GPU command (docs/gpu-validation.md): `make gpu-bundle` on a build
+# machine (after `make test`) makes build/gpu-bundle, a Release build with
+# relative run paths, the CUDA kernels and the test models; carried with the
+# tree to a GPU machine, `make gpu-check` runs every GPU check from it and
+# writes the results under $(GPU_CHECK_OUT). GPU_CHECK_FLAGS=--mock rehearses
+# it on the mock Driver API.
+GPU_CHECK_OUT   ?= build/gpu-check
+GPU_CHECK_FLAGS ?=
+gpu-bundle:
+	@tools/gpu_bundle.sh
+gpu-check:
+	@tools/gpu_check.sh --out $(if $(OUT),$(OUT),$(GPU_CHECK_OUT)) $(GPU_CHECK_FLAGS)
 
 # The MLP that axrt_mlp_compiler wrote during the build (int8 and AWQ int4
 # weights, CPU kernels plus CUDA variants when nvcc was found), run and

@@ -9,6 +9,7 @@
 // mock of the CUDA Driver API (tests/mock_cuda) takes; the mock runs either
 // image with the CPU kernels of the same names.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -53,8 +54,12 @@ std::vector<uint8_t> TextBytes(const std::string& text) {
 CudaImage KernelImage([[maybe_unused]] const axrt_device_properties_t& properties) {
   CudaImage image;
 #ifdef AXRT_CTS_CUDA_FATBIN
-  std::ifstream file(AXRT_CTS_CUDA_FATBIN, std::ios::binary);
-  INFO("the CUDA kernels' fatbin " << AXRT_CTS_CUDA_FATBIN);
+  // The build tree's fatbin, or AXRT_CTS_CUDA_FATBIN_PATH where the suite
+  // runs from a copy of the build (tools/gpu_check.sh).
+  const char* path = std::getenv("AXRT_CTS_CUDA_FATBIN_PATH");
+  if (path == nullptr || *path == '\0') path = AXRT_CTS_CUDA_FATBIN;
+  std::ifstream file(path, std::ios::binary);
+  INFO("the CUDA kernels' fatbin " << path);
   REQUIRE(file.good());
   image.bytes.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   REQUIRE(!image.bytes.empty());

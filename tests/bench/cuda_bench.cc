@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -658,17 +659,21 @@ void FindCuda() {
 // The image of axrt_add_f32 (see the top of the file).
 void LoadImage() {
 #if defined(AXRT_CUDA_KERNELS_FATBIN)
-  std::ifstream file(AXRT_CUDA_KERNELS_FATBIN, std::ios::binary);
+  // The build tree's fatbin, or AXRT_CUDA_KERNELS_FATBIN_PATH where the
+  // benchmark runs from a copy of the build (tools/gpu_check.sh).
+  const char* env = std::getenv("AXRT_CUDA_KERNELS_FATBIN_PATH");
+  const std::string path = env != nullptr && *env != '\0' ? env : AXRT_CUDA_KERNELS_FATBIN;
+  std::ifstream file(path, std::ios::binary);
   g_image.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
   if (!file.good() && !file.eof()) g_image.clear();
   if (g_image.empty()) {
-    g_image_error = std::string("cannot read the CUDA kernels fatbin ") + AXRT_CUDA_KERNELS_FATBIN +
+    g_image_error = "cannot read the CUDA kernels fatbin " + path +
                     " (rebuild the target axrt_cuda_kernels)";
   }
   g_image_kind = AXRT_AXE_CODE_OBJECT_KIND_CUDA_FATBIN;
   g_image_target = "sm_80,sm_90,compute_90";
   g_image_label = "fatbin";
-  benchmark::AddCustomContext("cuda_kernels", AXRT_CUDA_KERNELS_FATBIN);
+  benchmark::AddCustomContext("cuda_kernels", path);
 #else
   // The fatbin header: magic 0xBA55ED50, version 1, header size 16, no
   // payload (all little-endian).

@@ -31,9 +31,18 @@ def build_elementwise(with_cuda=False):
     add = b.kernel("axrt_add_f32", cpu, params=params)
     mul = b.kernel("axrt_mul_f32", cpu, params=params)
     if with_cuda:
-        ptx = b.code_object("cuda_ptx", "compute_80", MOCK_PTX)
-        b.kernel_variant(add, ptx, workgroup_size=256)
-        b.kernel_variant(mul, ptx, workgroup_size=256)
+        # The build's CUDA kernels where it has them (they run on a GPU, and
+        # on the mock as its CPU kernels of the same names), else the mock's
+        # stand-in image.
+        fatbin = os.path.join(os.environ.get("AXRT_TEST_BUILD_DIR", ""), "kernels", "cuda",
+                              "axrt_kernels.fatbin")
+        if os.environ.get("AXRT_TEST_BUILD_DIR") and os.path.exists(fatbin):
+            with open(fatbin, "rb") as f:
+                image = b.code_object("cuda_fatbin", "sm_80,sm_90", f.read())
+        else:
+            image = b.code_object("cuda_ptx", "compute_80", MOCK_PTX)
+        b.kernel_variant(add, image, workgroup_size=256)
+        b.kernel_variant(mul, image, workgroup_size=256)
     sig = ("f32", ("n",))
     main = b.function("main", inputs=[("a", *sig), ("b", *sig)], outputs=[("out", *sig)],
                       symbols={"n": MAX_N})
