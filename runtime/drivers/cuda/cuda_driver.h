@@ -470,6 +470,10 @@ struct CudaEvent : Event {
 };
 
 bool is_cuda_event(const Event* event) noexcept;
+// Hands the latest record of `e` to CUDA now if its stream still holds it
+// back (cuda_stream.cc; the events' waits use it too). No order_mutex may be
+// held.
+void flush_record(CudaEvent* e);
 
 axrt_status_t create_stream(Device* device, Stream** out_stream);
 // How `device` reaches `peer`'s memory (DeviceVtable::query_peer).
