@@ -60,16 +60,16 @@ fi
 bench=OFF
 if [[ -e /usr/include/benchmark/benchmark.h ]]; then bench=ON; fi
 python_flags=(-DAXRT_BUILD_PYTHON=OFF)
-pyenv_dir="$root/build/gpu-python"
+gpu_venv="$root/build/gpu-python"
 if [[ -n $gpu_python ]]; then
   # The interpreter of the GPU machine's version, with what building the
   # module needs (pybind11) and what the package needs at run time.
-  if [[ ! -x $pyenv_dir/bin/python ]]; then
-    "$gpu_python" -m venv "$pyenv_dir"
+  if [[ ! -x $gpu_venv/bin/python ]]; then
+    "$gpu_python" -m venv "$gpu_venv"
   fi
-  "$pyenv_dir/bin/python" -m pip install --quiet --disable-pip-version-check \
+  "$gpu_venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     -r "$root/tools/requirements/build.txt" numpy ml_dtypes
-  python_flags=(-DAXRT_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$pyenv_dir/bin/python")
+  python_flags=(-DAXRT_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$gpu_venv/bin/python")
 fi
 cmake -S "$root" -B "$tree" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON -DAXRT_BUILD_TESTS=ON "${python_flags[@]}" \
@@ -143,6 +143,6 @@ done
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(c++ --version | head -1)"
   echo "nvcc: $("$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" --version | tail -1)"
   echo "benchmarks $bench"
-  if [[ -n $gpu_python ]]; then echo "python $("$pyenv_dir/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"; fi
+  if [[ -n $gpu_python ]]; then echo "python $("$gpu_venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"; fi
 } > "$out/MANIFEST"
 echo "gpu_bundle: $out, $(du -sh "$out" | cut -f1) (carry it with the tree: build/gpu-bundle)"
