@@ -512,37 +512,18 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
                                                     b.sample_positions, 0, S * 4));
   }
 
-  // Tensors over the buffers, shaped for this step; room for all of them
-  // first, so that none is made and then lost.
-  std::vector<axrt_tensor_t> owned;
-  owned.reserve(13);
-  struct Release {
-    std::vector<axrt_tensor_t>& tensors;
-    ~Release() {
-      for (axrt_tensor_t t : tensors) axrt_tensor_release(t);
-    }
-  } release{owned};
-  auto tensor = [&](axrt_buffer_t buffer, axrt_dtype_t dtype, std::initializer_list<int64_t> dims,
-                    axrt_tensor_t* out) -> axrt_status_t {
-    const std::vector<int64_t> shape(dims);
-    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-    desc.dtype = dtype;
-    desc.rank = static_cast<uint32_t>(shape.size());
-    desc.shape = shape.data();
-    AXRT_RETURN_IF_ERROR(axrt_tensor_create(buffer, &desc, out));
-    owned.push_back(*out);
-    return nullptr;
-  };
+  // Tensors over the buffers, shaped for this step.
+  StepTensors tensors(13);
   const auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
   axrt_tensor_t step_in[5];
   axrt_tensor_t logits = nullptr;
-  AXRT_RETURN_IF_ERROR(tensor(b.tokens, AXRT_DTYPE_INT32, {i64(T)}, &step_in[0]));
-  AXRT_RETURN_IF_ERROR(tensor(b.positions, AXRT_DTYPE_INT32, {i64(T)}, &step_in[1]));
-  AXRT_RETURN_IF_ERROR(tensor(b.tables, AXRT_DTYPE_INT32, {i64(T), i64(MB)}, &step_in[2]));
-  AXRT_RETURN_IF_ERROR(tensor(b.rows, AXRT_DTYPE_INT32, {i64(R)}, &step_in[3]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.tokens, AXRT_DTYPE_INT32, {i64(T)}, &step_in[0]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.positions, AXRT_DTYPE_INT32, {i64(T)}, &step_in[1]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.tables, AXRT_DTYPE_INT32, {i64(T), i64(MB)}, &step_in[2]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.rows, AXRT_DTYPE_INT32, {i64(R)}, &step_in[3]));
   step_in[4] = b.cache;
   AXRT_RETURN_IF_ERROR(
-      tensor(b.logits, AXRT_DTYPE_FLOAT32, {i64(R), i64(shape_.vocab)}, &logits));
+      tensors.make(b.logits, AXRT_DTYPE_FLOAT32, {i64(R), i64(shape_.vocab)}, &logits));
   if (group_ != nullptr) {
     AXRT_RETURN_IF_ERROR(execute_set(step_in, logits, plan, T, R));
   } else {
@@ -552,13 +533,14 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
     axrt_tensor_t sample_in[6];
     axrt_tensor_t sampled = nullptr;
     AXRT_RETURN_IF_ERROR(
-        tensor(b.logits, AXRT_DTYPE_FLOAT32, {i64(S), i64(shape_.vocab)}, &sample_in[0]));
-    AXRT_RETURN_IF_ERROR(tensor(b.temperature, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[1]));
-    AXRT_RETURN_IF_ERROR(tensor(b.top_k, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[2]));
-    AXRT_RETURN_IF_ERROR(tensor(b.top_p, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[3]));
-    AXRT_RETURN_IF_ERROR(tensor(b.seeds, AXRT_DTYPE_UINT64, {i64(S)}, &sample_in[4]));
-    AXRT_RETURN_IF_ERROR(tensor(b.sample_positions, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[5]));
-    AXRT_RETURN_IF_ERROR(tensor(b.sampled, AXRT_DTYPE_INT32, {i64(S)}, &sampled));
+        tensors.make(b.logits, AXRT_DTYPE_FLOAT32, {i64(S), i64(shape_.vocab)}, &sample_in[0]));
+    AXRT_RETURN_IF_ERROR(tensors.make(b.temperature, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[1]));
+    AXRT_RETURN_IF_ERROR(tensors.make(b.top_k, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[2]));
+    AXRT_RETURN_IF_ERROR(tensors.make(b.top_p, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[3]));
+    AXRT_RETURN_IF_ERROR(tensors.make(b.seeds, AXRT_DTYPE_UINT64, {i64(S)}, &sample_in[4]));
+    AXRT_RETURN_IF_ERROR(
+        tensors.make(b.sample_positions, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[5]));
+    AXRT_RETURN_IF_ERROR(tensors.make(b.sampled, AXRT_DTYPE_INT32, {i64(S)}, &sampled));
     AXRT_RETURN_IF_ERROR(
         axrt_function_invoke(sample_, stream_, sample_in, 6, &sampled, 1, nullptr));
     h.sampled.assign(S, -1);
@@ -581,6 +563,29 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
     }
   }
   return head;
+}
+
+StepTensors::StepTensors(size_t count) { tensors_.reserve(count); }
+
+StepTensors::~StepTensors() {
+  for (axrt_tensor_t t : tensors_) axrt_tensor_release(t);
+}
+
+axrt_status_t StepTensors::make(axrt_buffer_t buffer, axrt_dtype_t dtype,
+                                std::initializer_list<int64_t> dims, axrt_tensor_t* out) {
+  const std::vector<int64_t> shape(dims);
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = dtype;
+  desc.rank = static_cast<uint32_t>(shape.size());
+  desc.shape = shape.data();
+  tensors_.push_back(nullptr);  // room first, so that no tensor is made and then lost
+  axrt_status_t status = axrt_tensor_create(buffer, &desc, &tensors_.back());
+  if (status != nullptr) {
+    tensors_.pop_back();
+    return status;
+  }
+  *out = tensors_.back();
+  return nullptr;
 }
 
 axrt_status_t Engine::cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, uint64_t kv_heads,

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -36,6 +37,23 @@ struct ModelShape {
 };
 
 class Engine;
+
+// Tensors over the engine's buffers, shaped for one step, released together
+// when this goes away.
+class StepTensors {
+ public:
+  explicit StepTensors(size_t count);  // room for `count` without reallocating
+  ~StepTensors();
+  StepTensors(const StepTensors&) = delete;
+  StepTensors& operator=(const StepTensors&) = delete;
+  // A tensor of `dtype` and `dims` over `buffer` (retained by the tensor),
+  // held here; `*out` is borrowed from this.
+  axrt_status_t make(axrt_buffer_t buffer, axrt_dtype_t dtype,
+                     std::initializer_list<int64_t> dims, axrt_tensor_t* out);
+
+ private:
+  std::vector<axrt_tensor_t> tensors_;
+};
 
 // A member of a tensor-parallel set other than the head (rank 0): its
 // `step`, on a stream of its device, over its buffers and its KV-cache

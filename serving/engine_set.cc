@@ -126,27 +126,13 @@ axrt_status_t Engine::execute_peer(Peer& p, const StepPlan& plan, uint64_t T, ui
   AXRT_RETURN_IF_ERROR(
       axrt_stream_copy_from_host(p.stream, h.tables.data(), p.tables, 0, T * MB * 4));
   AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(p.stream, h.rows.data(), p.rows, 0, R * 4));
+  StepTensors tensors(4);
   axrt_tensor_t in[5] = {nullptr, nullptr, nullptr, nullptr, p.cache};
-  struct Release {
-    axrt_tensor_t* tensors;
-    ~Release() {
-      for (int i = 0; i < 4; ++i) axrt_tensor_release(tensors[i]);
-    }
-  } release{in};
-  const auto make = [](axrt_buffer_t buffer, std::initializer_list<int64_t> dims,
-                       axrt_tensor_t* out) -> axrt_status_t {
-    const std::vector<int64_t> shape(dims);
-    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-    desc.dtype = AXRT_DTYPE_INT32;
-    desc.rank = static_cast<uint32_t>(shape.size());
-    desc.shape = shape.data();
-    return axrt_tensor_create(buffer, &desc, out);
-  };
   const auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
-  AXRT_RETURN_IF_ERROR(make(p.tokens, {i64(T)}, &in[0]));
-  AXRT_RETURN_IF_ERROR(make(p.positions, {i64(T)}, &in[1]));
-  AXRT_RETURN_IF_ERROR(make(p.tables, {i64(T), i64(MB)}, &in[2]));
-  AXRT_RETURN_IF_ERROR(make(p.rows, {i64(R)}, &in[3]));
+  AXRT_RETURN_IF_ERROR(tensors.make(p.tokens, AXRT_DTYPE_INT32, {i64(T)}, &in[0]));
+  AXRT_RETURN_IF_ERROR(tensors.make(p.positions, AXRT_DTYPE_INT32, {i64(T)}, &in[1]));
+  AXRT_RETURN_IF_ERROR(tensors.make(p.tables, AXRT_DTYPE_INT32, {i64(T), i64(MB)}, &in[2]));
+  AXRT_RETURN_IF_ERROR(tensors.make(p.rows, AXRT_DTYPE_INT32, {i64(R)}, &in[3]));
   axrt_invoke_channel_t channel = {group_, p.rank};
   axrt_invoke_options_t options = AXRT_INVOKE_OPTIONS_INIT;
   options.channels = &channel;

@@ -5,9 +5,7 @@
 // from different threads, since a call may wait on the host for the other
 // members' calls (as it does when it first connects them), and a member's
 // step queues its collectives one at a time as the call goes through its
-// commands; and queueing a step (its arguments, its segments between
-// collectives) then runs on as many cores as there are members. The head
-// (rank 0) queues from the engine's thread.
+// commands. The head (rank 0) queues from the engine's thread.
 #ifndef AXRT_SERVING_MEMBER_THREAD_H_
 #define AXRT_SERVING_MEMBER_THREAD_H_
 
