@@ -48,6 +48,31 @@ axrt_status_t contract_argument(axrt_function_t function, const char* what,
   return nullptr;
 }
 
+axrt_status_t cache_dtype(axrt_function_t function, const char* what, axrt_dtype_t* dtype,
+                          uint64_t* element_bytes) {
+  axrt_argument_info_t info = AXRT_ARGUMENT_INFO_INIT;
+  AXRT_RETURN_IF_ERROR(
+      axrt_function_query_argument(function, AXRT_ARGUMENT_KIND_INPUT, 4, &info));
+  switch (info.dtype) {
+    case AXRT_DTYPE_FLOAT32:
+      *element_bytes = 4;
+      break;
+    case AXRT_DTYPE_BFLOAT16:
+      *element_bytes = 2;
+      break;
+    case AXRT_DTYPE_UINT8:
+      *element_bytes = 1;
+      break;
+    default:
+      return make_status(kInvalid,
+                         "axrt_engine_create: {}'s `kv_cache` holds {}, not f32, bf16 or u8 (fp8 "
+                         "codes) as the serving contract has it (docs/serving.md)",
+                         what, axrt_dtype_name(info.dtype));
+  }
+  *dtype = info.dtype;
+  return nullptr;
+}
+
 axrt_status_t contract_arity(axrt_function_t function, const char* what, uint32_t inputs,
                              uint32_t outputs) {
   axrt_function_info_t info = AXRT_FUNCTION_INFO_INIT;

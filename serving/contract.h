@@ -30,6 +30,11 @@ axrt_status_t contract_argument(axrt_function_t function, const char* what,
                                 axrt_argument_kind_t kind, uint32_t index, const char* name,
                                 axrt_dtype_t dtype, const char* symbolic, Argument* out);
 
+// The element type of `function`'s `kv_cache` (input 4): f32, bf16, or u8
+// (fp8 e4m3 codes with a scale per row, docs/serving.md), and its bytes.
+axrt_status_t cache_dtype(axrt_function_t function, const char* what, axrt_dtype_t* dtype,
+                          uint64_t* element_bytes);
+
 // Checks that `function` (`what`) takes the contract's numbers of inputs
 // and outputs.
 axrt_status_t contract_arity(axrt_function_t function, const char* what, uint32_t inputs,

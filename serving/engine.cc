@@ -109,14 +109,15 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
                                          AXRT_DTYPE_INT32, "sf", &tables));
   AXRT_RETURN_IF_ERROR(
       contract_argument(step_, "step", kIn, 3, "logit_rows", AXRT_DTYPE_INT32, "s", &rows));
-  AXRT_RETURN_IF_ERROR(contract_argument(step_, "step", kIn, 4, "kv_cache", AXRT_DTYPE_FLOAT32,
+  AXRT_RETURN_IF_ERROR(cache_dtype(step_, "step", &shape_.cache_dtype, &shape_.element_bytes));
+  AXRT_RETURN_IF_ERROR(contract_argument(step_, "step", kIn, 4, "kv_cache", shape_.cache_dtype,
                                          "ffsfff", &cache));
   AXRT_RETURN_IF_ERROR(contract_argument(step_, "step", AXRT_ARGUMENT_KIND_OUTPUT, 0, "logits",
                                          AXRT_DTYPE_FLOAT32, "sf", &logits));
   shape_.layers = cache.bounds[0];
   shape_.kv_heads = cache.bounds[3];
   shape_.block_size = cache.bounds[4];
-  shape_.head_dim = cache.bounds[5];
+  shape_.row = cache.bounds[5];
   shape_.max_blocks = tables.bounds[1];
   shape_.vocab = logits.bounds[1];
   shape_.max_tokens = tokens.bounds[0];
@@ -592,9 +593,9 @@ axrt_status_t Engine::cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, ui
                                    axrt_tensor_t* out) const {
   const int64_t shape[6] = {static_cast<int64_t>(shape_.layers),     2,
                             static_cast<int64_t>(num_blocks),        static_cast<int64_t>(kv_heads),
-                            static_cast<int64_t>(shape_.block_size), static_cast<int64_t>(shape_.head_dim)};
+                            static_cast<int64_t>(shape_.block_size), static_cast<int64_t>(shape_.row)};
   axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-  desc.dtype = AXRT_DTYPE_FLOAT32;
+  desc.dtype = shape_.cache_dtype;
   desc.rank = 6;
   desc.shape = shape;
   return axrt_tensor_create(buffer, &desc, out);
@@ -603,7 +604,7 @@ axrt_status_t Engine::cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, ui
 axrt_status_t Engine::copy_blocks(const StepPlan& plan, axrt_stream_t stream, axrt_buffer_t cache,
                                   uint64_t kv_heads) const {
   // Each block is one run of bytes in every (layer, key or value) plane.
-  const uint64_t block_bytes = kv_heads * shape_.block_size * shape_.head_dim * 4;
+  const uint64_t block_bytes = shape_.plane_block_bytes(kv_heads);
   const uint64_t plane_bytes = blocks_->num_blocks() * block_bytes;
   for (const auto& [from, to] : plan.copies) {
     for (uint64_t plane = 0; plane < shape_.layers * 2; ++plane) {

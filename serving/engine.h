@@ -28,12 +28,18 @@ struct ModelShape {
   uint64_t layers = 0;
   uint64_t kv_heads = 0;
   uint64_t block_size = 0;
-  uint64_t head_dim = 0;
+  uint64_t row = 0;  // the cache's last dimension: head_dim, or head_dim + 4 bytes (fp8)
   uint64_t max_blocks = 0;  // per sequence
   uint64_t vocab = 0;
   uint64_t max_tokens = 0;  // bound of T
   uint64_t max_rows = 0;    // bound of S (and of the sampler's B)
-  uint64_t block_bytes() const { return layers * 2 * kv_heads * block_size * head_dim * 4; }
+  axrt_dtype_t cache_dtype = AXRT_DTYPE_FLOAT32;  // f32, bf16, or u8 (fp8 codes and scales)
+  uint64_t element_bytes = 4;                      // of cache_dtype
+  // Bytes of one block of one (layer, keys or values) plane of `heads` KV heads.
+  uint64_t plane_block_bytes(uint64_t heads) const {
+    return heads * block_size * row * element_bytes;
+  }
+  uint64_t block_bytes() const { return layers * 2 * plane_block_bytes(kv_heads); }
 };
 
 class Engine;

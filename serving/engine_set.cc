@@ -82,11 +82,11 @@ axrt_status_t Engine::init_peers(const axrt_engine_options_t& options, uint64_t 
     AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 3, "logit_rows",
                                            AXRT_DTYPE_INT32, "s", &rows));
     AXRT_RETURN_IF_ERROR(contract_argument(p.step, what.c_str(), kIn, 4, "kv_cache",
-                                           AXRT_DTYPE_FLOAT32, "ffsfff", &cache));
+                                           shape_.cache_dtype, "ffsfff", &cache));
     if (tokens.bounds[0] < shape_.max_tokens || rows.bounds[0] < shape_.max_rows ||
         tables.bounds[1] != shape_.max_blocks || cache.bounds[0] != shape_.layers ||
         cache.bounds[1] != 2 || cache.bounds[4] != shape_.block_size ||
-        cache.bounds[5] != shape_.head_dim) {
+        cache.bounds[5] != shape_.row) {
       return make_status(kInvalid,
                          "axrt_engine_create: {} does not take what the head's takes (tokens, "
                          "rows, block tables and the cache's layers, blocks and heads' size)",
@@ -96,8 +96,7 @@ axrt_status_t Engine::init_peers(const axrt_engine_options_t& options, uint64_t 
     AXRT_RETURN_IF_ERROR(axrt_stream_create(p.device, nullptr, &p.stream));
     const uint64_t T = shape_.max_tokens;
     const uint64_t S = shape_.max_rows;
-    const uint64_t block_bytes = shape_.layers * 2 * p.kv_heads * shape_.block_size *
-                                 shape_.head_dim * 4;
+    const uint64_t block_bytes = shape_.layers * 2 * shape_.plane_block_bytes(p.kv_heads);
     for (const auto& [buffer, bytes] :
          {std::pair{&p.tokens, T * 4}, std::pair{&p.positions, T * 4},
           std::pair{&p.tables, T * shape_.max_blocks * 4}, std::pair{&p.rows, S * 4},

@@ -117,15 +117,19 @@ import axrt.llm
 
 data, models = Path(sys.argv[1]), Path(sys.argv[2])
 # Every weight mode, each on its smallest test model (tiny-llama in f32 is
-# 12 MB; tiny-llama3 is the f32 one).
-for name, weights, activations in [("tiny-llama3", "f32", "f32"),
-                                   ("tiny-llama3", "int4", "f32"), ("tiny-llama3", "int4", "int8"),
-                                   ("tiny-llama", "int8", "f32"), ("tiny-llama-tp", "bf16", "f32")]:
-    stem = f"{name}.{weights}" + (".q8" if activations == "int8" else "")
+# 12 MB; tiny-llama3 is the f32 one), and the bf16 and fp8 KV caches.
+for name, weights, activations, kv in [
+        ("tiny-llama3", "f32", "f32", "f32"), ("tiny-llama3", "int4", "f32", "f32"),
+        ("tiny-llama3", "int4", "int8", "f32"), ("tiny-llama", "int8", "f32", "f32"),
+        ("tiny-llama-tp", "bf16", "f32", "f32"), ("tiny-llama3", "f32", "f32", "bf16"),
+        ("tiny-llama3", "f32", "f32", "fp8_e4m3")]:
+    stem = (f"{name}.{weights}" + (".q8" if activations == "int8" else "") +
+            (f".kv-{kv}" if kv != "f32" else ""))
     axrt.llm.convert(data / name, models / f"{stem}.axe", weights=weights,
-                     activations=activations)
-    # The first prompt of the model's transformers reference (tests/llm/data).
-    with np.load(data / f"{name}.{weights}.npz") as ref:
+                     activations=activations, kv_cache_dtype=kv)
+    # The first prompt of the model's transformers reference (tests/llm/data;
+    # for a bf16 or fp8 cache, transformers reading keys and values rounded so).
+    with np.load(data / f"{name}.{weights if kv == 'f32' else 'kv-' + kv}.npz") as ref:
         prompt = ref["prompt0"].tolist()
         greedy = ref["prompt0_greedy"].tolist()
     (models / f"{stem}.prompt").write_text(",".join(map(str, prompt)) + "\n")

@@ -787,6 +787,187 @@ KernelCase Attention(bool prefill) {
   return c;
 }
 
+// The bf16 and fp8 e4m3 KV caches (docs/kernels.md, "KV cache"), with the
+// suite's own rounding: bf16 to nearest even from the two neighbours, fp8 the
+// nearest of the 127 finite magnitudes (ties to the even code).
+enum class LowKv { kBf16, kFp8 };
+
+double E4m3Value(int code) {
+  const int exponent = (code >> 3) & 0xf, mantissa = code & 7;
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa, -9) : std::ldexp(8 + mantissa, exponent - 10);
+  return (code & 0x80) != 0 ? -magnitude : magnitude;
+}
+
+uint8_t E4m3Nearest(float x) {
+  const double a = std::fabs(static_cast<double>(x));
+  int best = 0;
+  for (int code = 1; code <= 0x7e; ++code) {
+    const double d = std::fabs(E4m3Value(code) - a), b = std::fabs(E4m3Value(best) - a);
+    if (d < b || (d == b && code % 2 == 0)) best = code;
+  }
+  return static_cast<uint8_t>(best | (std::signbit(x) ? 0x80 : 0));
+}
+
+uint16_t Bf16Nearest(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  const uint32_t low = bits & 0xffff0000u, high = low + 0x10000u;
+  float below, above;
+  std::memcpy(&below, &low, 4);
+  std::memcpy(&above, &high, 4);
+  const double d_low = std::fabs(double{x} - below), d_high = std::fabs(double{x} - above);
+  const bool up = d_high < d_low || (d_high == d_low && ((low >> 16) & 1) != 0);
+  return static_cast<uint16_t>((up ? high : low) >> 16);
+}
+
+// Bytes of one (layer, keys or values, block, KV head) run, and where element
+// d of row `slot` (fp8: and the row's scale) lives in the cache.
+struct LowLayout {
+  PagedShape s;
+  LowKv kind;
+  uint64_t run() const {
+    return kind == LowKv::kBf16 ? s.block_size * s.head_dim * 2
+                                : s.block_size * (s.head_dim + 4);
+  }
+  uint64_t bytes() const { return s.layers * 2 * s.num_blocks * s.kv_heads * run(); }
+  uint64_t Base(uint64_t layer, uint64_t kv, uint64_t block, uint64_t g) const {
+    return (((layer * 2 + kv) * s.num_blocks + block) * s.kv_heads + g) * run();
+  }
+  uint64_t Element(uint64_t base, uint64_t slot, uint64_t d) const {
+    return base + (slot * s.head_dim + d) * (kind == LowKv::kBf16 ? 2 : 1);
+  }
+  uint64_t Scale(uint64_t base, uint64_t slot) const {
+    return base + s.block_size * s.head_dim + slot * 4;
+  }
+};
+
+// Two sequences of four tokens into a cache of random bytes; the rows
+// written must be the rounded keys and values, every other byte kept.
+KernelCase KvCacheWriteLow(LowKv kind) {
+  LowLayout layout{PagedShape{}, kind};
+  PagedShape& s = layout.s;
+  s.head_dim = 16;
+  const uint64_t T = 8, per_seq = 4;
+  std::vector<float> qkv = RandomFloats(T * s.row_stride(), 151, -30.0f, 30.0f);
+  // A row of zeros (scale 0, codes 0).
+  std::fill_n(qkv.begin() + static_cast<long>(s.k_offset()), s.head_dim, 0.0f);
+  const std::vector<int32_t> positions = {5, 6, 7, 8, 17, 18, 19, 20};
+  const std::vector<int32_t> tables = BlockTables(s, 2, 152);
+  std::vector<uint8_t> cache(layout.bytes());
+  std::mt19937 random(153);
+  for (uint8_t& b : cache) b = static_cast<uint8_t>(random());
+  KernelCase c;
+  c.kernel = kind == LowKv::kBf16 ? "axrt_kv_cache_write_bf16" : "axrt_kv_cache_write_fp8_e4m3";
+  c.description = "2 sequences of 4 tokens, 2 KV heads of 16, blocks of 4";
+  c.grid = {static_cast<uint32_t>(T), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(tables)), InputBuffer(cache)};
+  c.buffers[3].writable = true;
+  c.buffers[3].fully_written = false;
+  c.scalars = {T,          per_seq,      s.layer,        s.num_blocks, s.kv_heads, s.block_size,
+               s.head_dim, s.max_blocks, s.row_stride(), s.k_offset()};
+  std::vector<uint8_t> want = cache;
+  for (uint64_t t = 0; t < T; ++t) {
+    const uint64_t p = static_cast<uint64_t>(positions[t]);
+    const uint64_t block =
+        static_cast<uint64_t>(tables[(t / per_seq) * s.max_blocks + p / s.block_size]);
+    for (uint64_t kv = 0; kv < 2; ++kv) {
+      for (uint64_t g = 0; g < s.kv_heads; ++g) {
+        const float* row = qkv.data() + t * s.row_stride() + s.k_offset() +
+                           (kv * s.kv_heads + g) * s.head_dim;
+        const uint64_t base = layout.Base(s.layer, kv, block, g);
+        const uint64_t slot = p % s.block_size;
+        if (kind == LowKv::kBf16) {
+          for (uint64_t d = 0; d < s.head_dim; ++d) {
+            const uint16_t h = Bf16Nearest(row[d]);
+            std::memcpy(&want[layout.Element(base, slot, d)], &h, 2);
+          }
+          continue;
+        }
+        float amax = 0.0f;
+        for (uint64_t d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(row[d]));
+        const float scale = amax / 448.0f;
+        for (uint64_t d = 0; d < s.head_dim; ++d) {
+          want[layout.Element(base, slot, d)] = scale == 0.0f ? 0 : E4m3Nearest(row[d] / scale);
+        }
+        std::memcpy(&want[layout.Scale(base, slot)], &scale, 4);
+      }
+    }
+  }
+  c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
+    CHECK(buffers[3] == want);
+  };
+  return c;
+}
+
+// Decode over a cache of random bf16 patterns or fp8 codes and scales: the
+// f32 bound of attention over the values they stand for.
+KernelCase AttentionLow(LowKv kind) {
+  LowLayout layout{PagedShape{}, kind};
+  PagedShape& s = layout.s;
+  s.head_dim = 16;
+  const uint64_t rows = 3;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const std::vector<float> qkv = RandomFloats(rows * s.row_stride(), 161);
+  const std::vector<int32_t> positions = {0, 9, 22};
+  const std::vector<int32_t> tables = BlockTables(s, rows, 162);
+  std::vector<uint8_t> cache(layout.bytes());
+  std::vector<float> values(s.cache_size());  // what `cache` stands for, by Slot
+  std::mt19937 random(163);
+  for (uint64_t layer = 0; layer < s.layers; ++layer) {
+    for (uint64_t kv = 0; kv < 2; ++kv) {
+      for (uint64_t block = 0; block < s.num_blocks; ++block) {
+        for (uint64_t g = 0; g < s.kv_heads; ++g) {
+          const uint64_t base = layout.Base(layer, kv, block, g);
+          for (uint64_t slot = 0; slot < s.block_size; ++slot) {
+            const float row_scale = 0.001f + 0.01f * static_cast<float>(random() % 100);
+            if (kind == LowKv::kFp8) std::memcpy(&cache[layout.Scale(base, slot)], &row_scale, 4);
+            for (uint64_t d = 0; d < s.head_dim; ++d) {
+              const uint64_t at = ((((layer * 2 + kv) * s.num_blocks + block) * s.kv_heads + g) *
+                                       s.block_size + slot) * s.head_dim + d;
+              if (kind == LowKv::kBf16) {
+                // Magnitudes in [2^-3, 2^2), either sign.
+                const uint16_t h = static_cast<uint16_t>(((random() % 2) << 15) |
+                                                         ((124 + random() % 5) << 7) |
+                                                         (random() % 128));
+                std::memcpy(&cache[layout.Element(base, slot, d)], &h, 2);
+                const uint32_t bits = static_cast<uint32_t>(h) << 16;
+                std::memcpy(&values[at], &bits, 4);
+              } else {
+                int code = static_cast<int>(random() % 254);
+                code += code >= 0x7f ? 1 : 0;  // no NaN code
+                cache[layout.Element(base, slot, d)] = static_cast<uint8_t>(code);
+                values[at] = static_cast<float>(E4m3Value(code)) * row_scale;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  KernelCase c;
+  c.kernel = kind == LowKv::kBf16 ? "axrt_attention_decode_kv_bf16"
+                                  : "axrt_attention_decode_kv_fp8_e4m3";
+  c.description = "3 sequences at positions 0, 9, 22, 4 heads over 2 KV heads of 16";
+  c.grid = {static_cast<uint32_t>(rows), static_cast<uint32_t>(s.kv_heads), 1};
+  const uint64_t width = s.heads * s.head_dim;
+  c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(tables)), InputBuffer(cache), OutputBuffer(rows * width * 4)};
+  c.scalars = {rows,         s.heads,      s.kv_heads,   s.head_dim,     s.layer,
+               s.num_blocks, s.block_size, s.max_blocks, s.row_stride(), F32Bits(scale)};
+  std::vector<double> want(rows * width), bound(rows * width);
+  for (uint64_t r = 0; r < rows; ++r) {
+    AttentionReference(s, qkv, values, tables, r, r, static_cast<uint64_t>(positions[r]), scale,
+                       &want[r * width], &bound[r * width]);
+  }
+  const std::string name = c.kernel;
+  c.check = [want, bound, name](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[4]), want, bound, name);
+  };
+  return c;
+}
+
 uint64_t Mix64(uint64_t z) {
   z ^= z >> 30;
   z *= 0xBF58476D1CE4E5B9ull;
@@ -894,6 +1075,10 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(KvCacheWrite());
   cases.push_back(Attention(true));
   cases.push_back(Attention(false));
+  cases.push_back(KvCacheWriteLow(LowKv::kBf16));
+  cases.push_back(KvCacheWriteLow(LowKv::kFp8));
+  cases.push_back(AttentionLow(LowKv::kBf16));
+  cases.push_back(AttentionLow(LowKv::kFp8));
   cases.push_back(Sample());
   return cases;
 }

@@ -6,6 +6,8 @@
  *   - `step(tokens i32[T], positions i32[T], block_tables i32[T, MB],
  *          logit_rows i32[S], kv_cache f32[L, 2, NB, KVH, BS, D] mutable)
  *        -> logits f32[S, V]`
+ *     (the cache may also be bf16 [.., D], or u8 [.., D + 4]: fp8 e4m3 codes
+ *     with a scale per row; its blocks are sized from its element type);
  *     appends any mix of tokens of any sequences to the cache (token t at
  *     `positions[t]` of the sequence whose block table is row t) and returns
  *     the logits after the tokens `logit_rows` names;

@@ -9,6 +9,10 @@
 // accumulated with the same weights, rescaled by exp(m_old - m_new) whenever
 // the maximum grows. A query only ever touches the keys at or before its
 // position, so slots a sequence has not written yet are never read.
+//
+// The cache holds f32, bf16 or fp8 e4m3 with a scale per row (kv_cache.h);
+// a chunk of bf16 or fp8 keys and values is read as f32 into a buffer of the
+// workgroup's, then scored and accumulated as f32 ones are.
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -16,6 +20,7 @@
 #include <utility>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/transformer_simd.h"
 
 namespace axrt::kernels::cpu {
@@ -33,19 +38,23 @@ constexpr int kKeyChunk = 64;  // keys scored at a time; a multiple of every kLa
 
 // The cached keys and values of one KV head of one sequence.
 struct PagedHead {
-  const float* keys;    // block 0 of the head's key plane
-  const float* values;  // block 0 of its value plane
+  const uint8_t* keys;    // block 0 of the head's key plane
+  const uint8_t* values;  // block 0 of its value plane
   const int32_t* table;
-  uint64_t block_stride;  // floats from one block of the plane to the next
+  uint64_t block_stride;  // bytes from one block of the plane to the next
   uint64_t block_size;
   uint64_t head_dim;
 };
 
-PagedHead paged_head(const AttentionArgs* a, const int32_t* table, uint64_t kv_head) {
-  const uint64_t block_floats = a->block_size * a->head_dim;
-  const uint64_t plane = a->num_blocks * a->kv_heads * block_floats;
-  const float* keys = a->cache + a->layer * 2 * plane + kv_head * block_floats;
-  return {keys, keys + plane, table, a->kv_heads * block_floats, a->block_size, a->head_dim};
+PagedHead paged_head(kv::Kind kind, const AttentionArgs* a, const int32_t* table,
+                     uint64_t kv_head) {
+  const auto* cache = static_cast<const uint8_t*>(a->cache);
+  const uint64_t run = kv::run_bytes(kind, a->block_size, a->head_dim);
+  const uint8_t* keys =
+      cache + kv::run_offset(kind, a->layer, 0, 0, a->num_blocks, a->kv_heads, kv_head,
+                             a->block_size, a->head_dim);
+  const uint8_t* values = keys + a->num_blocks * a->kv_heads * run;
+  return {keys, values, table, a->kv_heads * run, a->block_size, a->head_dim};
 }
 
 // The queries one pass serves: row pointers into qkv and out, and each
@@ -57,7 +66,7 @@ struct Queries {
   int count;
 };
 
-axrt_kernel_result_t check_shapes(const AttentionArgs* a,
+axrt_kernel_result_t check_shapes(kv::Kind kind, const AttentionArgs* a,
                                   const axrt_kernel_workgroup_t* workgroup) {
   const uint64_t D = a->head_dim;
   if (D == 0 || D > kMaxHeadDim || a->heads == 0 || a->kv_heads == 0 ||
@@ -69,6 +78,11 @@ axrt_kernel_result_t check_shapes(const AttentionArgs* a,
         " in [1, %" PRIu64 "], block_size %" PRIu64 " and max_blocks %" PRIu64
         " positive, and the query heads must fit a row of %" PRIu64,
         a->heads, a->kv_heads, D, kMaxHeadDim, a->block_size, a->max_blocks, a->row_stride);
+  }
+  if (kind == kv::Kind::kFp8E4m3 && D % kv::kFp8HeadDimMultiple != 0) {
+    return invalid_argument(workgroup,
+                            "head_dim %" PRIu64 ": an fp8 KV cache needs a multiple of %" PRIu64, D,
+                            kv::kFp8HeadDimMultiple);
   }
   return AXRT_KERNEL_OK;
 }
@@ -180,14 +194,12 @@ AXRT_CPU_INLINE void score_lanes(const float* __restrict q, const float* __restr
   store(s, result * splat<F>(scale));
 }
 
-// Asks for floats [0, n) of `a` and of `b` to be brought into the cache, a
+// Asks for bytes [0, n) of `a` and of `b` to be brought into the cache, a
 // line of each in turn.
-AXRT_CPU_INLINE void prefetch(const float* a, const float* b, uint64_t n) {
-  const char* x = reinterpret_cast<const char*>(a);
-  const char* y = reinterpret_cast<const char*>(b);
-  for (uint64_t offset = 0; offset < n * sizeof(float); offset += 64) {
-    __builtin_prefetch(x + offset);
-    __builtin_prefetch(y + offset);
+AXRT_CPU_INLINE void prefetch(const uint8_t* a, const uint8_t* b, uint64_t n) {
+  for (uint64_t offset = 0; offset < n; offset += 64) {
+    __builtin_prefetch(a + offset);
+    __builtin_prefetch(b + offset);
   }
 }
 
@@ -246,6 +258,7 @@ AXRT_CPU_INLINE void accumulate_values(float* const* __restrict o, const float* 
   }
 }
 
+template <kv::Kind kKind>
 struct AttendBody {
   template <int kLanes>
   AXRT_CPU_INLINE static void run(const Queries* queries, const PagedHead* head, float scale) {
@@ -258,6 +271,13 @@ struct AttendBody {
     const uint64_t BS = head->block_size;
     const int count = queries->count;
 
+    // A chunk of bf16 or fp8 keys and values, read as f32.
+    constexpr size_t kConverted = kKind == kv::Kind::kF32 ? 1 : kKeyChunk * kMaxHeadDim;
+    alignas(64) float converted_keys[kConverted];
+    alignas(64) float converted_values[kConverted];
+    // Bytes of a row's elements.
+    constexpr uint64_t kElement =
+        kKind == kv::Kind::kF32 ? 4 : kKind == kv::Kind::kBf16 ? 2 : 1;
     alignas(64) float acc[kMaxQueries][kMaxHeadDim];
     alignas(64) float scores[kMaxQueries][kKeyChunk];
     float m[kMaxQueries];
@@ -283,7 +303,7 @@ struct AttendBody {
         const uint64_t rows =
             std::min<uint64_t>(BS, static_cast<uint64_t>(last) + 1 - (logical + 1) * BS);
         const uint64_t next = static_cast<uint64_t>(head->table[logical + 1]) * head->block_stride;
-        prefetch(head->keys + next, head->values + next, rows * D);
+        prefetch(head->keys + next, head->values + next, rows * D * kElement);
       }
       const uint64_t block_offset =
           static_cast<uint64_t>(head->table[logical]) * head->block_stride;
@@ -292,8 +312,18 @@ struct AttendBody {
         if (first > last) break;
         const int n = static_cast<int>(
             std::min<int64_t>({kKeyChunk, static_cast<int64_t>(BS - r0), last - first + 1}));
-        const float* keys = head->keys + block_offset + r0 * D;
-        const float* values = head->values + block_offset + r0 * D;
+        const float* keys;
+        const float* values;
+        if constexpr (kKind == kv::Kind::kF32) {
+          keys = reinterpret_cast<const float*>(head->keys + block_offset) + r0 * D;
+          values = reinterpret_cast<const float*>(head->values + block_offset) + r0 * D;
+        } else {
+          kv::read_rows<kLanes, kKind>(head->keys + block_offset, r0, n, BS, D, converted_keys);
+          kv::read_rows<kLanes, kKind>(head->values + block_offset, r0, n, BS, D,
+                                       converted_values);
+          keys = converted_keys;
+          values = converted_values;
+        }
         // Query q sees the first visible[q] keys of the chunk; `common` of
         // them every query sees.
         int visible[kMaxQueries];
@@ -380,7 +410,7 @@ extern "C" axrt_kernel_result_t axrt_attention_prefill_f32(
   const uint64_t t0 = static_cast<uint64_t>(workgroup->workgroup_id.x) * kPrefillQueries;
   const uint64_t h = workgroup->workgroup_id.y;
   if (workgroup->workgroup_id.z != 0 || t0 >= a->count || h >= a->heads) return AXRT_KERNEL_OK;
-  if (const axrt_kernel_result_t r = check_shapes(a, workgroup)) return r;
+  if (const axrt_kernel_result_t r = check_shapes(kv::Kind::kF32, a, workgroup)) return r;
   const uint64_t D = a->head_dim;
   const uint64_t kv_head = h / (a->heads / a->kv_heads);
 
@@ -405,27 +435,30 @@ extern "C" axrt_kernel_result_t axrt_attention_prefill_f32(
           check_sequence(a, a->block_tables, last, "token", last_token, workgroup)) {
     return r;
   }
-  const PagedHead head = paged_head(a, a->block_tables, kv_head);
-  transformer::run_transformer_isa<AttendBody>(&queries, &head, a->scale);
+  const PagedHead head = paged_head(kv::Kind::kF32, a, a->block_tables, kv_head);
+  transformer::run_transformer_isa<AttendBody<kv::Kind::kF32>>(&queries, &head, a->scale);
   return AXRT_KERNEL_OK;
 }
 
-extern "C" axrt_kernel_result_t axrt_attention_decode_f32(
-    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+namespace axrt::kernels::cpu {
+namespace {
+
+template <kv::Kind kKind>
+axrt_kernel_result_t attention_decode(const void* args, const axrt_kernel_workgroup_t* workgroup) {
   const auto* a = static_cast<const AttentionArgs*>(args);
   const uint64_t b = workgroup->workgroup_id.x;
   const uint64_t kv_head = workgroup->workgroup_id.y;
   if (workgroup->workgroup_id.z != 0 || b >= a->count || kv_head >= a->kv_heads) {
     return AXRT_KERNEL_OK;
   }
-  if (const axrt_kernel_result_t r = check_shapes(a, workgroup)) return r;
+  if (const axrt_kernel_result_t r = check_shapes(kKind, a, workgroup)) return r;
   const uint64_t D = a->head_dim;
   const int32_t* table = a->block_tables + b * a->max_blocks;
   const int32_t position = a->positions[b];
   if (const axrt_kernel_result_t r = check_sequence(a, table, position, "sequence", b, workgroup)) {
     return r;
   }
-  const PagedHead head = paged_head(a, table, kv_head);
+  const PagedHead head = paged_head(kKind, a, table, kv_head);
   const uint64_t group = a->heads / a->kv_heads;
   // Groups of more than kMaxQueries heads take several passes over the keys.
   for (uint64_t h0 = kv_head * group; h0 < (kv_head + 1) * group; h0 += kMaxQueries) {
@@ -436,7 +469,25 @@ extern "C" axrt_kernel_result_t axrt_attention_decode_f32(
       queries.out[q] = a->out + (b * a->heads + h0 + q) * D;
       queries.limit[q] = position;
     }
-    transformer::run_transformer_isa<AttendBody>(&queries, &head, a->scale);
+    transformer::run_transformer_isa<AttendBody<kKind>>(&queries, &head, a->scale);
   }
   return AXRT_KERNEL_OK;
+}
+
+}  // namespace
+}  // namespace axrt::kernels::cpu
+
+extern "C" axrt_kernel_result_t axrt_attention_decode_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return attention_decode<kv::Kind::kF32>(args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_attention_decode_kv_bf16(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return attention_decode<kv::Kind::kBf16>(args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_attention_decode_kv_fp8_e4m3(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return attention_decode<kv::Kind::kFp8E4m3>(args, workgroup);
 }

@@ -148,8 +148,9 @@ struct MatmulFp8Args {
 static_assert(sizeof(MatmulFp8Args) == 80);
 
 // The transformer kernels of docs/llm.md. Token ids, positions and block ids
-// are i32; the KV cache is f32 [L, 2, num_blocks, kv_heads, block_size,
-// head_dim].
+// are i32; the KV cache is [L, 2, num_blocks, kv_heads, block_size,
+// head_dim] of f32 or bf16, or of fp8 e4m3 codes with a scale per row
+// (kv_cache.h).
 struct EmbeddingF32Args {
   const int32_t* tokens;
   const float* table;
@@ -191,11 +192,13 @@ struct SiluMulArgs {
 };
 static_assert(sizeof(SiluMulArgs) == 32);
 
+// The cache's element type is the kernel's: f32, bf16 or fp8 e4m3 with a
+// scale per row (kv_cache.h).
 struct KvCacheWriteArgs {
   const float* qkv;
   const int32_t* positions;
   const int32_t* block_tables;
-  float* cache;
+  void* cache;
   uint64_t T;
   uint64_t tokens_per_seq;
   uint64_t layer;
@@ -215,7 +218,7 @@ struct AttentionArgs {
   const float* qkv;
   const int32_t* positions;
   const int32_t* block_tables;
-  const float* cache;
+  const void* cache;  // of the kernel's element type, as KvCacheWriteArgs'
   float* out;
   uint64_t count;
   uint64_t heads;
@@ -305,12 +308,24 @@ axrt_kernel_result_t axrt_silu_mul_f32(const void* args, const axrt_kernel_dispa
 axrt_kernel_result_t axrt_kv_cache_write_f32(const void* args,
                                              const axrt_kernel_dispatch_t* dispatch,
                                              const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_kv_cache_write_bf16(const void* args,
+                                              const axrt_kernel_dispatch_t* dispatch,
+                                              const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_kv_cache_write_fp8_e4m3(const void* args,
+                                                  const axrt_kernel_dispatch_t* dispatch,
+                                                  const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_attention_prefill_f32(const void* args,
                                                 const axrt_kernel_dispatch_t* dispatch,
                                                 const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_attention_decode_f32(const void* args,
                                                const axrt_kernel_dispatch_t* dispatch,
                                                const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_decode_kv_bf16(const void* args,
+                                                   const axrt_kernel_dispatch_t* dispatch,
+                                                   const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_decode_kv_fp8_e4m3(const void* args,
+                                                       const axrt_kernel_dispatch_t* dispatch,
+                                                       const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_sample_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                      const axrt_kernel_workgroup_t* workgroup);
 

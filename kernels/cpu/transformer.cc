@@ -1,6 +1,6 @@
 // The per-token transformer kernels of docs/llm.md: embedding lookups,
 // rotary position embedding, the gated SiLU of the MLP and the paged KV
-// cache write. Every kernel checks the indices it is given (token ids,
+// cache write (f32, bf16 or fp8 e4m3, kv_cache.h). Every kernel checks the indices it is given (token ids,
 // positions, block ids) before it writes anything and refuses one out of
 // range with INVALID_ARGUMENT.
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/transformer_simd.h"
 
 namespace axrt::kernels::cpu {
@@ -144,9 +145,12 @@ extern "C" axrt_kernel_result_t axrt_silu_mul_f32(const void* args, const axrt_k
   return AXRT_KERNEL_OK;
 }
 
-extern "C" axrt_kernel_result_t axrt_kv_cache_write_f32(const void* args,
-                                                        const axrt_kernel_dispatch_t*,
-                                                        const axrt_kernel_workgroup_t* workgroup) {
+namespace axrt::kernels::cpu {
+namespace {
+
+// Writes token t's keys and values into the cache as `kind` (kv_cache.h).
+axrt_kernel_result_t kv_cache_write(kv::Kind kind, const void* args,
+                                    const axrt_kernel_workgroup_t* workgroup) {
   const auto* a = static_cast<const KvCacheWriteArgs*>(args);
   uint64_t t;
   if (!row_of(workgroup, a->T, &t)) return AXRT_KERNEL_OK;
@@ -161,6 +165,11 @@ extern "C" axrt_kernel_result_t axrt_kv_cache_write_f32(const void* args,
         ", block_size %" PRIu64 ", max_blocks %" PRIu64
         " must be positive and keys and values must fit a row of %" PRIu64 " from column %" PRIu64,
         a->tokens_per_seq, KVH, D, BS, a->max_blocks, a->row_stride, a->k_offset);
+  }
+  if (kind == kv::Kind::kFp8E4m3 && D % kv::kFp8HeadDimMultiple != 0) {
+    return invalid_argument(workgroup,
+                            "head_dim %" PRIu64 ": an fp8 KV cache needs a multiple of %" PRIu64, D,
+                            kv::kFp8HeadDimMultiple);
   }
   const int32_t position = a->positions[t];
   if (position < 0 || static_cast<uint64_t>(position) / BS >= a->max_blocks) {
@@ -182,13 +191,36 @@ extern "C" axrt_kernel_result_t axrt_kv_cache_write_f32(const void* args,
   const uint64_t slot = static_cast<uint64_t>(position) % BS;
   const float* keys = a->qkv + t * a->row_stride + a->k_offset;
   const float* values = keys + KVH * D;
-  for (int kv = 0; kv < 2; ++kv) {
-    const float* src = kv == 0 ? keys : values;
-    const uint64_t plane = (a->layer * 2 + kv) * a->num_blocks + static_cast<uint64_t>(block);
+  auto* cache = static_cast<uint8_t*>(a->cache);
+  const uint64_t element = kind == kv::Kind::kF32 ? 4 : kind == kv::Kind::kBf16 ? 2 : 1;
+  for (uint64_t plane = 0; plane < 2; ++plane) {
+    const float* src = plane == 0 ? keys : values;
     for (uint64_t h = 0; h < KVH; ++h) {
-      float* dst = a->cache + ((plane * KVH + h) * BS + slot) * D;
-      std::memcpy(dst, src + h * D, sizeof(float) * D);
+      uint8_t* run = cache + kv::run_offset(kind, a->layer, plane, static_cast<uint64_t>(block),
+                                            a->num_blocks, KVH, h, BS, D);
+      kv::write_row(kind, src + h * D, D, run + slot * D * element,
+                    run + BS * D * element + slot * 4);
     }
   }
   return AXRT_KERNEL_OK;
+}
+
+}  // namespace
+}  // namespace axrt::kernels::cpu
+
+extern "C" axrt_kernel_result_t axrt_kv_cache_write_f32(const void* args,
+                                                        const axrt_kernel_dispatch_t*,
+                                                        const axrt_kernel_workgroup_t* workgroup) {
+  return kv_cache_write(kv::Kind::kF32, args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_kv_cache_write_bf16(const void* args,
+                                                         const axrt_kernel_dispatch_t*,
+                                                         const axrt_kernel_workgroup_t* workgroup) {
+  return kv_cache_write(kv::Kind::kBf16, args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_kv_cache_write_fp8_e4m3(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return kv_cache_write(kv::Kind::kFp8E4m3, args, workgroup);
 }

@@ -1,5 +1,6 @@
 // Shared pieces of the CUDA kernels (docs/kernels.md): the block shape every
-// kernel is built for, block reductions and the fp8 decoder.
+// kernel is built for, block reductions, the fp8 decoder and the KV cache's
+// element types.
 //
 // Every kernel is an `extern "C" __global__` function whose parameters are
 // its contract's (kernels/contracts.json) in order, with natural C types: a
@@ -74,6 +75,56 @@ __device__ __forceinline__ float e4m3fn_to_float(uint8_t code) {
     bits = ((exponent + 120u) << 23) | (mantissa << 20);
   }
   return __uint_as_float(sign | bits);
+}
+
+// f32 -> FLOAT8_E4M3FN for |x| <= 448 or NaN, rounding to nearest even;
+// larger magnitudes saturate to 448. The CPU's kernels/cpu/kv_cache.h, bit
+// for bit.
+__device__ __forceinline__ uint8_t float_to_e4m3fn(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  if (isnan(x)) return sign | 0x7f;
+  const float a = fabsf(x);
+  if (a >= 448.0f) return sign | 0x7e;
+  if (a < 0.015625f) return sign | static_cast<uint8_t>(__float2int_rn(a * 512.0f));
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  const uint32_t code = ((magnitude + 0x7ffffu + ((magnitude >> 20) & 1u)) >> 20) - (120u << 3);
+  return sign | static_cast<uint8_t>(code > 0x7eu ? 0x7eu : code);
+}
+
+// f32 -> bf16 bits, rounding to nearest even; NaN stays NaN.
+__device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  if (isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// The paged KV cache's element types (kernels/cpu/kv_cache.h): the cache is
+// [L, 2, NB, KVH, <run>], a run holding a block's block_size rows of one KV
+// head: f32 or bf16 rows of D, or block_size rows of D e4m3fn codes then
+// block_size f32 scales (a row's largest magnitude / 448).
+enum class KvKind { kF32, kBf16, kFp8E4m3 };
+
+__host__ __device__ constexpr uint64_t kv_run_bytes(KvKind kind, uint64_t block_size,
+                                                    uint64_t head_dim) {
+  return kind == KvKind::kF32    ? block_size * head_dim * 4
+         : kind == KvKind::kBf16 ? block_size * head_dim * 2
+                                 : block_size * (head_dim + 4);
+}
+
+// Element d of row `slot` of a run, as f32.
+template <KvKind kKind>
+__device__ __forceinline__ float kv_element(const uint8_t* run, uint64_t slot, uint64_t d,
+                                            uint64_t block_size, uint64_t head_dim) {
+  if constexpr (kKind == KvKind::kF32) {
+    return reinterpret_cast<const float*>(run)[slot * head_dim + d];
+  } else if constexpr (kKind == KvKind::kBf16) {
+    return __uint_as_float(
+        static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(run)[slot * head_dim + d]) << 16);
+  } else {
+    const float scale = reinterpret_cast<const float*>(run + block_size * head_dim)[slot];
+    return e4m3fn_to_float(run[slot * head_dim + d]) * scale;
+  }
 }
 
 }  // namespace axrt_cuda

@@ -91,17 +91,25 @@ extern "C" __global__ void __launch_bounds__(256)
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    axrt_kv_cache_write_f32(const float* qkv, const int32_t* positions, const int32_t* block_tables,
-                            float* cache, uint64_t T, uint64_t tokens_per_seq, uint64_t layer,
-                            uint64_t num_blocks, uint64_t kv_heads, uint64_t block_size,
-                            uint64_t head_dim, uint64_t max_blocks, uint64_t row_stride,
-                            uint64_t k_offset) {
-  using namespace axrt_cuda;
+namespace axrt_cuda {
+namespace {
+
+// Writes token t's keys and values into the cache as kKind (common.cuh):
+// one warp a row of head_dim elements (an fp8 row's scale is its warp's
+// maximum magnitude / 448).
+template <KvKind kKind>
+__device__ __forceinline__ void kv_cache_write(const float* qkv, const int32_t* positions,
+                                               const int32_t* block_tables, void* cache,
+                                               uint64_t T, uint64_t tokens_per_seq,
+                                               uint64_t layer, uint64_t num_blocks,
+                                               uint64_t kv_heads, uint64_t block_size,
+                                               uint64_t head_dim, uint64_t max_blocks,
+                                               uint64_t row_stride, uint64_t k_offset) {
   uint64_t t;
   if (!token_of_block(T, &t)) return;
   if (tokens_per_seq == 0 || head_dim == 0 || kv_heads == 0 || block_size == 0 || max_blocks == 0 ||
-      k_offset > row_stride || kv_heads > (row_stride - k_offset) / (2 * head_dim)) {
+      k_offset > row_stride || kv_heads > (row_stride - k_offset) / (2 * head_dim) ||
+      (kKind == KvKind::kFp8E4m3 && head_dim % 16 != 0) || blockDim.x % kWarpSize != 0) {
     return;
   }
   const int32_t position = positions[t];
@@ -111,13 +119,56 @@ extern "C" __global__ void __launch_bounds__(256)
       block_tables[sequence * max_blocks + static_cast<uint64_t>(position) / block_size];
   if (block < 0 || static_cast<uint64_t>(block) >= num_blocks) return;
   const uint64_t slot = static_cast<uint64_t>(position) % block_size;
-  const uint64_t width = kv_heads * head_dim;  // keys, then as many values
-  const float* src = qkv + t * row_stride + k_offset;
-  for (uint64_t k = threadIdx.x; k < 2 * width; k += blockDim.x) {
-    const uint64_t kv = k / width;
-    const uint64_t h = (k % width) / head_dim;
-    const uint64_t d = k % head_dim;
-    const uint64_t plane = (layer * 2 + kv) * num_blocks + static_cast<uint64_t>(block);
-    cache[((plane * kv_heads + h) * block_size + slot) * head_dim + d] = src[k];
+  const float* src = qkv + t * row_stride + k_offset;  // keys, then as many values
+  const uint64_t run_bytes = kv_run_bytes(kKind, block_size, head_dim);
+  const unsigned lane = threadIdx.x % kWarpSize;
+  for (uint64_t r = threadIdx.x / kWarpSize; r < 2 * kv_heads; r += blockDim.x / kWarpSize) {
+    const uint64_t plane = r / kv_heads;
+    const uint64_t h = r % kv_heads;
+    uint8_t* run = static_cast<uint8_t*>(cache) +
+                   (((layer * 2 + plane) * num_blocks + static_cast<uint64_t>(block)) * kv_heads +
+                    h) * run_bytes;
+    const float* row = src + r * head_dim;
+    if constexpr (kKind == KvKind::kF32) {
+      float* dst = reinterpret_cast<float*>(run) + slot * head_dim;
+      for (uint64_t d = lane; d < head_dim; d += kWarpSize) dst[d] = row[d];
+    } else if constexpr (kKind == KvKind::kBf16) {
+      uint16_t* dst = reinterpret_cast<uint16_t*>(run) + slot * head_dim;
+      for (uint64_t d = lane; d < head_dim; d += kWarpSize) dst[d] = float_to_bf16_bits(row[d]);
+    } else {
+      float amax = 0.0f;
+      int nan = 0;
+      for (uint64_t d = lane; d < head_dim; d += kWarpSize) {
+        nan |= isnan(row[d]);
+        amax = fmaxf(amax, fabsf(row[d]));
+      }
+      amax = warp_reduce(amax, MaxOp{});
+      nan = __any_sync(0xffffffffu, nan);
+      const float scale = nan ? __int_as_float(0x7fc00000) : __fdiv_rn(amax, 448.0f);
+      uint8_t* dst = run + slot * head_dim;
+      for (uint64_t d = lane; d < head_dim; d += kWarpSize) {
+        dst[d] = scale == 0.0f ? 0 : float_to_e4m3fn(__fdiv_rn(row[d], scale));
+      }
+      if (lane == 0) reinterpret_cast<float*>(run + block_size * head_dim)[slot] = scale;
+    }
   }
 }
+
+}  // namespace
+}  // namespace axrt_cuda
+
+#define AXRT_KV_CACHE_WRITE(name, kind)                                                          \
+  extern "C" __global__ void __launch_bounds__(256)                                             \
+      name(const float* qkv, const int32_t* positions, const int32_t* block_tables, void* cache, \
+           uint64_t T, uint64_t tokens_per_seq, uint64_t layer, uint64_t num_blocks,            \
+           uint64_t kv_heads, uint64_t block_size, uint64_t head_dim, uint64_t max_blocks,      \
+           uint64_t row_stride, uint64_t k_offset) {                                            \
+    axrt_cuda::kv_cache_write<axrt_cuda::KvKind::kind>(qkv, positions, block_tables, cache, T,  \
+                                                       tokens_per_seq, layer, num_blocks,       \
+                                                       kv_heads, block_size, head_dim,          \
+                                                       max_blocks, row_stride, k_offset);       \
+  }
+
+AXRT_KV_CACHE_WRITE(axrt_kv_cache_write_f32, kF32)
+AXRT_KV_CACHE_WRITE(axrt_kv_cache_write_bf16, kBf16)
+AXRT_KV_CACHE_WRITE(axrt_kv_cache_write_fp8_e4m3, kFp8E4m3)

@@ -15,6 +15,10 @@ per model (every model of MODELS, or the MODELs named):
         checkpoint; for the others it is the checkpoint with the weights the
         converter stores (axrt.llm.quantize) dequantized here, independently,
         in float64 by the formulas of docs/format.md section 5.
+    <model>.kv-bf16.npz, <model>.kv-fp8_e4m3.npz (KV_MODELS only)
+        the same for the f32 checkpoint with every key and value row (after
+        rope) rounded as a bf16 or fp8 KV cache stores it (docs/kernels.md,
+        "KV cache"), by ml_dtypes, before attention reads it.
 
 The tests compare axrt with what is committed; test_llm_reference.py
 recomputes the references from the committed checkpoints and compares,
@@ -145,6 +149,42 @@ def greedy_margin(reference: dict) -> float:
 
 
 WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
+KV_MODES = ("kv-bf16", "kv-fp8_e4m3")
+KV_MODELS = ("tiny-llama", "tiny-llama3")
+
+
+def rounded_rows(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Rows [..., D] of f32 as a `dtype` KV cache reads them back: bf16 rounded to nearest
+    even; or fp8 e4m3fn codes of x / s (nearest even), s = the row's largest magnitude / 448
+    in f32, times s (a row of zeros stays zeros)."""
+    import ml_dtypes
+
+    if dtype == "bf16":
+        return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    scale = (np.abs(x).max(axis=-1, keepdims=True) / np.float32(448)).astype(np.float32)
+    divisor = np.where(scale == 0, np.float32(1), scale)
+    return (x / divisor).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+
+
+def _kv_rounding_attention(dtype: str) -> str:
+    """Registers with transformers an eager attention that reads keys and values rounded as
+    a `dtype` cache holds them; returns its name."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    from transformers.models.llama import modeling_llama
+
+    def attention(module, query, key, value, attention_mask, **kwargs):
+        key = torch.from_numpy(rounded_rows(key.detach().numpy(), dtype))
+        value = torch.from_numpy(rounded_rows(value.detach().numpy(), dtype))
+        return modeling_llama.eager_attention_forward(module, query, key, value,
+                                                      attention_mask, **kwargs)
+
+    name = f"kv_rounded_{dtype}"
+    AttentionInterface.register(name, attention)
+    # The causal mask eager attention takes.
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
+    return name
 
 
 def _quantize_module():
@@ -191,6 +231,10 @@ def load_model(model_dir: Path, mode: str):
     import torch
     from transformers import LlamaForCausalLM
 
+    if mode in KV_MODES:
+        return LlamaForCausalLM.from_pretrained(
+            model_dir, dtype=torch.float32,
+            attn_implementation=_kv_rounding_attention(mode[len("kv-"):])).eval()
     model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     if mode == "f32":
         return model
@@ -234,7 +278,7 @@ def main(argv: list) -> int:
     for name in names:
         spec = MODELS[name]
         build_model(name, spec, out)
-        for mode in WEIGHT_MODES:
+        for mode in WEIGHT_MODES + (KV_MODES if name in KV_MODELS else ()):
             model = load_model(out / name, mode)
             reference = reference_outputs(model)
             np.savez_compressed(out / f"{name}.{mode}.npz", **reference)

@@ -26,6 +26,13 @@ F32_TOLERANCE = 1e-4
 # (measured: up to 5.8e-2 on tiny-llama, 2.9e-2 on tiny-llama3; the int4
 # weights themselves move the logits by 0.24-0.40 from the f32 model's).
 Q8_TOLERANCE = 0.1
+# A bf16 or fp8 KV cache, against transformers reading its keys and values
+# rounded the same way (tests/llm/make_tiny_llama.py): the f32 bound, but a
+# key or value whose f32 value lies within rounding of a boundary between two
+# stored values may land on the other one, a whole step (measured: 2.3e-4 on
+# tiny-llama in bf16, 1.7e-6 in fp8, whose steps are wider and so rarely
+# neared).
+KV_TOLERANCE = 1e-3
 
 
 
@@ -40,12 +47,12 @@ def converted(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     cache = {}
 
-    def get(model: str, weights: str, activations: str = "f32") -> Path:
-        key = (model, weights, activations)
+    def get(model: str, weights: str, activations: str = "f32", kv: str = "f32") -> Path:
+        key = (model, weights, activations, kv)
         if key not in cache:
-            path = out / f"{model}.{weights}.{activations}.axe"
+            path = out / f"{model}.{weights}.{activations}.kv-{kv}.axe"
             axrt.llm.convert(DATA / model, path, weights=weights, cuda=False,
-                             activations=activations)
+                             activations=activations, kv_cache_dtype=kv)
             cache[key] = path
         return cache[key]
 
@@ -154,6 +161,57 @@ def test_int8_activations_stay_near_the_dequantized_weights(converted, model, ca
     with capsys.disabled():
         print(f"\n{model} int4 + int8 activations: logits within {worst:.2e} of the largest",
               end="")
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-llama3"])
+@pytest.mark.parametrize("kv", ["bf16", "fp8_e4m3"])
+def test_low_precision_kv_caches_match_transformers_on_rounded_keys_and_values(
+        converted, model, kv, capsys):
+    """Teacher-forced logits within KV_TOLERANCE of transformers whose attention reads
+    every key and value as the cache stores them, greedy tokens equal; the distance to
+    the f32 cache (prompt logits, greedy tokens) is reported, not asserted."""
+    ref = reference(model, f"kv-{kv}")
+    full = reference(model, "f32")
+    llm = axrt.llm.load(converted(model, "f32", kv=kv))
+    assert llm.config.kv_cache_dtype == kv
+    worst = drift = 0.0
+    for i, prompt in prompts(ref):
+        with llm.session() as seq:
+            rows = [seq.prefill(prompt)]
+            for token in ref[f"prompt{i}_greedy"][:-1]:
+                rows.append(seq.decode(int(token)))
+        for step, row in enumerate(rows):
+            err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
+            worst = max(worst, err)
+            assert err <= KV_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
+        drift = max(drift, relative_error(rows[0], full[f"prompt{i}_logits"][-1]))
+        tokens = llm.generate(prompt, 32, stop_ids=())
+        assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
+        agree = int(np.sum(np.asarray(tokens) == full[f"prompt{i}_greedy"]))
+        with capsys.disabled():
+            print(f"\n{model} KV cache {kv} prompt {i}: {agree}/32 greedy tokens equal to the "
+                  f"f32 cache's", end="")
+    with capsys.disabled():
+        print(f"\n{model} KV cache {kv}: logits within {worst:.2e} of the reference; last "
+              f"prompt logits {drift:.2e} from the f32 cache's", end="")
+
+
+def test_the_engine_sizes_the_cache_from_its_element_type(converted):
+    """The same bytes hold twice the blocks in bf16 and (4 D / (D + 4)) times in fp8."""
+    budget = 4 << 20
+    blocks = {}
+    for kv in ("f32", "bf16", "fp8_e4m3"):
+        path = converted("tiny-llama3", "f32", kv=kv)
+        config = axrt.llm.load(path).config
+        with axrt.llm.Engine(path, kv_cache_bytes=budget) as engine:
+            blocks[kv] = engine.stats()["kv_blocks_total"]
+        assert blocks[kv] == budget // config.kv_cache_bytes_per_block(), kv
+    config = axrt.llm.load(converted("tiny-llama3", "f32")).config
+    rows = config.num_layers * 2 * config.num_kv_heads * config.block_size
+    D = config.head_dim
+    assert blocks["f32"] == budget // (rows * D * 4)
+    assert blocks["bf16"] == budget // (rows * D * 2)
+    assert blocks["fp8_e4m3"] == budget // (rows * (D + 4))
 
 
 def test_sampling_is_reproducible_and_follows_its_options(converted):

@@ -25,6 +25,8 @@ BS = 16  # tokens per KV block
 
 KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_silu_mul_f32",
            "axrt_kv_cache_write_f32", "axrt_attention_prefill_f32", "axrt_attention_decode_f32",
+           "axrt_kv_cache_write_bf16", "axrt_kv_cache_write_fp8_e4m3",
+           "axrt_attention_decode_kv_bf16", "axrt_attention_decode_kv_fp8_e4m3",
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
            "axrt_matmul_gptq_int4_q8_f32"]
 
@@ -45,6 +47,11 @@ MATMUL = params("axrt_matmul_f32_nk")  # axrt_matmul_bf16_f32's too
 MATMUL_GPTQ = params("axrt_matmul_gptq_int4_q8_f32")
 SAMPLE = params("axrt_sample_f32")
 assert params("axrt_embedding_bf16") == EMBEDDING and params("axrt_matmul_bf16_f32") == MATMUL
+# The KV cache's element types (docs/kernels.md, "KV cache"): write and decode kernels.
+KV_KERNELS = {"bf16": ("axrt_kv_cache_write_bf16", "axrt_attention_decode_kv_bf16"),
+              "fp8_e4m3": ("axrt_kv_cache_write_fp8_e4m3", "axrt_attention_decode_kv_fp8_e4m3")}
+assert all(params(w)[:3] == KV_CACHE_WRITE[:3] and params(d) == DECODE
+           for w, d in KV_KERNELS.values())
 
 
 # ---------------------------------------------------------------------------
@@ -583,6 +590,210 @@ def test_attention_prefill_refuses_a_late_position_of_its_tile(cpu):
                                    out=out, stream=s),
             r"token 15 is at position 32, outside")
     np.testing.assert_array_equal(out, 7.0)
+
+
+# ---------------------------------------------------------------------------
+# bf16 and fp8 KV caches (docs/kernels.md, "KV cache"): rounding by ml_dtypes,
+# the stored layout built here from the f32 cache
+
+
+def stored_rows(x, dtype):
+    """Rows [..., D] of f32 as the cache stores them: bf16, or (e4m3fn codes, f32 scales)
+    with each row's scale its largest magnitude / 448 in f32 and its codes x / scale rounded
+    to nearest even (a row of zeros: scale 0, codes 0)."""
+    if dtype == "bf16":
+        return x.astype(ml_dtypes.bfloat16)
+    with np.errstate(invalid="ignore"):
+        scale = (np.abs(x).max(axis=-1) / np.float32(448)).astype(np.float32)
+        divisor = np.where(scale == 0, np.float32(1), scale)[..., None]
+        codes = (x / divisor).astype(ml_dtypes.float8_e4m3fn)
+    return codes, scale
+
+
+def decoded_rows(stored, dtype):
+    """What stored rows read back as, in f32: code value x scale, one f32 product."""
+    if dtype == "bf16":
+        return stored.astype(np.float32)
+    codes, scale = stored
+    return codes.astype(np.float32) * scale[..., None]
+
+
+def stored_cache(cache, dtype):
+    """The f32 cache [L, 2, NB, KVH, BS, D] stored as `dtype`: bf16 of the same shape, or u8
+    [L, 2, NB, KVH, BS, D + 4], each (block, head) run of BS rows of D codes then BS scales;
+    and what it reads back as (f32, the f32 cache's shape)."""
+    stored = stored_rows(cache, dtype)
+    decoded = decoded_rows(stored, dtype)
+    if dtype == "bf16":
+        return stored, decoded
+    codes, scale = stored
+    L, _, NB, KVH, bs, D = cache.shape
+    runs = np.concatenate([codes.view(np.uint8).reshape(L, 2, NB, KVH, bs * D),
+                           scale.view(np.uint8).reshape(L, 2, NB, KVH, bs * 4)], axis=-1)
+    return runs.reshape(L, 2, NB, KVH, bs, D + 4), decoded
+
+
+def stored_dtype(dtype):
+    return ml_dtypes.bfloat16 if dtype == "bf16" else np.uint8
+
+
+def low_kv_write_call(dtype, qkv, positions, tables, cache, *, T, tokens_per_seq, layer,
+                      kv_heads, head_dim, row_stride, k_offset, device, out=None, stream=None):
+    num_blocks, max_blocks = cache.shape[2], tables.shape[1]
+    kernel = KV_KERNELS[dtype][0]
+    (result,) = run(kernel, params(kernel), T,
+                    {"qkv": qkv, "positions": positions, "block_tables": tables,
+                     "cache_in": cache},
+                    {"cache": (cache.dtype, cache.shape)},
+                    lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), T,
+                               tokens_per_seq, layer, num_blocks, kv_heads, BS, head_dim,
+                               max_blocks, row_stride, k_offset],
+                    device, copies=[(3, 0)], out=out, stream=stream)
+    return result
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("case", ["chunked_prefill", "decode_batch"])
+def test_kv_cache_write_stores_rounded_rows(device, dtype, case):
+    """Byte for byte what ml_dtypes' rounding gives, every other byte of the pool kept."""
+    rng = np.random.default_rng(15)
+    kv_heads, head_dim, heads = 2, 64, 8
+    L, layer, max_blocks = 2, 1, 6
+    if case == "chunked_prefill":
+        S, T, tokens_per_seq = 1, 37, 37
+        positions = np.arange(21, 21 + T, dtype=np.int32)
+    else:
+        S, T, tokens_per_seq = 5, 5, 1
+        positions = np.array([0, 15, 16, 47, 95], np.int32)
+    num_blocks = S * max_blocks + 3
+    tables = scattered_tables(rng, S, max_blocks, num_blocks)
+    row_stride = (heads + 2 * kv_heads) * head_dim + 5
+    qkv = (rng.standard_normal((T, row_stride)) * rng.uniform(0.01, 100, (T, 1))).astype(
+        np.float32)
+    qkv[0, heads * head_dim: (heads + 1) * head_dim] = 0.0  # a row of zeros: scale 0
+    f32 = rng.standard_normal((L, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
+    before, _ = stored_cache(f32, dtype)
+    out = low_kv_write_call(dtype, qkv, positions, tables, before, T=T,
+                            tokens_per_seq=tokens_per_seq, layer=layer, kv_heads=kv_heads,
+                            head_dim=head_dim, row_stride=row_stride, k_offset=heads * head_dim,
+                            device=device)
+    want_f32 = kv_write_reference(qkv, positions, tables, f32, tokens_per_seq, layer, kv_heads,
+                                  head_dim, heads * head_dim)
+    want, _ = stored_cache(want_f32, dtype)
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+
+
+def test_fp8_rounding_ties_subnormals_and_signs_match_ml_dtypes(device):
+    """Rows whose scale is exactly 1 (largest magnitude 448), so that the codes are the values
+    themselves rounded: every e4m3fn value, every midpoint between neighbours (ties to even),
+    a hair either side of each, subnormals and zeros of both signs."""
+    finite = np.arange(0, 0x7f, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    mids = (finite[:-1] + finite[1:]) / 2
+    pool = np.concatenate([finite, mids, np.nextafter(mids.astype(np.float32), np.float32(0)),
+                           np.nextafter(mids.astype(np.float32), np.float32(np.inf)),
+                           [2.0 ** -10, 3 * 2.0 ** -10, 2.0 ** -12, 0.0]]).astype(np.float32)
+    pool = np.concatenate([pool, -pool])
+    head_dim, kv_heads = 64, 1
+    per_row = head_dim - 1
+    rows = -(-len(pool) // per_row)
+    T = -(-rows // 2)
+    values = np.resize(pool, (2 * T, per_row))
+    values = np.concatenate([np.full((2 * T, 1), 448, np.float32), values], axis=1)
+    qkv = values.reshape(T, 2 * head_dim)
+    positions = np.arange(T, dtype=np.int32)
+    max_blocks = -(-T // BS)
+    tables = np.arange(max_blocks, dtype=np.int32).reshape(1, max_blocks)
+    cache = np.zeros((1, 2, max_blocks, kv_heads, BS, head_dim + 4), np.uint8)
+    out = low_kv_write_call("fp8_e4m3", qkv, positions, tables, cache, T=T, tokens_per_seq=T,
+                            layer=0, kv_heads=kv_heads, head_dim=head_dim,
+                            row_stride=2 * head_dim, k_offset=0, device=device)
+    runs = out.reshape(2, max_blocks, BS * (head_dim + 4))
+    got_codes = runs[..., :BS * head_dim].reshape(2, max_blocks * BS, head_dim)[:, :T]
+    got_scales = runs[..., BS * head_dim:].copy().view(np.float32).reshape(2, -1)[:, :T]
+    np.testing.assert_array_equal(got_scales, 1.0)
+    want = qkv.reshape(T, 2, head_dim).transpose(1, 0, 2).astype(ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(got_codes, want.view(np.uint8))
+
+
+def low_decode_call(dtype, qkv, positions, tables, cache, *, heads, kv_heads, head_dim, layer,
+                    scale, device, out=None, stream=None):
+    B, row_stride = qkv.shape
+    num_blocks, max_blocks = cache.shape[2], tables.shape[1]
+    kernel = KV_KERNELS[dtype][1]
+    (result,) = run(kernel, DECODE, (B, kv_heads),
+                    {"qkv": qkv, "positions": positions, "block_tables": tables,
+                     "cache": cache},
+                    {"out": (np.float32, (B, heads * head_dim))},
+                    lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.output(0), B,
+                               heads, kv_heads, head_dim, layer, num_blocks, BS, max_blocks,
+                               row_stride, scale],
+                    device, out=out, stream=stream)
+    return result
+
+
+# Half a step of each element type, relative, and the smallest fp8 step's half
+# (of a row's scale): |stored - x| <= U |x| + SUB s.
+ROUNDING = {"bf16": (2.0 ** -9, 0.0), "fp8_e4m3": (2.0 ** -4, 2.0 ** -10)}
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("heads, kv_heads, head_dim", [(4, 4, 64), (8, 2, 128), (8, 2, 64)])
+def test_attention_decode_over_a_low_precision_cache(device, dtype, heads, kv_heads, head_dim,
+                                                     capsys):
+    """Within the f32 bound of attention over the values the cache holds (decoded by
+    ml_dtypes), and within the stated bound of docs/kernels.md of attention over the
+    unrounded f32 cache."""
+    rng = np.random.default_rng(16)
+    L, layer, max_blocks = 2, 1, 9
+    positions = np.array([0, 15, 16, 77, 130], np.int32)
+    B = len(positions)
+    num_blocks = B * max_blocks + 4
+    tables = scattered_tables(rng, B, max_blocks, num_blocks)
+    f32 = filled_cache(rng, L, num_blocks, kv_heads, head_dim, layer, tables, positions + 1)
+    stored, decoded = stored_cache(f32, dtype)
+    row_stride = (heads + 2 * kv_heads) * head_dim
+    qkv = (rng.standard_normal((B, row_stride)) * 2).astype(np.float32)
+    scale = 1.0 / math.sqrt(head_dim)
+    out = low_decode_call(dtype, qkv, positions, tables, stored, heads=heads, kv_heads=kv_heads,
+                          head_dim=head_dim, layer=layer, scale=scale, device=device)
+    check_attention(out, qkv, positions, tables, decoded, heads, kv_heads, head_dim, layer, scale)
+
+    relative, subnormal = ROUNDING[dtype]
+    group = heads // kv_heads
+    worst = 0.0
+    for b, p in enumerate(positions):
+        for h in range(heads):
+            keys, values = cached(f32, layer, tables[b], h // group, p + 1)
+            q = qkv[b, h * head_dim: (h + 1) * head_dim].astype(np.float64)
+            want, weights = attention_reference(q, keys, values, np.float64(np.float32(scale)))
+            key_step = relative * np.abs(keys) + subnormal * np.abs(keys).max(1, keepdims=True) / 448
+            value_step = (relative * np.abs(values) +
+                          subnormal * np.abs(values).max(1, keepdims=True) / 448)
+            spread = 2 * np.float32(scale) * (key_step @ np.abs(q)).max()
+            bound = ((np.expm1(spread)) * (weights @ np.abs(values)) +
+                     np.exp(spread) * (weights @ value_step) +
+                     1e-5 * (weights @ np.abs(values) + np.abs(values).max(axis=0)) + 1e-6)
+            got = out[b, h * head_dim: (h + 1) * head_dim]
+            assert np.all(np.abs(got - want) <= bound), (b, h, np.abs(got - want).max())
+            worst = max(worst, float(np.abs(got - want).max()))
+    with capsys.disabled():
+        print(f"\n{dtype} KV cache, heads {heads}/{kv_heads}, head_dim {head_dim}: attention "
+              f"within {worst:.2e} (max abs) of f32's", end="")
+
+
+def test_fp8_kv_cache_refuses_a_head_dim_off_16(cpu):
+    rng = np.random.default_rng(17)
+    head_dim, kv_heads = 8, 1
+    tables = np.arange(2, dtype=np.int32).reshape(1, 2)
+    cache = np.zeros((1, 2, 2, kv_heads, BS, head_dim + 4), np.uint8)
+    qkv = rng.standard_normal((1, 4 * head_dim), dtype=np.float32)
+    out = cache.copy()
+    refused(lambda s: low_kv_write_call("fp8_e4m3", qkv, np.array([3], np.int32), tables, cache,
+                                        T=1, tokens_per_seq=1, layer=0, kv_heads=kv_heads,
+                                        head_dim=head_dim, row_stride=4 * head_dim,
+                                        k_offset=2 * head_dim, device=cpu, out=out, stream=s),
+            r"head_dim 8: an fp8 KV cache needs a multiple of 16")
+    np.testing.assert_array_equal(out, cache)
 
 
 # ---------------------------------------------------------------------------

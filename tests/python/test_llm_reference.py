@@ -20,10 +20,17 @@ def _script():
     return module
 
 
-@pytest.mark.parametrize("model", ["tiny-llama", "tiny-llama3", "tiny-llama-tp"])
-@pytest.mark.parametrize("weights", ["f32", "bf16", "int8", "int4"])
+CASES = ([(model, weights) for model in ("tiny-llama", "tiny-llama3", "tiny-llama-tp")
+          for weights in ("f32", "bf16", "int8", "int4")] +
+         [(model, kv) for model in ("tiny-llama", "tiny-llama3")
+          for kv in ("kv-bf16", "kv-fp8_e4m3")])
+
+
+@pytest.mark.parametrize("model, weights", CASES)
 def test_committed_references_are_what_transformers_computes(model, weights):
     script = _script()
+    assert (weights in script.WEIGHT_MODES or
+            (weights in script.KV_MODES and model in script.KV_MODELS))
     torch.set_num_threads(1)
     fresh = script.reference_outputs(script.load_model(LLM / "data" / model, weights))
     with np.load(LLM / "data" / f"{model}.{weights}.npz") as committed:

@@ -9,9 +9,11 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include <algorithm>
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -360,6 +362,105 @@ TEST_CASE("axrt_attention_prefill_f32 in every build") {
   }
 }
 
+// The cache of `p` in bf16 or fp8 e4m3 (kernels/cpu/kv_cache.h's layout),
+// made from random bit patterns rather than by rounding, and `p`'s owned
+// rows replaced by what those bytes decode to, exactly, so that check_query
+// against `p` checks the kernel's reading of them. Rows no sequence owns stay
+// NaN in both (NaN bf16, NaN fp8 codes and scales).
+enum class Stored { kBf16, kFp8 };
+
+float decode_e4m3(uint8_t code) {
+  const int exponent = (code >> 3) & 0xf;
+  const int mantissa = code & 7;
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -9)
+                                         : std::ldexp(8 + mantissa, exponent - 10);
+  return static_cast<float>(code & 0x80 ? -magnitude : magnitude);
+}
+
+std::vector<uint8_t> stored_cache(Stored kind, PagedCache& p, std::mt19937& rng) {
+  const uint64_t D = p.head_dim;
+  const uint64_t BS = p.block_size;
+  const uint64_t run = kind == Stored::kBf16 ? BS * D * 2 : BS * (D + 4);
+  std::vector<uint8_t> bytes(2 * p.num_blocks * p.kv_heads * run);
+  std::uniform_int_distribution<int> code(0, 253);  // 254 finite codes (0x7f, 0xff are NaN)
+  std::uniform_real_distribution<float> scale_of(0.002f, 0.02f);
+  for (int kv = 0; kv < 2; ++kv) {
+    for (uint64_t block = 0; block < p.num_blocks; ++block) {
+      for (uint64_t h = 0; h < p.kv_heads; ++h) {
+        uint8_t* base = bytes.data() + ((kv * p.num_blocks + block) * p.kv_heads + h) * run;
+        for (uint64_t r = 0; r < BS; ++r) {
+          float* row = p.at(kv, static_cast<int32_t>(block), h, r);
+          const bool owned = !std::isnan(row[0]);
+          if (kind == Stored::kBf16) {
+            for (uint64_t d = 0; d < D; ++d) {
+              const uint16_t bits = static_cast<uint16_t>(std::bit_cast<uint32_t>(row[d]) >> 16);
+              std::memcpy(base + (r * D + d) * 2, &bits, 2);
+              row[d] = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+            }
+            continue;
+          }
+          const float scale = owned ? scale_of(rng) : kNaN;
+          std::memcpy(base + BS * D + r * 4, &scale, 4);
+          for (uint64_t d = 0; d < D; ++d) {
+            int c = code(rng);
+            c = c >= 0x7f ? c + 1 : c;  // skip the positive NaN code
+            base[r * D + d] = owned ? static_cast<uint8_t>(c) : 0x7f;
+            if (owned) row[d] = decode_e4m3(static_cast<uint8_t>(c)) * scale;
+          }
+        }
+      }
+    }
+  }
+  return bytes;
+}
+
+TEST_CASE("axrt_attention_decode_kv_bf16 and _kv_fp8_e4m3 in every build") {
+  const AttentionCase cases[] = {{20, 1, 80, 16}, {8, 2, 128, 100}, {4, 4, 32, 7}, {6, 2, 48, 64}};
+  for (Stored kind : {Stored::kBf16, Stored::kFp8}) {
+    for (const AttentionCase& c : cases) {
+      INFO((kind == Stored::kBf16 ? "bf16" : "fp8") << " heads " << c.heads << ", kv_heads "
+                                                     << c.kv_heads << ", head_dim " << c.head_dim
+                                                     << ", block_size " << c.block_size);
+      std::mt19937 rng(11);
+      const std::vector<int32_t> positions = {0, 6, 99, 100, 250};
+      std::vector<int32_t> lengths;
+      for (int32_t p : positions) lengths.push_back(p + 1);
+      const uint64_t B = positions.size();
+      const uint64_t max_blocks = 300 / c.block_size + 1;
+      PagedCache cache = make_cache(c, lengths, max_blocks, rng);
+      const std::vector<uint8_t> stored = stored_cache(kind, cache, rng);
+      const uint64_t row_stride = (c.heads + 2 * c.kv_heads) * c.head_dim;
+      std::vector<float> qkv(B * row_stride);
+      std::normal_distribution<float> normal(0.0f, 2.0f);
+      for (float& v : qkv) v = normal(rng);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      for (Isa isa : builds()) {
+        IsaLimit limit(isa);
+        INFO("build " << tx::transformer_isa_name());
+        std::vector<float> out(B * c.heads * c.head_dim, kNaN);
+        const AttentionArgs args{qkv.data(), positions.data(), cache.tables.data(),
+                                 stored.data(), out.data(), B, c.heads, c.kv_heads, c.head_dim,
+                                 0, cache.num_blocks, c.block_size, max_blocks, row_stride,
+                                 scale};
+        const Outcome outcome = dispatch(
+            kind == Stored::kBf16 ? axrt_attention_decode_kv_bf16
+                                  : axrt_attention_decode_kv_fp8_e4m3,
+            &args, {static_cast<uint32_t>(B), static_cast<uint32_t>(c.kv_heads), 1});
+        INFO(outcome.message);
+        REQUIRE(outcome.code == AXRT_KERNEL_OK);
+        for (uint64_t b = 0; b < B; ++b) {
+          for (uint64_t h = 0; h < c.heads; ++h) {
+            INFO("sequence " << b << " head " << h);
+            check_query(qkv.data() + b * row_stride + h * c.head_dim,
+                        out.data() + (b * c.heads + h) * c.head_dim, cache, b,
+                        h / (c.heads / c.kv_heads), positions[b], scale);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("attention refuses shapes it does not serve") {
   std::vector<float> buffer(64, 0.0f);
   const int32_t position = 0;
@@ -376,6 +477,11 @@ TEST_CASE("attention refuses shapes it does not serve") {
   outcome = dispatch(axrt_attention_prefill_f32, &args, {1, 2, 1});
   CHECK(outcome.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
   CHECK(outcome.message.find("head_dim 257 in [1, 256]") != std::string::npos);
+  args.head_dim = 8;
+  outcome = dispatch(axrt_attention_decode_kv_fp8_e4m3, &args, {1, 2, 1});
+  CHECK(outcome.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
+  CHECK(outcome.message.find("head_dim 8: an fp8 KV cache needs a multiple of 16") !=
+        std::string::npos);
 }
 
 // ---------------------------------------------------------------------------

@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--activations", default="f32", choices=["f32", "int8"],
                          help="int8 (with --weights int4): projections quantize their inputs "
                               "to int8 and multiply integers; faster, not exact (default f32)")
+    convert.add_argument("--kv-cache-dtype", default="f32", choices=["f32", "bf16", "fp8_e4m3"],
+                         help="element type of the KV cache: bf16 halves it, fp8_e4m3 (a scale "
+                              "per token and head) quarters it; not exact (docs/kernels.md, "
+                              "\"KV cache\"; default f32)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
@@ -148,6 +152,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                              prefill_chunk=args.prefill_chunk, max_batch=args.max_batch,
                              cuda_fatbin=args.cuda_fatbin, cuda=not args.no_cuda,
                              activations=args.activations,
+                             kv_cache_dtype=args.kv_cache_dtype,
                              tensor_parallel=args.tensor_parallel)
             shards = (f" ({args.tensor_parallel} tensor-parallel shards)"
                       if args.tensor_parallel > 1 else "")
@@ -155,6 +160,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                   f"hidden {config.hidden_size}, vocabulary {config.vocab_size}, weights "
                   f"{config.weights}"
                   f"{', activations int8' if config.activations == 'int8' else ''}, "
+                  f"{'' if config.kv_cache_dtype == 'f32' else 'KV cache ' + config.kv_cache_dtype + ', '}"
                   f"context {config.max_context} "
                   f"({time.perf_counter() - start:.1f} s)")
             return 0

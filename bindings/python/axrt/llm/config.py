@@ -54,6 +54,7 @@ class ModelConfig:
     # Set by the converter:
     weights: str = "f32"
     activations: str = "f32"
+    kv_cache_dtype: str = "f32"  # "f32", "bf16" or "fp8_e4m3" (docs/kernels.md, "KV cache")
     block_size: int = 16
     prefill_chunk: int = 512
     max_batch: int = 64
@@ -67,11 +68,20 @@ class ModelConfig:
     def qkv_size(self) -> int:
         return (self.num_heads + 2 * self.num_kv_heads) * self.head_dim
 
+    @property
+    def kv_cache_row(self) -> int:
+        """The cache's last dimension: head_dim elements, or for fp8 head_dim codes and the
+        row's f32 scale (4 bytes)."""
+        return self.head_dim + 4 if self.kv_cache_dtype == "fp8_e4m3" else self.head_dim
+
     def kv_cache_shape(self, num_blocks: int) -> tuple:
-        return (self.num_layers, 2, num_blocks, self.num_kv_heads, self.block_size, self.head_dim)
+        return (self.num_layers, 2, num_blocks, self.num_kv_heads, self.block_size,
+                self.kv_cache_row)
 
     def kv_cache_bytes_per_block(self) -> int:
-        return self.num_layers * 2 * self.num_kv_heads * self.block_size * self.head_dim * 4
+        element = {"f32": 4, "bf16": 2, "fp8_e4m3": 1}[self.kv_cache_dtype]
+        return (self.num_layers * 2 * self.num_kv_heads * self.block_size * self.kv_cache_row *
+                element)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

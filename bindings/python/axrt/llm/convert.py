@@ -34,6 +34,15 @@ from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardI
 
 WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
 ACTIVATION_MODES = ("f32", "int8")
+# The KV cache's element types: the step's `kv_cache` dtype, its last
+# dimension beyond head_dim (fp8 rows carry an f32 scale) and the kernels
+# that write and read it (docs/kernels.md, "KV cache").
+KV_CACHE_DTYPES = {
+    "f32": ("float32", 0, "axrt_kv_cache_write_f32", "axrt_attention_decode_f32"),
+    "bf16": ("bfloat16", 0, "axrt_kv_cache_write_bf16", "axrt_attention_decode_kv_bf16"),
+    "fp8_e4m3": ("uint8", 4, "axrt_kv_cache_write_fp8_e4m3", "axrt_attention_decode_kv_fp8_e4m3"),
+}
+_FP8_HEAD_DIM_MULTIPLE = 16
 
 # Tile of the matmul grids (docs/kernels.md).
 _MATMUL_TILE = 64
@@ -440,10 +449,12 @@ class _Converter:
         QKV = (nh + 2 * nkv) * D
         BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
         rows_max = max(cfg.prefill_chunk, cfg.max_batch)
-        cache_shape = [cfg.num_layers, 2, "NB", nkv, BS, D]
+        cache_dtype, row_extra, write_kernel, attention_kernel = KV_CACHE_DTYPES[
+            cfg.kv_cache_dtype]
+        cache_shape = [cfg.num_layers, 2, "NB", nkv, BS, D + row_extra]
         inputs = [("tokens", "int32", ["T"]), ("positions", "int32", ["T"]),
                   ("block_tables", "int32", ["T", MBS]), ("logit_rows", "int32", ["S"]),
-                  ("kv_cache", "float32", cache_shape)]
+                  ("kv_cache", cache_dtype, cache_shape)]
         outputs = [("logits", "float32", ["S", V])] if head is not None else []
         symbols = {"T": rows_max, "NB": 1 << 24, "S": cfg.max_batch}
         channels = {TP_CHANNEL: info.size} if info.size > 1 else {}
@@ -473,10 +484,10 @@ class _Converter:
             self.matmul(f, layer["qkv"], buf("xn"), buf("qkv"), rows)
             f.dispatch(self.kernel("axrt_rope_f32"), [rows],
                        [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
-            f.dispatch(self.kernel("axrt_kv_cache_write_f32"), [rows],
+            f.dispatch(self.kernel(write_kernel), [rows],
                        [buf("qkv"), positions, tables, cache, rows, 1, l, nb,
                         nkv, BS, D, MBS, QKV, nh * D])
-            f.dispatch(self.kernel("axrt_attention_decode_f32"), [rows, nkv],
+            f.dispatch(self.kernel(attention_kernel), [rows, nkv],
                        [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
                         nb, BS, MBS, QKV, scale])
             self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
@@ -516,7 +527,7 @@ class _Converter:
 def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             max_context: Optional[int] = None, block_size: int = 16, prefill_chunk: int = 512,
             max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
-            cuda: bool = True, activations: str = "f32",
+            cuda: bool = True, activations: str = "f32", kv_cache_dtype: str = "f32",
             tensor_parallel: int = 1) -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
@@ -524,7 +535,12 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     ``"int4"`` (AWQ layout, groups of 128). `activations`: ``"f32"``, or
     ``"int8"`` with int4 weights: the projections quantize their inputs to
     int8 per group of 128 and multiply integers (GPTQ layout; faster, not
-    exact: docs/kernels.md states its bound). `max_context`: the longest
+    exact: docs/kernels.md states its bound). `kv_cache_dtype`: the KV cache's
+    element type, ``"f32"``, ``"bf16"`` (half the bytes) or ``"fp8_e4m3"``
+    (a quarter, plus a scale per token and KV head; head_dim a multiple of
+    16); the smaller ones are not exact (docs/kernels.md, "KV cache"), and
+    the serving engine fits that many more blocks in the same bytes.
+    `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
     the most tokens one ``step`` takes is the larger of the two, and the
@@ -546,6 +562,9 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
                                     f"(supported: {', '.join(ACTIVATION_MODES)})")
     if activations == "int8" and weights != "int4":
         raise UnsupportedModelError(f"--activations int8 needs --weights int4, not {weights}")
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise UnsupportedModelError(f"--kv-cache-dtype {kv_cache_dtype!r} is not supported "
+                                    f"(supported: {', '.join(KV_CACHE_DTYPES)})")
     for what, value in (("block_size", block_size), ("prefill_chunk", prefill_chunk),
                         ("max_batch", max_batch), ("tensor_parallel", tensor_parallel)):
         if int(value) < 1:
@@ -554,6 +573,11 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     config = from_hf_config(checkpoint.config, max_context=max_context)
     config.weights = weights
     config.activations = activations
+    config.kv_cache_dtype = kv_cache_dtype
+    if kv_cache_dtype == "fp8_e4m3" and config.head_dim % _FP8_HEAD_DIM_MULTIPLE != 0:
+        raise UnsupportedModelError(
+            f"--kv-cache-dtype fp8_e4m3 needs a head size that is a multiple of "
+            f"{_FP8_HEAD_DIM_MULTIPLE}; this model's is {config.head_dim}")
     config.block_size = int(block_size)
     config.prefill_chunk = min(int(prefill_chunk), config.max_context)
     config.max_batch = int(max_batch)
