@@ -117,16 +117,19 @@ import axrt.llm
 
 data, models = Path(sys.argv[1]), Path(sys.argv[2])
 # Every weight mode, each on its smallest test model (tiny-llama in f32 is
-# 12 MB; tiny-llama3 is the f32 one), and the bf16 and fp8 KV caches.
-for name, weights, activations, kv in [
-        ("tiny-llama3", "f32", "f32", "f32"), ("tiny-llama3", "int4", "f32", "f32"),
-        ("tiny-llama3", "int4", "int8", "f32"), ("tiny-llama", "int8", "f32", "f32"),
-        ("tiny-llama-tp", "bf16", "f32", "f32"), ("tiny-llama3", "f32", "f32", "bf16"),
-        ("tiny-llama3", "f32", "f32", "fp8_e4m3")]:
+# 12 MB; tiny-llama3 is the f32 one), the bf16 and fp8 KV caches, and the
+# fused kernels.
+for name, weights, activations, kv, fused in [
+        ("tiny-llama3", "f32", "f32", "f32", False), ("tiny-llama3", "int4", "f32", "f32", False),
+        ("tiny-llama3", "int4", "int8", "f32", False), ("tiny-llama", "int8", "f32", "f32", False),
+        ("tiny-llama-tp", "bf16", "f32", "f32", False),
+        ("tiny-llama3", "f32", "f32", "bf16", False),
+        ("tiny-llama3", "f32", "f32", "fp8_e4m3", False),
+        ("tiny-llama3", "f32", "f32", "f32", True)]:
     stem = (f"{name}.{weights}" + (".q8" if activations == "int8" else "") +
-            (f".kv-{kv}" if kv != "f32" else ""))
+            (f".kv-{kv}" if kv != "f32" else "") + (".fused" if fused else ""))
     axrt.llm.convert(data / name, models / f"{stem}.axe", weights=weights,
-                     activations=activations, kv_cache_dtype=kv)
+                     activations=activations, kv_cache_dtype=kv, fused_kernels=fused)
     # The first prompt of the model's transformers reference (tests/llm/data;
     # for a bf16 or fp8 cache, transformers reading keys and values rounded so).
     with np.load(data / f"{name}.{weights if kv == 'f32' else 'kv-' + kv}.npz") as ref:

@@ -62,6 +62,19 @@ struct RmsNormArgs {
 };
 static_assert(sizeof(RmsNormArgs) == 48);
 
+// x[r] += residual[r], then out[r] = rmsnorm(x[r]) * gamma: axrt_add_f32 and
+// axrt_rmsnorm_f32 in one pass, bit for bit (docs/kernels.md, "Fused kernels").
+struct AddRmsNormArgs {
+  float* x;
+  const float* residual;
+  const float* gamma;
+  float* out;
+  uint64_t rows;
+  uint64_t cols;
+  float epsilon;
+};
+static_assert(sizeof(AddRmsNormArgs) == 56);
+
 // y[M, N] = x[M, K] . w[K, N] + bias[N].
 struct MatmulF32Args {
   const float* x;
@@ -265,6 +278,8 @@ axrt_kernel_result_t axrt_softmax_f32(const void* args, const axrt_kernel_dispat
                                       const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_layernorm_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                         const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_add_rmsnorm_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
+                                          const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_rmsnorm_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                       const axrt_kernel_workgroup_t* workgroup);
 

@@ -87,23 +87,43 @@ extern "C" axrt_kernel_result_t axrt_layernorm_f32(const void* args, const axrt_
   return AXRT_KERNEL_OK;
 }
 
+namespace axrt::kernels::cpu {
+namespace {
+
+// out[0, cols) = x * gamma / sqrt(mean(x^2) + epsilon), in double.
+void rmsnorm_row(const float* x, const float* gamma, float* out, uint64_t cols, float epsilon) {
+  const double mean_square = row_sum(cols, [&](uint64_t c) {
+                               const double v = x[c];
+                               return v * v;
+                             }) / static_cast<double>(cols);
+  const double inv_rms = 1.0 / std::sqrt(mean_square + static_cast<double>(epsilon));
+  for (uint64_t c = 0; c < cols; ++c) {
+    out[c] = static_cast<float>(static_cast<double>(x[c]) * inv_rms *
+                                static_cast<double>(gamma[c]));
+  }
+}
+
+}  // namespace
+}  // namespace axrt::kernels::cpu
+
 extern "C" axrt_kernel_result_t axrt_rmsnorm_f32(const void* args, const axrt_kernel_dispatch_t*,
                                                  const axrt_kernel_workgroup_t* workgroup) {
   const auto* a = static_cast<const RmsNormArgs*>(args);
   uint64_t r;
   if (!row_of(workgroup, a->rows, &r) || a->cols == 0) return AXRT_KERNEL_OK;
-  const float* x = a->x + r * a->cols;
-  float* out = a->out + r * a->cols;
-  const uint64_t cols = a->cols;
+  rmsnorm_row(a->x + r * a->cols, a->gamma, a->out + r * a->cols, a->cols, a->epsilon);
+  return AXRT_KERNEL_OK;
+}
 
-  const double mean_square = row_sum(cols, [&](uint64_t c) {
-                               const double v = x[c];
-                               return v * v;
-                             }) / static_cast<double>(cols);
-  const double inv_rms = 1.0 / std::sqrt(mean_square + static_cast<double>(a->epsilon));
-  for (uint64_t c = 0; c < cols; ++c) {
-    out[c] = static_cast<float>(static_cast<double>(x[c]) * inv_rms *
-                                static_cast<double>(a->gamma[c]));
-  }
+extern "C" axrt_kernel_result_t axrt_add_rmsnorm_f32(const void* args,
+                                                     const axrt_kernel_dispatch_t*,
+                                                     const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const AddRmsNormArgs*>(args);
+  uint64_t r;
+  if (!row_of(workgroup, a->rows, &r) || a->cols == 0) return AXRT_KERNEL_OK;
+  float* x = a->x + r * a->cols;
+  const float* residual = a->residual + r * a->cols;
+  for (uint64_t c = 0; c < a->cols; ++c) x[c] = x[c] + residual[c];
+  rmsnorm_row(x, a->gamma, a->out + r * a->cols, a->cols, a->epsilon);
   return AXRT_KERNEL_OK;
 }

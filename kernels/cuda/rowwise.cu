@@ -92,3 +92,29 @@ extern "C" __global__ void __launch_bounds__(256)
 
   for (uint64_t c = threadIdx.x; c < cols; c += kBlockThreads) o[c] = in[c] * inv_rms * gamma[c];
 }
+
+// axrt_add_f32 then axrt_rmsnorm_f32 in one pass: each thread adds the
+// elements it later reads, so the row needs no barrier before the sums.
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_add_rmsnorm_f32(float* x, const float* residual, const float* gamma, float* out,
+                         uint64_t rows, uint64_t cols, float epsilon) {
+  using namespace axrt_cuda;
+  __shared__ double scratch[kBlockWarps];
+  uint64_t r;
+  if (!row_of_block(rows, cols, &r)) return;
+  float* in = x + r * cols;
+  const float* add = residual + r * cols;
+  float* o = out + r * cols;
+
+  double ss = 0.0;
+  for (uint64_t c = threadIdx.x; c < cols; c += kBlockThreads) {
+    const float sum = in[c] + add[c];
+    in[c] = sum;
+    const double v = sum;
+    ss += v * v;
+  }
+  const double mean_square = block_reduce(ss, scratch, SumOp{}) / static_cast<double>(cols);
+  const float inv_rms = static_cast<float>(1.0 / sqrt(mean_square + static_cast<double>(epsilon)));
+
+  for (uint64_t c = threadIdx.x; c < cols; c += kBlockThreads) o[c] = in[c] * inv_rms * gamma[c];
+}

@@ -47,12 +47,13 @@ def converted(tmp_path_factory):
     out = tmp_path_factory.mktemp("models")
     cache = {}
 
-    def get(model: str, weights: str, activations: str = "f32", kv: str = "f32") -> Path:
-        key = (model, weights, activations, kv)
+    def get(model: str, weights: str, activations: str = "f32", kv: str = "f32",
+            fused: bool = False) -> Path:
+        key = (model, weights, activations, kv, fused)
         if key not in cache:
-            path = out / f"{model}.{weights}.{activations}.kv-{kv}.axe"
+            path = out / f"{model}.{weights}.{activations}.kv-{kv}{'.fused' if fused else ''}.axe"
             axrt.llm.convert(DATA / model, path, weights=weights, cuda=False,
-                             activations=activations, kv_cache_dtype=kv)
+                             activations=activations, kv_cache_dtype=kv, fused_kernels=fused)
             cache[key] = path
         return cache[key]
 
@@ -194,6 +195,24 @@ def test_low_precision_kv_caches_match_transformers_on_rounded_keys_and_values(
     with capsys.disabled():
         print(f"\n{model} KV cache {kv}: logits within {worst:.2e} of the reference; last "
               f"prompt logits {drift:.2e} from the f32 cache's", end="")
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("weights", ["f32", "int4"])
+def test_fused_kernels_give_the_same_logits_bit_for_bit(converted, model, weights):
+    """A residual add and the norm after it as one kernel: the same bits as the two."""
+    ref = reference(model, "f32")
+    plain = axrt.llm.load(converted(model, weights))
+    fused = axrt.llm.load(converted(model, weights, fused=True))
+    assert fused.config.fused_kernels and not plain.config.fused_kernels
+    for i, prompt in prompts(ref):
+        rows = {}
+        for name, llm in (("plain", plain), ("fused", fused)):
+            with llm.session() as seq:
+                rows[name] = [seq.prefill(prompt)]
+                rows[name] += [seq.decode(int(t)) for t in ref[f"prompt{i}_greedy"][:8]]
+        for step, (a, b) in enumerate(zip(rows["plain"], rows["fused"])):
+            assert np.array_equal(a, b), f"prompt {i} step {step}"
 
 
 def test_the_engine_sizes_the_cache_from_its_element_type(converted):

@@ -27,6 +27,7 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_kv_cache_write_f32", "axrt_attention_prefill_f32", "axrt_attention_decode_f32",
            "axrt_kv_cache_write_bf16", "axrt_kv_cache_write_fp8_e4m3",
            "axrt_attention_decode_kv_bf16", "axrt_attention_decode_kv_fp8_e4m3",
+           "axrt_add_rmsnorm_f32",
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
            "axrt_matmul_gptq_int4_q8_f32"]
 
@@ -590,6 +591,32 @@ def test_attention_prefill_refuses_a_late_position_of_its_tile(cpu):
                                    out=out, stream=s),
             r"token 15 is at position 32, outside")
     np.testing.assert_array_equal(out, 7.0)
+
+
+# ---------------------------------------------------------------------------
+# Fused kernels (docs/kernels.md, "Fused kernels")
+
+
+def test_add_rmsnorm(device):
+    """x += residual in f32, written back; out the float64 RMSNorm of the sums within the
+    row-wise bound."""
+    rng = np.random.default_rng(18)
+    rows, cols, eps = 7, 300, 1e-5
+    x = rng.standard_normal((rows, cols), dtype=np.float32) * 3
+    residual = rng.standard_normal((rows, cols), dtype=np.float32)
+    gamma = rng.uniform(0.5, 1.5, cols).astype(np.float32)
+    kernel = "axrt_add_rmsnorm_f32"
+    got_x, got = run(kernel, params(kernel), rows,
+                     {"x_in": x, "residual": residual, "gamma": gamma},
+                     {"x": (np.float32, x.shape), "out": (np.float32, x.shape)},
+                     lambda f: [f.output(0), f.input(1), f.input(2), f.output(1), rows, cols,
+                                eps],
+                     device, copies=[(0, 0)])
+    sums = x + residual
+    np.testing.assert_array_equal(got_x, sums)
+    s64 = sums.astype(np.float64)
+    want = s64 / np.sqrt((s64 ** 2).mean(axis=1, keepdims=True) + np.float32(eps)) * gamma
+    assert np.all(np.abs(got - want) <= 1e-5 * np.abs(want) + 1e-6)
 
 
 # ---------------------------------------------------------------------------

@@ -34,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="element type of the KV cache: bf16 halves it, fp8_e4m3 (a scale "
                               "per token and head) quarters it; not exact (docs/kernels.md, "
                               "\"KV cache\"; default f32)")
+    convert.add_argument("--fused-kernels", action="store_true",
+                         help="run each residual add and the norm after it as one kernel "
+                              "(the same results, fewer passes over memory; off by default "
+                              "until validated on a GPU)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
@@ -153,6 +157,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                              cuda_fatbin=args.cuda_fatbin, cuda=not args.no_cuda,
                              activations=args.activations,
                              kv_cache_dtype=args.kv_cache_dtype,
+                             fused_kernels=args.fused_kernels,
                              tensor_parallel=args.tensor_parallel)
             shards = (f" ({args.tensor_parallel} tensor-parallel shards)"
                       if args.tensor_parallel > 1 else "")

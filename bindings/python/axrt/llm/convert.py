@@ -361,6 +361,17 @@ class _Converter:
         f.dispatch(self.kernel("axrt_rmsnorm_f32"), [m],
                    [x, gamma, out, m, self.cfg.hidden_size, float(self.cfg.rms_norm_eps)])
 
+    def add_rmsnorm(self, f, x, residual, gamma, out, m) -> None:
+        """x += residual, then out = rmsnorm(x): one fused dispatch with fused kernels, else
+        the two it stands for (the same bits either way)."""
+        if self.cfg.fused_kernels:
+            f.dispatch(self.kernel("axrt_add_rmsnorm_f32"), [m],
+                       [x, residual, gamma, out, m, self.cfg.hidden_size,
+                        float(self.cfg.rms_norm_eps)])
+        else:
+            self.add(f, x, residual, x, m * self.cfg.hidden_size)
+            self.rmsnorm(f, x, gamma, out, m)
+
     # -- the program ----------------------------------------------------
     def build(self) -> None:
         """Adds the weights and the functions; :meth:`save` writes them.
@@ -479,8 +490,8 @@ class _Converter:
 
         f.dispatch(self.kernel(embed_kernel), [rows], [tokens, embed, buf("h"), rows, H, V])
         scale = float(1.0 / np.sqrt(D))
+        self.rmsnorm(f, buf("h"), layers[0]["ln1"], buf("xn"), rows)
         for l, layer in enumerate(layers):
-            self.rmsnorm(f, buf("h"), layer["ln1"], buf("xn"), rows)
             self.matmul(f, layer["qkv"], buf("xn"), buf("qkv"), rows)
             f.dispatch(self.kernel("axrt_rope_f32"), [rows],
                        [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
@@ -492,13 +503,15 @@ class _Converter:
                         nb, BS, MBS, QKV, scale])
             self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
             all_reduce("tmp", rows * H)
-            self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
-            self.rmsnorm(f, buf("h"), layer["ln2"], buf("xn"), rows)
+            self.add_rmsnorm(f, buf("h"), buf("tmp"), layer["ln2"], buf("xn"), rows)
             self.matmul(f, layer["gate_up"], buf("xn"), buf("gu"), rows)
             f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows], [buf("gu"), buf("act"), rows, I])
             self.matmul(f, layer["down"], buf("act"), buf("tmp"), rows)
             all_reduce("tmp", rows * H)
-            self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
+            if l + 1 < len(layers):  # the residual, and the next layer's first norm
+                self.add_rmsnorm(f, buf("h"), buf("tmp"), layers[l + 1]["ln1"], buf("xn"), rows)
+            else:
+                self.add(f, buf("h"), buf("tmp"), buf("h"), rows * H)
         if head is None:
             return
         final_norm, lm_head = head
@@ -528,7 +541,7 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             max_context: Optional[int] = None, block_size: int = 16, prefill_chunk: int = 512,
             max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
             cuda: bool = True, activations: str = "f32", kv_cache_dtype: str = "f32",
-            tensor_parallel: int = 1) -> ModelConfig:
+            fused_kernels: bool = False, tensor_parallel: int = 1) -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
     `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` (per output channel) or
@@ -540,6 +553,10 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     (a quarter, plus a scale per token and KV head; head_dim a multiple of
     16); the smaller ones are not exact (docs/kernels.md, "KV cache"), and
     the serving engine fits that many more blocks in the same bytes.
+    `fused_kernels`: each residual add and the norm after it run as one
+    kernel (``axrt_add_rmsnorm_f32``, the same bits as the two it replaces;
+    docs/kernels.md, "Fused kernels"); off by default until its CUDA body
+    has passed a GPU run (docs/gpu-validation.md).
     `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
@@ -574,6 +591,7 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     config.weights = weights
     config.activations = activations
     config.kv_cache_dtype = kv_cache_dtype
+    config.fused_kernels = bool(fused_kernels)
     if kv_cache_dtype == "fp8_e4m3" and config.head_dim % _FP8_HEAD_DIM_MULTIPLE != 0:
         raise UnsupportedModelError(
             f"--kv-cache-dtype fp8_e4m3 needs a head size that is a multiple of "
