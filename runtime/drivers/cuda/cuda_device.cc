@@ -1,13 +1,13 @@
-// CUDA devices: enumeration, the primary context, memory, device code.
+// CUDA devices: enumeration, the primary context, memory, device code. The
+// device's threads for held work, the releaser and the reaper, are
+// cuda_held.cc's.
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
-#include <system_error>
 #include <unordered_map>
 
 #include "base/numa.h"
-#include "base/thread.h"
 #include "runtime/driver.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
 #include "runtime/drivers/cuda/cuda_nvtx.h"
@@ -813,35 +813,7 @@ void CudaDevice::prepare_peer_access(CudaDevice* peer) {
 }
 
 CudaDevice::~CudaDevice() {
-  if (releaser_thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(releaser_->mutex);
-      releaser_->stop = true;
-    }
-    releaser_->wake.notify_all();
-    // Streams that hold work hold the device: none is left. The releaser
-    // may be what released the device (with the last work it was done
-    // with); it then ends on its own.
-    if (releaser_thread_.get_id() == std::this_thread::get_id()) {
-      releaser_thread_.detach();
-    } else {
-      releaser_thread_.join();
-    }
-  }
-  if (reaper_thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(reaper_->mutex);
-      reaper_->stop = true;
-    }
-    reaper_->wake.notify_all();
-    // Retired streams hold the device: none is left. The reaper itself may
-    // be what released the device; it then ends on its own.
-    if (reaper_thread_.get_id() == std::this_thread::get_id()) {
-      reaper_thread_.detach();
-    } else {
-      reaper_thread_.join();
-    }
-  }
+  stop_threads();
   run_deferred();
   pinned_pool.reset();
   fallback_pool.reset();
@@ -946,124 +918,6 @@ void CudaDevice::add_stream(CudaStream* stream) {
 void CudaDevice::remove_stream(CudaStream* stream) {
   std::lock_guard<std::mutex> lock(streams_mutex_);
   std::erase(streams_, stream);
-}
-
-void CudaDevice::retire(CudaStream* stream) {
-  {
-    std::lock_guard<std::mutex> lock(reaper_->mutex);
-    if (!reaper_thread_.joinable()) {
-      try {
-        // The thread owns only the shared state: it never touches the
-        // device, which finishing a stream may destroy.
-        reaper_thread_ = start_thread([reaper = reaper_] {
-          std::unique_lock<std::mutex> lock(reaper->mutex);
-          while (true) {
-            reaper->wake.wait(lock, [&] { return reaper->stop || !reaper->streams.empty(); });
-            if (reaper->streams.empty()) return;
-            CudaStream* next = reaper->streams.front();
-            reaper->streams.pop_front();
-            lock.unlock();
-            finish_stream(next, true);
-            lock.lock();
-          }
-        });
-      } catch (const std::system_error&) {
-        // No thread to be had; finished below.
-      }
-    }
-    if (reaper_thread_.joinable()) {
-      reaper_->streams.push_back(stream);
-      reaper_->wake.notify_one();
-      return;
-    }
-  }
-  // Releasing a stream must not throw (it would end the process): without a
-  // reaper, the release waits for the stream's work. This may destroy the
-  // device, so nothing touches it afterwards.
-  finish_stream(stream, true);
-}
-
-axrt_status_t CudaDevice::start_releaser() {
-  std::lock_guard<std::mutex> lock(releaser_->mutex);
-  if (releaser_thread_.joinable()) return nullptr;
-  try {
-    // Like the reaper, the thread owns only the shared state: the last work
-    // it is done with may release the device.
-    releaser_thread_ = start_thread([releaser = releaser_] {
-      std::unique_lock<std::mutex> lock(releaser->mutex);
-      while (true) {
-        releaser->wake.wait(lock, [&] { return releaser->stop || !releaser->streams.empty(); });
-        if (releaser->streams.empty()) return;
-        CudaStream* next = releaser->streams.front();
-        releaser->streams.pop_front();
-        next->release_queued = false;
-        next->release_busy = true;
-        lock.unlock();
-        HeldDone done;
-        release_held_work(next, &done);
-        lock.lock();
-        // The stream may be finished (deleted) from here on.
-        next->release_busy = false;
-        releaser->progress.notify_all();
-        lock.unlock();
-        done.finish();
-        lock.lock();
-      }
-    });
-  } catch (const std::system_error&) {
-    return make_status(AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
-                       "cannot start the thread that runs work held back behind host functions "
-                       "on {}",
-                       id());
-  }
-  return nullptr;
-}
-
-void CudaDevice::kick(CudaStream* stream) noexcept {
-  std::lock_guard<std::mutex> lock(releaser_->mutex);
-  if (stream->release_queued) return;
-  try {
-    releaser_->streams.push_back(stream);
-  } catch (...) {
-    // The stream's next call, or its synchronization, releases its work.
-    return;
-  }
-  stream->release_queued = true;
-  releaser_->wake.notify_one();
-}
-
-bool CudaDevice::leave_releaser(CudaStream* stream, bool wait) {
-  std::unique_lock<std::mutex> lock(releaser_->mutex);
-  if (stream->release_queued) {
-    std::erase(releaser_->streams, stream);
-    stream->release_queued = false;
-  }
-  auto idle = [stream] { return !stream->release_busy && stream->release_pins == 0; };
-  if (idle()) return true;
-  if (!wait) return false;
-  releaser_->progress.wait(lock, idle);
-  return true;
-}
-
-void CudaDevice::wait_for_release(std::chrono::microseconds timeout) {
-  std::unique_lock<std::mutex> lock(releaser_->mutex);
-  releaser_->progress.wait_for(lock, timeout);
-}
-
-void CudaDevice::note_released() noexcept {
-  std::lock_guard<std::mutex> lock(releaser_->mutex);
-  releaser_->progress.notify_all();
-}
-
-void CudaDevice::pin(CudaStream* stream) noexcept {
-  std::lock_guard<std::mutex> lock(releaser_->mutex);
-  ++stream->release_pins;
-}
-
-void CudaDevice::unpin(CudaStream* stream) noexcept {
-  std::lock_guard<std::mutex> lock(releaser_->mutex);
-  --stream->release_pins;
-  releaser_->progress.notify_all();
 }
 
 void CudaDevice::defer_or_run(std::function<void()> work) {

@@ -12,10 +12,10 @@
 // launch failure) marks the device lost; every later call on it fails at
 // once with DEVICE_LOST naming that first error.
 //
-// Held work (cuda_stream.cc): while a host function that may fail its stream
-// has not run, later work on the stream is held back on the host, handed to
-// CUDA once the function succeeded and skipped once it failed; a device
-// thread (the releaser) does that when no caller does it first. Pool
+// Held work (cuda_held.h, cuda_held.cc): while a host function that may fail
+// its stream has not run, later work on the stream is held back on the host,
+// handed to CUDA once the function succeeded and skipped once it failed; a
+// device thread (the releaser) does that when no caller does it first. Pool
 // allocations are ordered on the device, never waited for (cuda_device.cc).
 // docs/cuda-driver.md ("Streams", "Memory") explains both.
 //
@@ -72,6 +72,8 @@ bool in_cuda_callback() noexcept;
 
 struct CudaDevice;
 struct CudaStream;
+struct HostCall;
+class HeldOp;
 class HeldRecord;
 
 // Makes the device's primary context current on this thread for the scope,
@@ -131,13 +133,14 @@ struct CudaDevice : Device {
   void poll_traced_streams() noexcept;
 
   // Hands a released stream whose work is still running to the device's
-  // reaper thread, which finishes it once the work is done. The stream keeps
-  // the device alive until then. When no thread can be started, waits for
-  // the work and finishes the stream here (which may destroy the device).
+  // reaper thread (cuda_held.cc), which finishes it once the work is done.
+  // The stream keeps the device alive until then. When no thread can be
+  // started, waits for the work and finishes the stream here (which may
+  // destroy the device).
   void retire(CudaStream* stream);
 
   // The releaser: a device thread that hands a stream's held work to CUDA
-  // once what held it back is done (cuda_stream.cc). Started before the
+  // once what held it back is done (cuda_held.cc). Started before the
   // first host function that may hold work back; RESOURCE_EXHAUSTED when no
   // thread can be had.
   axrt_status_t start_releaser();
@@ -254,6 +257,9 @@ struct CudaDevice : Device {
   };
   std::shared_ptr<Releaser> releaser_ = std::make_shared<Releaser>();
   std::thread releaser_thread_;
+  // Stops the releaser and the reaper and waits for them, unless this is one
+  // of them (the destructor).
+  void stop_threads();
 };
 
 // A stream failure that later work and events see: the first host function
@@ -276,101 +282,6 @@ class FailureState {
  private:
   mutable std::mutex mutex_;
   StreamFailure failure_;
-};
-
-struct HostCall;
-
-// What taking held work off its queue does with it.
-enum class Disposition {
-  kIssue,    // hand it to CUDA
-  kSkip,     // the stream failed before it: complete it without running it
-  kAbandon,  // the device is lost: CUDA runs nothing more
-};
-
-// An operation a stream holds back, in its place, while a host function that
-// may fail the stream has not run (cuda_stream.cc).
-class HeldOp {
- public:
-  explicit HeldOp(uint64_t sequence) : sequence(sequence) {}
-  virtual ~HeldOp() = default;
-  HeldOp(const HeldOp&) = delete;
-  HeldOp& operator=(const HeldOp&) = delete;
-
-  // Called once, under the stream's order_mutex. An error when issuing fails
-  // the stream from this operation on.
-  virtual axrt_status_t run(Disposition how) = 0;
-  // Called once after run(), with no lock held: what may not run under one
-  // (a user's function).
-  virtual void after_run() noexcept {}
-
-  const uint64_t sequence;  // the operation's place on its stream
-  // A wait for a record another stream still holds back: not run before
-  // that record is issued.
-  std::shared_ptr<HeldRecord> after;
-
- private:
-  friend class HeldDone;
-  std::unique_ptr<HeldOp> done_next_;
-};
-
-// Held work a drain is done with. Its after_run() and destruction wait until
-// the owner holds no lock (finish(), or the destructor: declare it before
-// the locks), since they may run a user's function or release the last
-// reference to buffers, events and streams. Adding never allocates.
-class HeldDone {
- public:
-  HeldDone() = default;
-  ~HeldDone() { finish(); }
-  HeldDone(const HeldDone&) = delete;
-  HeldDone& operator=(const HeldDone&) = delete;
-
-  void add(std::unique_ptr<HeldOp> op) noexcept;
-  void finish() noexcept;
-
- private:
-  std::unique_ptr<HeldOp> head_;
-  HeldOp* tail_ = nullptr;
-};
-
-// A record of an event that its stream held back (see HeldOp). Whoever waits
-// for that record (a host, another stream, a native queue) waits for `fence`,
-// recorded on the stream at the record's place when it reaches CUDA; the
-// event's own CUevent stands for its latest record only.
-class HeldRecord {
- public:
-  HeldRecord(CudaDevice* device, CudaStream* stream, CUevent fence);
-  ~HeldRecord();  // gives the fence back
-  HeldRecord(const HeldRecord&) = delete;
-  HeldRecord& operator=(const HeldRecord&) = delete;
-
-  // Whether it reached CUDA (or was given up with its device). Then
-  // `settled` says whether its failure was known by then: false when a host
-  // function that may still fail the stream came before it (a native wait
-  // made the stream hand it over early).
-  bool issued() const noexcept { return issued_.load(std::memory_order_acquire); }
-  bool settled() const noexcept { return settled_.load(std::memory_order_acquire); }
-  void mark_issued(bool settled) noexcept;
-  // Waits until issued(); false once `deadline` passed first.
-  bool wait_issued(std::chrono::steady_clock::time_point deadline);
-  // Streams whose next held work is a wait for this record, kicked when it
-  // is issued. add_waiter() is false when it was issued already.
-  bool add_waiter(CudaStream* stream);
-  void remove_waiter(CudaStream* stream) noexcept;
-  // The stream, kept from being finished until its device's unpin(); null
-  // once issued.
-  CudaStream* pin_stream();
-
-  const Ref<Device> device;
-  // Valid until issued(): the stream holds the record until then.
-  CudaStream* const stream;
-  const CUevent fence;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable issued_cv_;
-  std::vector<CudaStream*> waiters_;
-  std::atomic<bool> issued_{false};
-  std::atomic<bool> settled_{false};
 };
 
 struct CudaStream : Stream {
@@ -400,7 +311,7 @@ struct CudaStream : Stream {
   CUstream staging_stream = nullptr;  // copies through pinned chunks
   std::atomic<uint64_t> sequence{0};  // operations enqueued
 
-  // Work held back behind host functions (cuda_stream.cc). Every operation
+  // Work held back behind host functions (cuda_held.cc). Every operation
   // that hands work to `stream` takes `order_mutex`, so that operations go
   // to CUDA whole and in their order; it is never held while waiting for the
   // device or running a user's function.
@@ -432,7 +343,7 @@ struct CudaStream : Stream {
   };
   std::vector<StagingChunk> staging;
 
-  // Host work queued and not yet known to have run (cuda_stream.cc).
+  // Host work queued and not yet known to have run (cuda_held.cc).
   std::mutex host_calls_mutex;
   std::vector<std::shared_ptr<HostCall>> host_calls;
 
@@ -471,7 +382,7 @@ struct CudaEvent : Event {
 
 bool is_cuda_event(const Event* event) noexcept;
 // Hands the latest record of `e` to CUDA now if its stream still holds it
-// back (cuda_stream.cc; the events' waits use it too). No order_mutex may be
+// back (cuda_held.cc; the events' waits use it too). No order_mutex may be
 // held.
 void flush_record(CudaEvent* e);
 
@@ -481,9 +392,6 @@ axrt_status_t query_peer(Device* device, Device* peer, axrt_device_peer_info_t* 
 // Finishes a released stream: false, doing nothing, while its work still
 // runs and `wait` is false.
 bool finish_stream(CudaStream* stream, bool wait);
-// The releaser's step: hands the held work of `stream` to CUDA as far as it
-// may go now.
-void release_held_work(CudaStream* stream, HeldDone* done);
 axrt_status_t create_event(Device* device, Event** out_event);
 axrt_status_t synchronize_device(CudaDevice* device);
 axrt_status_t load_code(Device* device, DeviceCodeKind kind, std::string_view target,

@@ -1,13 +1,15 @@
 // CUDA events (docs/cuda-driver.md, "Streams"): a CUDA event per axrt event,
 // recorded on a stream (cuda_stream.cc records and waits); queries and waits
 // on the host find the latest record, which may still be held back behind a
-// host function of its stream ("Work held back behind host functions").
+// host function of its stream ("Work held back behind host functions",
+// cuda_held.cc).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
 
 #include "runtime/drivers/cuda/cuda_driver.h"
+#include "runtime/drivers/cuda/cuda_held.h"
 #include "trace/trace.h"
 
 namespace axrt::cuda {

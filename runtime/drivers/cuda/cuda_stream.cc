@@ -9,7 +9,9 @@
 // back the work enqueued after it: that work waits on the host, in order
 // (CudaStream::held), until the function ran, and then goes to CUDA, or is
 // skipped when the function failed, its event records and deallocations
-// still completed. docs/cuda-driver.md ("Streams") explains the design.
+// still completed. Each operation here takes its place in that order; host
+// calls, the held work and the threads that release it are cuda_held.cc's.
+// docs/cuda-driver.md ("Streams") explains the design.
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -18,29 +20,13 @@
 
 #include "runtime/drivers/cuda/cuda_copy.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
+#include "runtime/drivers/cuda/cuda_held.h"
 #include "runtime/drivers/cuda/cuda_nvtx.h"
 #include "trace/trace.h"
 
 namespace axrt::cuda {
 
-void enter_cuda_callback() noexcept;
-void leave_cuda_callback() noexcept;
-
-// Host work queued on a stream: a user's host function or a step of the
-// runtime's own (a staging copy, a cross-driver wait). The stream owns it;
-// it runs once, on the callback thread or, when the device was lost before
-// CUDA ran it, on the thread that finds that out.
-struct HostCall {
-  CudaStream* stream = nullptr;
-  uint64_t sequence = 0;
-  // May fail the stream: the stream holds back what follows until it ran.
-  bool gating = false;
-  std::function<axrt_status_t(axrt_status_t told)> body;
-  std::atomic<bool> claimed{false};
-  std::atomic<bool> finished{false};
-};
-
-// --- FailureState, HeldRecord ---------------------------------------------
+// --- FailureState -----------------------------------------------------------
 
 FailurePtr FailureState::before(uint64_t sequence) const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -60,55 +46,6 @@ bool FailureState::set(uint64_t sequence, FailurePtr failure) {
   return true;
 }
 
-HeldRecord::HeldRecord(CudaDevice* device, CudaStream* stream, CUevent fence)
-    : device(device), stream(stream), fence(fence) {}
-
-HeldRecord::~HeldRecord() { static_cast<CudaDevice*>(device.get())->recycle_fence(fence); }
-
-void HeldRecord::mark_issued(bool settled) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (issued()) return;
-  settled_.store(settled, std::memory_order_release);
-  issued_.store(true, std::memory_order_release);
-  issued_cv_.notify_all();
-  // Kicked under the lock: a waiter that leaves the list after this point
-  // is queued already, and its finishing takes it out of the queue.
-  for (CudaStream* waiter : waiters_) waiter->cuda_device()->kick(waiter);
-  waiters_.clear();
-}
-
-bool HeldRecord::wait_issued(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (deadline == std::chrono::steady_clock::time_point::max()) {
-    issued_cv_.wait(lock, [&] { return issued(); });
-    return true;
-  }
-  return issued_cv_.wait_until(lock, deadline, [&] { return issued(); });
-}
-
-bool HeldRecord::add_waiter(CudaStream* waiter) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (issued()) return false;
-  if (std::find(waiters_.begin(), waiters_.end(), waiter) == waiters_.end()) {
-    waiters_.push_back(waiter);
-  }
-  return true;
-}
-
-void HeldRecord::remove_waiter(CudaStream* waiter) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase(waiters_, waiter);
-}
-
-CudaStream* HeldRecord::pin_stream() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (issued()) return nullptr;
-  // The stream holds this record until it is issued, which takes this
-  // mutex: pinned now, it stays until unpinned.
-  stream->cuda_device()->pin(stream);
-  return stream;
-}
-
 namespace {
 
 CudaStream* cuda(Stream* stream) { return static_cast<CudaStream*>(stream); }
@@ -117,47 +54,6 @@ CudaStream* cuda(Stream* stream) { return static_cast<CudaStream*>(stream); }
 // with its device lost. Kept, reachable, for the life of the process.
 std::mutex g_orphans_mutex;
 std::vector<std::shared_ptr<HostCall>>* g_orphans = nullptr;
-
-// Taken before any stream's order_mutex by whatever hands another stream's
-// held work to CUDA early (a flush), so that flushes, which lock a chain of
-// streams, never wait for each other in a cycle.
-std::mutex g_flush_mutex;
-
-void run_host_call(HostCall* call, axrt_status_t told) {
-  axrt_status_t result = call->body(told);
-  // A call told of an earlier failure cannot change it: the stream keeps
-  // its first failure.
-  if (result) {
-    if (told) {
-      axrt_status_free(result);
-    } else {
-      call->stream->fail(call->sequence, make_failure(result));
-    }
-  }
-}
-
-void host_call_trampoline(void* user_data) {
-  auto* call = static_cast<HostCall*>(user_data);
-  if (call->claimed.exchange(true, std::memory_order_acq_rel)) {
-    call->finished.store(true, std::memory_order_release);
-    return;
-  }
-  enter_cuda_callback();
-  CudaStream* stream = call->stream;
-  CudaDevice* device = stream->cuda_device();
-  const bool gating = call->gating;
-  FailurePtr failure = stream->failure_before(call->sequence);
-  StatusPtr told(failure ? status_from_failure(failure)
-                         : (device->is_lost() ? device->lost_status() : nullptr));
-  run_host_call(call, told.get());
-  leave_cuda_callback();
-  // The call may be reaped from here on; the stream lives until CUDA saw
-  // this function return.
-  call->finished.store(true, std::memory_order_release);
-  // What the call held back may go on (or be skipped) now. A lost device
-  // has the releaser abandon held work on its own.
-  if (gating && !device->is_lost()) device->kick(stream);
-}
 
 }  // namespace
 
@@ -248,212 +144,7 @@ void CudaStream::reap(bool all) {
   }
 }
 
-// --- Held work ----------------------------------------------------------------
-
-void HeldDone::add(std::unique_ptr<HeldOp> op) noexcept {
-  HeldOp* raw = op.get();
-  if (tail_) {
-    tail_->done_next_ = std::move(op);
-  } else {
-    head_ = std::move(op);
-  }
-  tail_ = raw;
-}
-
-void HeldDone::finish() noexcept {
-  // One at a time: a long chain must not be destroyed recursively.
-  while (head_) {
-    std::unique_ptr<HeldOp> op = std::move(head_);
-    head_ = std::move(op->done_next_);
-    op->after_run();
-  }
-  tail_ = nullptr;
-}
-
 namespace {
-
-// Held work that runs a callable: `f(how)`.
-template <class F>
-class HeldCall final : public HeldOp {
- public:
-  HeldCall(uint64_t sequence, F f) : HeldOp(sequence), f_(std::move(f)) {}
-  axrt_status_t run(Disposition how) override { return f_(how); }
-
- private:
-  F f_;
-};
-
-template <class F>
-std::unique_ptr<HeldOp> make_held(uint64_t sequence, F f) {
-  return std::make_unique<HeldCall<F>>(sequence, std::move(f));
-}
-
-// Under order_mutex: keeps `holding` (and the device's count) up to date.
-void update_holding(CudaStream* s) {
-  const bool holding = s->gate != nullptr || !s->held.empty();
-  if (holding == s->holding.load(std::memory_order_relaxed)) return;
-  s->holding.store(holding, std::memory_order_release);
-  CudaDevice* d = s->cuda_device();
-  if (holding) {
-    d->held_streams.fetch_add(1, std::memory_order_acq_rel);
-  } else {
-    d->held_streams.fetch_sub(1, std::memory_order_acq_rel);
-    d->note_released();
-  }
-}
-
-void flush_locked(CudaStream* s, const HeldRecord* through, HeldDone* done);
-
-// Under s->order_mutex: hands held work to CUDA in order, as far as it may
-// go: up to a host function that may fail the stream and has not run yet, or
-// up to a wait for a record that another stream still holds back (the
-// stream is then kicked when that record is issued). Work behind a failure
-// is skipped, work of a lost device abandoned. A flush (`all`, or `through`
-// a record of this stream; the caller holds g_flush_mutex) hands work over
-// whatever holds it back, first flushing the records of other streams it
-// waits for.
-void drain(CudaStream* s, HeldDone* done, bool all = false,
-           const HeldRecord* through = nullptr) {
-  CudaDevice* d = s->cuda_device();
-  ContextScope scope(d);
-  for (;;) {
-    const bool lost = d->is_lost();
-    if (s->gate && (lost || s->gate->finished.load(std::memory_order_acquire))) s->gate.reset();
-    const bool forcing = all || (through && !through->issued());
-    if (s->held.empty() || (s->gate && !forcing)) break;
-    HeldOp& next = *s->held.front();
-    const Disposition how = lost                                  ? Disposition::kAbandon
-                            : s->failure_before(next.sequence)    ? Disposition::kSkip
-                                                                  : Disposition::kIssue;
-    if (how == Disposition::kIssue && next.after && !next.after->issued()) {
-      if (forcing) {
-        if (CudaStream* other = next.after->pin_stream()) {
-          flush_locked(other, next.after.get(), done);
-          other->cuda_device()->unpin(other);
-        }
-        if (!next.after->issued()) break;  // flushing issues it; never loop
-      } else if (next.after->add_waiter(s)) {
-        break;
-      }
-      continue;
-    }
-    std::unique_ptr<HeldOp> op = std::move(s->held.front());
-    s->held.pop_front();
-    if (op->after) op->after->remove_waiter(s);
-    // Work handed over later than its enqueue has no caller to tell.
-    if (axrt_status_t status =
-            guard("work held back behind a host function", [&] { return op->run(how); })) {
-      if (how == Disposition::kIssue && !d->is_lost()) {
-        s->fail(op->sequence, make_failure(status));
-      } else {
-        axrt_status_free(status);  // skipped or abandoned work fails nothing more
-      }
-    }
-    done->add(std::move(op));
-  }
-  update_holding(s);
-}
-
-void flush_locked(CudaStream* s, const HeldRecord* through, HeldDone* done) {
-  std::lock_guard<std::mutex> lock(s->order_mutex);
-  drain(s, done, false, through);
-}
-
-// Under s->order_mutex: whether new work may go to CUDA now, after the held
-// work that may.
-bool ready(CudaStream* s, HeldDone* done) {
-  if (!s->holding.load(std::memory_order_relaxed)) return true;
-  if (!in_cuda_callback()) drain(s, done);
-  return !s->holding.load(std::memory_order_relaxed);
-}
-
-// Under s->order_mutex: queues `op` behind the work the stream holds.
-axrt_status_t hold(CudaStream* s, std::unique_ptr<HeldOp> op) {
-  s->held.push_back(std::move(op));
-  update_holding(s);
-  return nullptr;
-}
-
-// Hands the held work of `s` to CUDA, or skips it, waiting for what holds it
-// back (synchronize). An error is one of CUDA's while waiting; after the
-// device's loss the held work is abandoned and the caller's next wait says
-// so.
-axrt_status_t release_held(CudaStream* s) {
-  CudaDevice* d = s->cuda_device();
-  while (s->holding.load(std::memory_order_acquire)) {
-    std::shared_ptr<HostCall> gate;
-    {
-      HeldDone done;
-      std::lock_guard<std::mutex> lock(s->order_mutex);
-      drain(s, &done);
-      gate = s->gate;
-    }
-    if (!s->holding.load(std::memory_order_acquire)) break;
-    if (!gate) {
-      // A record another stream holds back; that stream goes on by itself.
-      d->wait_for_release(std::chrono::milliseconds(1));
-      continue;
-    }
-    const CUresult result = d->cu.cuStreamSynchronize(s->stream);
-    if (result != CUDA_SUCCESS) {
-      axrt_status_t status = d->check(result, "cuStreamSynchronize");
-      if (!d->is_lost()) return status;
-      axrt_status_free(status);
-    }
-  }
-  return nullptr;
-}
-
-// Runs, on this thread, every host call of `stream` CUDA has not run: the
-// device is lost and CUDA will run nothing more.
-void run_abandoned_calls(CudaStream* stream) {
-  std::vector<std::shared_ptr<HostCall>> pending;
-  {
-    std::lock_guard<std::mutex> lock(stream->host_calls_mutex);
-    pending = stream->host_calls;
-  }
-  StatusPtr lost(stream->cuda_device()->lost_status());
-  for (const auto& call : pending) {
-    if (call->claimed.exchange(true, std::memory_order_acq_rel)) continue;
-    run_host_call(call.get(), lost.get());
-  }
-}
-
-// Queues `body` on `on` (the stream's CUDA stream or its staging stream) as
-// host work at `sequence`. A `gating` call (on the stream itself) holds back
-// the work enqueued after it until it ran. Under order_mutex.
-axrt_status_t enqueue_host_call(CudaStream* stream, CUstream on, uint64_t sequence,
-                                std::function<axrt_status_t(axrt_status_t)> body, bool gating) {
-  auto call = std::make_shared<HostCall>();
-  call->stream = stream;
-  call->sequence = sequence;
-  call->gating = gating;
-  call->body = std::move(body);
-  HostCall* raw = call.get();
-  {
-    std::lock_guard<std::mutex> lock(stream->host_calls_mutex);
-    stream->host_calls.push_back(call);
-  }
-  CudaDevice* d = stream->cuda_device();
-  const CUresult result = d->cu.cuLaunchHostFunc(on, host_call_trampoline, raw);
-  if (result != CUDA_SUCCESS) {
-    raw->claimed.store(true);
-    raw->finished.store(true);
-    return d->check(result, "cuLaunchHostFunc");
-  }
-  if (gating) {
-    stream->gate = std::move(call);
-    update_holding(stream);
-  }
-  return nullptr;
-}
-
-// Whether a host call enqueued now on `s` may fail it, and so holds back what
-// follows: not once the stream failed (the call is told, and cannot change
-// the failure), nor once other libraries enqueue onto the stream directly.
-bool may_gate(const CudaStream* s) {
-  return !s->native_handed_out.load(std::memory_order_relaxed) && !s->failure();
-}
 
 // Under order_mutex, before work that may touch device memory: the stream
 // waits, on the device, for the pool allocations made since it last did
@@ -953,30 +644,6 @@ axrt_status_t issue_foreign_wait(CudaStream* s, Ref<Object> event, uint64_t sequ
   return s->retain_until_done(std::move(keep), nullptr, {});
 }
 
-}  // namespace
-
-// Hands the latest record of `e` to CUDA now if its stream still holds it
-// back, so that a stream that holds nothing back (one whose native queue was
-// handed out) or a native queue can wait for it on the device. Takes
-// g_flush_mutex: no order_mutex may be held.
-void flush_record(CudaEvent* e) {
-  if (in_cuda_callback()) return;  // no CUDA call there
-  HeldDone done;
-  std::lock_guard<std::mutex> flush(g_flush_mutex);
-  std::shared_ptr<HeldRecord> record;
-  {
-    std::lock_guard<std::mutex> lock(e->record_mutex);
-    record = e->held_record;
-  }
-  if (!record) return;
-  if (CudaStream* source = record->pin_stream()) {
-    flush_locked(source, record.get(), &done);
-    source->cuda_device()->unpin(source);
-  }
-}
-
-namespace {
-
 axrt_status_t stream_wait_event(Stream* stream, Event* event) {
   CudaStream* s = cuda(stream);
   CudaDevice* d = s->cuda_device();
@@ -1260,35 +927,15 @@ axrt_status_t stream_get_native_handle(Stream* stream, void** out_handle) {
   if (!s->native_handed_out.load(std::memory_order_acquire)) {
     ContextScope scope(d);
     HeldDone done;
-    std::lock_guard<std::mutex> flush(g_flush_mutex);
+    std::lock_guard<std::mutex> flush(flush_mutex());
     std::lock_guard<std::mutex> order(s->order_mutex);
     s->native_handed_out.store(true, std::memory_order_release);
-    if (!in_cuda_callback()) drain(s, &done, true);
-    // A host function still running that held work back holds nothing from
-    // now on: what the stream enqueues next goes to CUDA at once, in order
-    // with what another library enqueues on the handle.
-    s->gate.reset();
-    update_holding(s);
+    stop_holding(s, &done);
     // What the other library enqueues may use buffers allocated so far.
     AXRT_RETURN_IF_ERROR(wait_for_allocations(s));
   }
   *out_handle = s->stream;
   return nullptr;
-}
-
-
-// Before a released stream is finished: nothing held back any more, and the
-// releaser done with it. Without `wait`, only a stream that holds nothing
-// qualifies, and no order_mutex is taken (this may run while another
-// stream's lock is held, from references released under it).
-bool settle_held_work(CudaStream* s, bool wait) {
-  CudaDevice* d = s->cuda_device();
-  if (!wait) return !s->holding.load(std::memory_order_acquire) && d->leave_releaser(s, false);
-  d->leave_releaser(s, true);
-  // A CUDA error other than the device's loss while waiting leaves what is
-  // held to be dropped with the stream: nothing could run it.
-  StatusPtr(release_held(s));
-  return true;
 }
 
 }  // namespace
@@ -1297,11 +944,6 @@ axrt_status_t enqueue_staging_call(CudaStream* s,
                                    std::function<axrt_status_t(axrt_status_t)> body) {
   return enqueue_host_call(s, s->staging_stream, s->sequence.load(std::memory_order_relaxed),
                            std::move(body), false);
-}
-
-void release_held_work(CudaStream* s, HeldDone* done) {
-  std::lock_guard<std::mutex> lock(s->order_mutex);
-  drain(s, done);
 }
 
 bool finish_stream(CudaStream* s, bool wait) {
