@@ -69,8 +69,9 @@ build: venv-build
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
 
 # The one GPU command (docs/gpu-validation.md): `make gpu-bundle` on a build
-# machine (after `make test`) makes build/gpu-bundle, a Release build with
-# relative run paths, the CUDA kernels and the test models; carried with the
+# machine (after `make test`) makes build/gpu-bundle (bundle.tar.xz): a
+# Release build with relative run paths, the CUDA kernels and the test
+# models, packed; carried with the
 # tree to a GPU machine, `make gpu-check` runs every GPU check from it and
 # writes the results under $(GPU_CHECK_OUT). GPU_CHECK_FLAGS=--mock rehearses
 # it on the mock Driver API.

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # What `make gpu-check` runs on a GPU machine, made on a build machine
 # (`make gpu-bundle`): a Release build with run paths relative to each
-# binary ($ORIGIN), copied into one small folder that travels with a copy of
-# the tree, so the GPU machine needs no compiler, no packages and no network.
+# binary ($ORIGIN), copied into one folder and packed as DIR/bundle.tar.xz
+# (about 10 MB for 40 MB of files), which travels with a copy of the tree,
+# so the GPU machine needs no compiler, no packages and no network;
+# tools/gpu_check.sh unpacks it into a temporary folder there. The unpacked
+# folder stays here as DIR.d (`tools/gpu_check.sh --bundle DIR.d` runs it
+# as it is).
 #
 #   tools/gpu_bundle.sh [--out DIR] [--python PY]   (default build/gpu-bundle)
 #
-# The folder keeps the build tree's layout for what it holds:
+# The packed folder keeps the build tree's layout for what it holds:
 #   runtime/libaxrt.so*          the library
 #   tools/axrt/axrt              the command-line tool (`axrt devices`)
 #   abi/cts/axrt_cts             the conformance suite
@@ -79,6 +83,8 @@ if [[ $bench == ON ]]; then targets+=(axrt_cuda_bench); fi
 if [[ -n $gpu_python ]]; then targets+=(axrt_python axrt_python_files); fi
 cmake --build "$tree" -j "$(nproc)" --target "${targets[@]}"
 
+carried=$out
+out="$carried.d"
 rm -rf "$out"
 mkdir -p "$out"
 copy() {  # copy PATH (relative to the tree) into the bundle, keeping links
@@ -152,4 +158,10 @@ done
   echo "benchmarks $bench"
   if [[ -n $gpu_python ]]; then echo "python $("$gpu_venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"; fi
 } > "$out/MANIFEST"
-echo "gpu_bundle: $out, $(du -sh "$out" | cut -f1) (carry it with the tree: build/gpu-bundle)"
+
+rm -rf "$carried"
+mkdir -p "$carried"
+tar -C "$out" -cf - . | xz -6 -T0 > "$carried/bundle.tar.xz"
+cp "$out/MANIFEST" "$carried/MANIFEST"
+echo "gpu_bundle: $carried/bundle.tar.xz, $(du -sh "$carried" | cut -f1) packed from" \
+     "$(du -sh "$out" | cut -f1) in $out (carry $carried with the tree)"

@@ -53,6 +53,22 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+if [[ ! -x $bundle/tools/axrt/axrt && -f $bundle/bundle.tar.xz ]]; then
+  # A packed bundle (tools/gpu_bundle.sh): unpacked for this run only.
+  unpacked=$(mktemp -d "${TMPDIR:-/tmp}/axrt-gpu-bundle.XXXXXX")
+  trap 'rm -rf "$unpacked"' EXIT
+  if command -v xz >/dev/null; then
+    unpack() { xz -dc "$bundle/bundle.tar.xz" | tar -C "$unpacked" -xf -; }
+  else  # Python's own lzma, where xz is not installed
+    unpack() { python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+                 "$bundle/bundle.tar.xz" "$unpacked"; }
+  fi
+  if ! unpack; then
+    echo "gpu_check: $bundle/bundle.tar.xz does not unpack" >&2
+    exit 2
+  fi
+  bundle=$unpacked
+fi
 if [[ ! -x $bundle/tools/axrt/axrt ]]; then
   echo "gpu_check: no bundle at $bundle: make one with \`make gpu-bundle\` on a build machine" \
        "and carry build/gpu-bundle with the tree" >&2
