@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -937,6 +938,105 @@ KernelCase KvCacheWriteLow(LowKv kind) {
   return c;
 }
 
+// Rope then the cache write, fused: the rotated row within rope's bound of
+// the double-precision rotation, and the cache rows exactly the rotated keys
+// and the values as the cache's element type stores them (f32 as they are),
+// every other byte of the cache kept.
+KernelCase RopeKvCacheWrite(std::optional<LowKv> kind) {
+  LowLayout layout{PagedShape{}, kind.value_or(LowKv::kBf16)};
+  PagedShape& s = layout.s;
+  s.head_dim = 16;
+  const uint64_t T = 8, per_seq = 4, rotated = s.heads + s.kv_heads;
+  const float scaling = 1.25f;
+  const std::vector<float> qkv = RandomFloats(T * s.row_stride(), 171, -3.0f, 3.0f);
+  const std::vector<int32_t> positions = {5, 6, 7, 8, 17, 18, 19, 20};
+  const std::vector<int32_t> tables = BlockTables(s, 2, 172);
+  std::vector<float> inv_freq(s.head_dim / 2);
+  for (uint64_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) /
+                                                           static_cast<double>(s.head_dim)));
+  }
+  std::vector<uint8_t> cache(kind ? layout.bytes() : s.cache_size() * 4);
+  std::mt19937 random(173);
+  for (uint8_t& b : cache) b = static_cast<uint8_t>(random());
+  KernelCase c;
+  c.kernel = !kind                  ? "axrt_rope_kv_cache_write_f32"
+             : *kind == LowKv::kBf16 ? "axrt_rope_kv_cache_write_bf16"
+                                     : "axrt_rope_kv_cache_write_fp8_e4m3";
+  c.description = "2 sequences of 4 tokens, 4 + 2 heads of 16 rotated, blocks of 4";
+  c.grid = {static_cast<uint32_t>(T), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(inv_freq)), InputBuffer(BytesOf(tables)), InputBuffer(cache)};
+  c.buffers[0].writable = true;
+  c.buffers[0].fully_written = false;
+  c.buffers[4].writable = true;
+  c.buffers[4].fully_written = false;
+  c.scalars = {T,          per_seq,      rotated,        s.layer,      s.num_blocks,
+               s.kv_heads, s.block_size, s.head_dim,     s.max_blocks, s.row_stride(),
+               s.k_offset(), F32Bits(scaling)};
+  std::vector<double> want(qkv.begin(), qkv.end()), bound(qkv.size(), 0.0);
+  const uint64_t half = s.head_dim / 2;
+  for (uint64_t t = 0; t < T; ++t) {
+    for (uint64_t h = 0; h < rotated; ++h) {
+      const uint64_t base = t * s.row_stride() + h * s.head_dim;
+      for (uint64_t i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+        const double cosine = std::cos(static_cast<double>(angle)) * scaling;
+        const double sine = std::sin(static_cast<double>(angle)) * scaling;
+        const double a = qkv[base + i], b = qkv[base + i + half];
+        want[base + i] = a * cosine - b * sine;
+        want[base + i + half] = b * cosine + a * sine;
+        bound[base + i] = bound[base + i + half] =
+            1e-6 * scaling * (std::fabs(a) + std::fabs(b)) + 1e-7;
+      }
+    }
+  }
+  c.check = [=](std::span<const std::vector<uint8_t>> buffers) {
+    const std::vector<float> rows = ValuesOf<float>(buffers[0]);
+    CheckNear(rows, want, bound, c.kernel + " (qkv)");
+    // What the cache must hold: `cache` with each token's rotated keys and
+    // its values (from the kernel's own qkv) stored at its slot.
+    std::vector<uint8_t> expect = cache;
+    for (uint64_t t = 0; t < T; ++t) {
+      const uint64_t p = static_cast<uint64_t>(positions[t]);
+      const uint64_t block =
+          static_cast<uint64_t>(tables[(t / per_seq) * s.max_blocks + p / s.block_size]);
+      const uint64_t slot = p % s.block_size;
+      for (uint64_t kv = 0; kv < 2; ++kv) {
+        for (uint64_t g = 0; g < s.kv_heads; ++g) {
+          const float* row = rows.data() + t * s.row_stride() + s.k_offset() +
+                             (kv * s.kv_heads + g) * s.head_dim;
+          if (!kind) {
+            for (uint64_t d = 0; d < s.head_dim; ++d) {
+              const uint64_t at = ((((s.layer * 2 + kv) * s.num_blocks + block) * s.kv_heads + g) *
+                                       s.block_size + slot) * s.head_dim + d;
+              std::memcpy(&expect[at * 4], &row[d], 4);
+            }
+            continue;
+          }
+          const uint64_t base = layout.Base(s.layer, kv, block, g);
+          if (*kind == LowKv::kBf16) {
+            for (uint64_t d = 0; d < s.head_dim; ++d) {
+              const uint16_t h = Bf16Nearest(row[d]);
+              std::memcpy(&expect[layout.Element(base, slot, d)], &h, 2);
+            }
+            continue;
+          }
+          float amax = 0.0f;
+          for (uint64_t d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(row[d]));
+          const float scale = amax / 448.0f;
+          for (uint64_t d = 0; d < s.head_dim; ++d) {
+            expect[layout.Element(base, slot, d)] = scale == 0.0f ? 0 : E4m3Nearest(row[d] / scale);
+          }
+          std::memcpy(&expect[layout.Scale(base, slot)], &scale, 4);
+        }
+      }
+    }
+    CHECK(buffers[4] == expect);
+  };
+  return c;
+}
+
 // Decode over a cache of random bf16 patterns or fp8 codes and scales: the
 // f32 bound of attention over the values they stand for.
 KernelCase AttentionLow(LowKv kind) {
@@ -1116,6 +1216,9 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(KvCacheWriteLow(LowKv::kFp8));
   cases.push_back(AttentionLow(LowKv::kBf16));
   cases.push_back(AttentionLow(LowKv::kFp8));
+  cases.push_back(RopeKvCacheWrite(std::nullopt));
+  cases.push_back(RopeKvCacheWrite(LowKv::kBf16));
+  cases.push_back(RopeKvCacheWrite(LowKv::kFp8));
   cases.push_back(Sample());
   return cases;
 }

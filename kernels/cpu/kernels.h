@@ -225,6 +225,30 @@ struct KvCacheWriteArgs {
 };
 static_assert(sizeof(KvCacheWriteArgs) == 112);
 
+// axrt_rope_f32 of each token's row (`heads` heads from column 0), then
+// axrt_kv_cache_write_* of its keys and values: one pass, the same bits
+// (docs/kernels.md, "Fused kernels").
+struct RopeKvCacheWriteArgs {
+  float* qkv;
+  const int32_t* positions;
+  const float* inv_freq;
+  const int32_t* block_tables;
+  void* cache;
+  uint64_t T;
+  uint64_t tokens_per_seq;
+  uint64_t heads;
+  uint64_t layer;
+  uint64_t num_blocks;
+  uint64_t kv_heads;
+  uint64_t block_size;
+  uint64_t head_dim;
+  uint64_t max_blocks;
+  uint64_t row_stride;
+  uint64_t k_offset;
+  float attention_scaling;
+};
+static_assert(sizeof(RopeKvCacheWriteArgs) == 136);
+
 // Prefill (`count` = T, one block table) and decode (`count` = B, a block
 // table per sequence) take the same block.
 struct AttentionArgs {
@@ -329,6 +353,15 @@ axrt_kernel_result_t axrt_kv_cache_write_bf16(const void* args,
 axrt_kernel_result_t axrt_kv_cache_write_fp8_e4m3(const void* args,
                                                   const axrt_kernel_dispatch_t* dispatch,
                                                   const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_rope_kv_cache_write_f32(const void* args,
+                                                  const axrt_kernel_dispatch_t* dispatch,
+                                                  const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_rope_kv_cache_write_bf16(const void* args,
+                                                   const axrt_kernel_dispatch_t* dispatch,
+                                                   const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_rope_kv_cache_write_fp8_e4m3(const void* args,
+                                                       const axrt_kernel_dispatch_t* dispatch,
+                                                       const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_attention_prefill_f32(const void* args,
                                                 const axrt_kernel_dispatch_t* dispatch,
                                                 const axrt_kernel_workgroup_t* workgroup);

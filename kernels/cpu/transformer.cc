@@ -94,22 +94,25 @@ extern "C" axrt_kernel_result_t axrt_embedding_bf16(const void* args, const axrt
   return AXRT_KERNEL_OK;
 }
 
-extern "C" axrt_kernel_result_t axrt_rope_f32(const void* args, const axrt_kernel_dispatch_t*,
-                                              const axrt_kernel_workgroup_t* workgroup) {
-  const auto* a = static_cast<const RopeArgs*>(args);
-  uint64_t t;
-  if (!row_of(workgroup, a->T, &t)) return AXRT_KERNEL_OK;
-  const uint64_t D = a->head_dim;
-  if (D == 0 || D % 2 != 0 || a->heads > a->row_stride / D) {
+namespace axrt::kernels::cpu {
+namespace {
+
+axrt_kernel_result_t rope_check(uint64_t heads, uint64_t D, uint64_t row_stride,
+                                const axrt_kernel_workgroup_t* workgroup) {
+  if (D == 0 || D % 2 != 0 || heads > row_stride / D) {
     return invalid_argument(workgroup,
                             "head_dim %" PRIu64 " must be even and positive, and %" PRIu64
                             " heads must fit a row of %" PRIu64,
-                            D, a->heads, a->row_stride);
+                            D, heads, row_stride);
   }
+  return AXRT_KERNEL_OK;
+}
+
+// Rotates the first `heads` heads of `row` for `position`.
+void rope_row(float* row, int32_t position_id, const float* inv_freq, uint64_t heads, uint64_t D,
+              float s) {
   const uint64_t half = D / 2;
-  const float position = static_cast<float>(a->positions[t]);
-  const float s = a->attention_scaling;
-  float* row = a->x + t * a->row_stride;
+  const float position = static_cast<float>(position_id);
   for (uint64_t i0 = 0; i0 < half; i0 += kRopeChunk) {
     const uint64_t n = std::min(kRopeChunk, half - i0);
     float c[kRopeChunk];
@@ -117,11 +120,11 @@ extern "C" axrt_kernel_result_t axrt_rope_f32(const void* args, const axrt_kerne
     for (uint64_t i = 0; i < n; ++i) {
       // The angle is the f32 product, as the contract says; its cosine and
       // sine in double, so that large angles keep every digit f32 can hold.
-      const float angle = position * a->inv_freq[i0 + i];
+      const float angle = position * inv_freq[i0 + i];
       c[i] = static_cast<float>(std::cos(static_cast<double>(angle))) * s;
       sn[i] = static_cast<float>(std::sin(static_cast<double>(angle))) * s;
     }
-    for (uint64_t h = 0; h < a->heads; ++h) {
+    for (uint64_t h = 0; h < heads; ++h) {
       float* __restrict x0 = row + h * D + i0;
       float* __restrict x1 = x0 + half;
       for (uint64_t i = 0; i < n; ++i) {
@@ -132,6 +135,21 @@ extern "C" axrt_kernel_result_t axrt_rope_f32(const void* args, const axrt_kerne
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace axrt::kernels::cpu
+
+extern "C" axrt_kernel_result_t axrt_rope_f32(const void* args, const axrt_kernel_dispatch_t*,
+                                              const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const RopeArgs*>(args);
+  uint64_t t;
+  if (!row_of(workgroup, a->T, &t)) return AXRT_KERNEL_OK;
+  if (const axrt_kernel_result_t r = rope_check(a->heads, a->head_dim, a->row_stride, workgroup)) {
+    return r;
+  }
+  rope_row(a->x + t * a->row_stride, a->positions[t], a->inv_freq, a->heads, a->head_dim,
+           a->attention_scaling);
   return AXRT_KERNEL_OK;
 }
 
@@ -148,12 +166,11 @@ extern "C" axrt_kernel_result_t axrt_silu_mul_f32(const void* args, const axrt_k
 namespace axrt::kernels::cpu {
 namespace {
 
-// Writes token t's keys and values into the cache as `kind` (kv_cache.h).
-axrt_kernel_result_t kv_cache_write(kv::Kind kind, const void* args,
-                                    const axrt_kernel_workgroup_t* workgroup) {
-  const auto* a = static_cast<const KvCacheWriteArgs*>(args);
-  uint64_t t;
-  if (!row_of(workgroup, a->T, &t)) return AXRT_KERNEL_OK;
+// Checks that token t of `a` has a cache slot (its block in the pool); the
+// block and the slot in it on success.
+axrt_kernel_result_t kv_slot(kv::Kind kind, const KvCacheWriteArgs* a, uint64_t t,
+                             const axrt_kernel_workgroup_t* workgroup, uint64_t* block_out,
+                             uint64_t* slot_out) {
   const uint64_t D = a->head_dim;
   const uint64_t KVH = a->kv_heads;
   const uint64_t BS = a->block_size;
@@ -188,7 +205,17 @@ axrt_kernel_result_t kv_cache_write(kv::Kind kind, const void* args,
                             ")",
                             t, sequence, position, logical, block, a->num_blocks);
   }
-  const uint64_t slot = static_cast<uint64_t>(position) % BS;
+  *block_out = static_cast<uint64_t>(block);
+  *slot_out = static_cast<uint64_t>(position) % BS;
+  return AXRT_KERNEL_OK;
+}
+
+// Stores token t's keys and values at `slot` of `block` as `kind` (kv_cache.h).
+void kv_store(kv::Kind kind, const KvCacheWriteArgs* a, uint64_t t, uint64_t block,
+              uint64_t slot) {
+  const uint64_t D = a->head_dim;
+  const uint64_t KVH = a->kv_heads;
+  const uint64_t BS = a->block_size;
   const float* keys = a->qkv + t * a->row_stride + a->k_offset;
   const float* values = keys + KVH * D;
   auto* cache = static_cast<uint8_t*>(a->cache);
@@ -196,12 +223,45 @@ axrt_kernel_result_t kv_cache_write(kv::Kind kind, const void* args,
   for (uint64_t plane = 0; plane < 2; ++plane) {
     const float* src = plane == 0 ? keys : values;
     for (uint64_t h = 0; h < KVH; ++h) {
-      uint8_t* run = cache + kv::run_offset(kind, a->layer, plane, static_cast<uint64_t>(block),
-                                            a->num_blocks, KVH, h, BS, D);
+      uint8_t* run = cache + kv::run_offset(kind, a->layer, plane, block, a->num_blocks, KVH, h, BS, D);
       kv::write_row(kind, src + h * D, D, run + slot * D * element,
                     run + BS * D * element + slot * 4);
     }
   }
+}
+
+axrt_kernel_result_t kv_cache_write(kv::Kind kind, const void* args,
+                                    const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const KvCacheWriteArgs*>(args);
+  uint64_t t;
+  if (!row_of(workgroup, a->T, &t)) return AXRT_KERNEL_OK;
+  uint64_t block = 0;
+  uint64_t slot = 0;
+  if (const axrt_kernel_result_t r = kv_slot(kind, a, t, workgroup, &block, &slot)) return r;
+  kv_store(kind, a, t, block, slot);
+  return AXRT_KERNEL_OK;
+}
+
+// Rope on token t's row, then its keys and values into the cache: every
+// check of both before either writes.
+axrt_kernel_result_t rope_kv_cache_write(kv::Kind kind, const void* args,
+                                         const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const RopeKvCacheWriteArgs*>(args);
+  uint64_t t;
+  if (!row_of(workgroup, a->T, &t)) return AXRT_KERNEL_OK;
+  if (const axrt_kernel_result_t r = rope_check(a->heads, a->head_dim, a->row_stride, workgroup)) {
+    return r;
+  }
+  const KvCacheWriteArgs write{a->qkv,        a->positions,  a->block_tables, a->cache,
+                               a->T,          a->tokens_per_seq, a->layer,    a->num_blocks,
+                               a->kv_heads,   a->block_size, a->head_dim,     a->max_blocks,
+                               a->row_stride, a->k_offset};
+  uint64_t block = 0;
+  uint64_t slot = 0;
+  if (const axrt_kernel_result_t r = kv_slot(kind, &write, t, workgroup, &block, &slot)) return r;
+  rope_row(a->qkv + t * a->row_stride, a->positions[t], a->inv_freq, a->heads, a->head_dim,
+           a->attention_scaling);
+  kv_store(kind, &write, t, block, slot);
   return AXRT_KERNEL_OK;
 }
 
@@ -223,4 +283,19 @@ extern "C" axrt_kernel_result_t axrt_kv_cache_write_bf16(const void* args,
 extern "C" axrt_kernel_result_t axrt_kv_cache_write_fp8_e4m3(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
   return kv_cache_write(kv::Kind::kFp8E4m3, args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_rope_kv_cache_write_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return rope_kv_cache_write(kv::Kind::kF32, args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_rope_kv_cache_write_bf16(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return rope_kv_cache_write(kv::Kind::kBf16, args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_rope_kv_cache_write_fp8_e4m3(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return rope_kv_cache_write(kv::Kind::kFp8E4m3, args, workgroup);
 }

@@ -198,12 +198,14 @@ def test_low_precision_kv_caches_match_transformers_on_rounded_keys_and_values(
 
 
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("weights", ["f32", "int4"])
-def test_fused_kernels_give_the_same_logits_bit_for_bit(converted, model, weights):
-    """A residual add and the norm after it as one kernel: the same bits as the two."""
+@pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("int4", "f32"), ("f32", "bf16"),
+                                         ("f32", "fp8_e4m3")])
+def test_fused_kernels_give_the_same_logits_bit_for_bit(converted, model, weights, kv):
+    """A residual add and the norm after it, and rope and the cache write, as one kernel
+    each: the same bits as the kernels they stand for."""
     ref = reference(model, "f32")
-    plain = axrt.llm.load(converted(model, weights))
-    fused = axrt.llm.load(converted(model, weights, fused=True))
+    plain = axrt.llm.load(converted(model, weights, kv=kv))
+    fused = axrt.llm.load(converted(model, weights, kv=kv, fused=True))
     assert fused.config.fused_kernels and not plain.config.fused_kernels
     for i, prompt in prompts(ref):
         rows = {}

@@ -27,7 +27,8 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_kv_cache_write_f32", "axrt_attention_prefill_f32", "axrt_attention_decode_f32",
            "axrt_kv_cache_write_bf16", "axrt_kv_cache_write_fp8_e4m3",
            "axrt_attention_decode_kv_bf16", "axrt_attention_decode_kv_fp8_e4m3",
-           "axrt_add_rmsnorm_f32",
+           "axrt_add_rmsnorm_f32", "axrt_rope_kv_cache_write_f32", "axrt_rope_kv_cache_write_bf16",
+           "axrt_rope_kv_cache_write_fp8_e4m3",
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
            "axrt_matmul_gptq_int4_q8_f32"]
 
@@ -617,6 +618,47 @@ def test_add_rmsnorm(device):
     s64 = sums.astype(np.float64)
     want = s64 / np.sqrt((s64 ** 2).mean(axis=1, keepdims=True) + np.float32(eps)) * gamma
     assert np.all(np.abs(got - want) <= 1e-5 * np.abs(want) + 1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "fp8_e4m3"])
+def test_rope_kv_cache_write_is_rope_then_the_write(device, dtype):
+    """Bit for bit the two kernels it stands for: the rotated rows and every byte of the
+    cache."""
+    rng = np.random.default_rng(19)
+    heads, kv_heads, head_dim, L, layer, max_blocks = 8, 2, 64, 2, 1, 6
+    S, T = 2, 10
+    positions = np.concatenate([np.arange(3, 8), np.arange(40, 45)]).astype(np.int32)
+    num_blocks = S * max_blocks + 2
+    tables = scattered_tables(rng, S, max_blocks, num_blocks)
+    row_stride = (heads + 2 * kv_heads) * head_dim + 3
+    qkv = rng.standard_normal((T, row_stride), dtype=np.float32)
+    inv_freq = llama3_inv_freq(head_dim)
+    f32 = rng.standard_normal((L, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
+    cache = f32 if dtype == "f32" else stored_cache(f32, dtype)[0]
+    rotated = heads + kv_heads
+    (rope_out,) = run("axrt_rope_f32", ROPE, T, {"x_in": qkv, "positions": positions,
+                                                 "inv_freq": inv_freq},
+                      {"x": (np.float32, qkv.shape)},
+                      lambda f: [f.output(0), f.input(1), f.input(2), T, rotated, head_dim,
+                                 row_stride, 1.0],
+                      device, copies=[(0, 0)])
+    write = kv_write_call if dtype == "f32" else (
+        lambda *a, **k: low_kv_write_call(dtype, *a, **k))
+    want_cache = write(rope_out, positions, tables, cache, T=T, tokens_per_seq=5, layer=layer,
+                       kv_heads=kv_heads, head_dim=head_dim, row_stride=row_stride,
+                       k_offset=heads * head_dim, device=device)
+    kernel = f"axrt_rope_kv_cache_write_{dtype}"
+    got_qkv, got_cache = run(
+        kernel, params(kernel), T,
+        {"qkv_in": qkv, "positions": positions, "inv_freq": inv_freq, "block_tables": tables,
+         "cache_in": cache},
+        {"qkv": (np.float32, qkv.shape), "cache": (cache.dtype, cache.shape)},
+        lambda f: [f.output(0), f.input(1), f.input(2), f.input(3), f.output(1), T, 5, rotated,
+                   layer, num_blocks, kv_heads, BS, head_dim, max_blocks, row_stride,
+                   heads * head_dim, 1.0],
+        device, copies=[(0, 0), (4, 1)])
+    np.testing.assert_array_equal(got_qkv, rope_out)
+    np.testing.assert_array_equal(got_cache.view(np.uint8), want_cache.view(np.uint8))
 
 
 # ---------------------------------------------------------------------------

@@ -35,9 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                               "per token and head) quarters it; not exact (docs/kernels.md, "
                               "\"KV cache\"; default f32)")
     convert.add_argument("--fused-kernels", action="store_true",
-                         help="run each residual add and the norm after it as one kernel "
-                              "(the same results, fewer passes over memory; off by default "
-                              "until validated on a GPU)")
+                         help="run each residual add and the norm after it, and rope and "
+                              "the KV-cache write, as one kernel each (the same results, fewer "
+                              "passes over memory; off by default until validated on a GPU)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")

@@ -42,6 +42,10 @@ KV_CACHE_DTYPES = {
     "bf16": ("bfloat16", 0, "axrt_kv_cache_write_bf16", "axrt_attention_decode_kv_bf16"),
     "fp8_e4m3": ("uint8", 4, "axrt_kv_cache_write_fp8_e4m3", "axrt_attention_decode_kv_fp8_e4m3"),
 }
+# With fused kernels, rope and the cache write are one kernel per element type.
+_ROPE_KV_CACHE_WRITE = {"f32": "axrt_rope_kv_cache_write_f32",
+                        "bf16": "axrt_rope_kv_cache_write_bf16",
+                        "fp8_e4m3": "axrt_rope_kv_cache_write_fp8_e4m3"}
 _FP8_HEAD_DIM_MULTIPLE = 16
 
 # Tile of the matmul grids (docs/kernels.md).
@@ -493,11 +497,16 @@ class _Converter:
         self.rmsnorm(f, buf("h"), layers[0]["ln1"], buf("xn"), rows)
         for l, layer in enumerate(layers):
             self.matmul(f, layer["qkv"], buf("xn"), buf("qkv"), rows)
-            f.dispatch(self.kernel("axrt_rope_f32"), [rows],
-                       [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
-            f.dispatch(self.kernel(write_kernel), [rows],
-                       [buf("qkv"), positions, tables, cache, rows, 1, l, nb,
-                        nkv, BS, D, MBS, QKV, nh * D])
+            if cfg.fused_kernels:
+                f.dispatch(self.kernel(_ROPE_KV_CACHE_WRITE[cfg.kv_cache_dtype]), [rows],
+                           [buf("qkv"), positions, inv_freq, tables, cache, rows, 1, nh + nkv, l,
+                            nb, nkv, BS, D, MBS, QKV, nh * D, 1.0])
+            else:
+                f.dispatch(self.kernel("axrt_rope_f32"), [rows],
+                           [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
+                f.dispatch(self.kernel(write_kernel), [rows],
+                           [buf("qkv"), positions, tables, cache, rows, 1, l, nb,
+                            nkv, BS, D, MBS, QKV, nh * D])
             f.dispatch(self.kernel(attention_kernel), [rows, nkv],
                        [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
                         nb, BS, MBS, QKV, scale])
@@ -554,9 +563,10 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     16); the smaller ones are not exact (docs/kernels.md, "KV cache"), and
     the serving engine fits that many more blocks in the same bytes.
     `fused_kernels`: each residual add and the norm after it run as one
-    kernel (``axrt_add_rmsnorm_f32``, the same bits as the two it replaces;
-    docs/kernels.md, "Fused kernels"); off by default until its CUDA body
-    has passed a GPU run (docs/gpu-validation.md).
+    kernel (``axrt_add_rmsnorm_f32``), and so do rope and the KV-cache write
+    (``axrt_rope_kv_cache_write_*``), the same bits as the kernels they
+    replace (docs/kernels.md, "Fused kernels"); off by default until their
+    CUDA bodies have passed a GPU run (docs/gpu-validation.md).
     `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
