@@ -27,6 +27,11 @@
 #   bench        the CUDA driver against the raw Driver API (dispatch,
 #                copies, allocation; JSON in OUT/cuda_bench.json), when the
 #                bundle has it
+#   figures      a random 1.1 B Llama in TinyLlama's shape, made here,
+#                converted in bf16 and int4 and timed through the engine:
+#                decode at batch 1 against the memory-bandwidth bound,
+#                16 and 64 concurrent requests, prefill at 512 and 2048
+#                (tools/gpu_llm_figures.py; OUT/figures.md and .json)
 # --pack leaves OUT with two files, summary.md and gpu-check.tar.gz (all
 # the rest), for machines that hand back only a few files.
 # --mock runs the same steps on the mock Driver API of the bundle
@@ -48,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     --bundle) bundle=$(realpath -m "$2"); shift ;;
     --mock) mock=1 ;;
     --pack) pack=1 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -220,6 +225,22 @@ if [[ -x $bundle/tests/bench/axrt_cuda_bench ]]; then
   fi
 else
   record bench skipped 0 "the bundle was built without Google Benchmark"
+fi
+
+# 7. The language-model figures: a random Llama in TinyLlama's shape built
+# here, converted in bf16 and int4, timed through the engine on the device
+# beside the measured memory bandwidth (tools/gpu_llm_figures.py; a small
+# shape on the mock).
+t=$(date +%s)
+shape=tinyllama
+if [[ $mock == 1 ]]; then shape=small; fi
+if [[ -z $interpreter ]]; then
+  record figures skipped 0 "no Python $version with the bundle's package here"
+elif PYTHONPATH="$bundle/python" timeout 420 "$interpreter" "$root/tools/gpu_llm_figures.py" \
+       --out "$out" --device "$device" --shape "$shape" > "$out/figures.log" 2>&1; then
+  record figures passed $(($(date +%s) - t)) "$(sed -n 3p "$out/figures.md") (figures.md)"
+else
+  record figures failed $(($(date +%s) - t)) "$(tail -1 "$out/figures.log") (figures.log)"
 fi
 
 echo >> "$summary"

@@ -1,0 +1,215 @@
+"""The language-model figures of the GPU command (docs/gpu-validation.md, `make gpu-check`'s
+step "figures"): a random Llama in TinyLlama's shape, built here with numpy, converted, and
+timed through the serving engine on the device, beside the device's measured memory
+bandwidth.
+
+    python3 tools/gpu_llm_figures.py --out DIR [--device cuda:0] [--shape tinyllama|small]
+                                     [--weights bf16,int4] [--work DIR]
+
+Needs only the axrt package and numpy. Writes DIR/figures.md (a table) and
+DIR/figures.json. The checkpoint and the converted files go to --work (default: a
+temporary folder, removed at the end): about 2.2 GB for the checkpoint and as much again
+per converted precision at TinyLlama's shape.
+
+Figures, for each precision:
+- decode at batch 1: the time per output token after a 128-token prompt (64 tokens, the
+  prefill's time taken out), as tokens/s and as a fraction of the bound, the weight bytes a
+  token reads over the measured read bandwidth;
+- throughput at 16 and 64 concurrent requests of 128 prompt + 64 generated tokens each;
+- prefill at 512 and 2048 tokens (one request, one generated token), tokens/s.
+The bandwidth is a device-to-device copy of 1 GiB (64 MiB for the small shape), counted once.
+`--shape small` runs a model small enough for a CPU device or the mock, to rehearse.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SHAPES = {
+    # TinyLlama-1.1B's shape.
+    "tinyllama": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                      num_attention_heads=32, num_key_value_heads=4, vocab_size=32000),
+    "small": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=2048),
+}
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """f32 -> bf16 bit patterns, rounding to nearest even."""
+    bits = x.view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def write_checkpoint(path: Path, shape: dict, max_context: int, seed: int = 0) -> int:
+    """A random bf16 Llama checkpoint (config.json, model.safetensors) in `path`; returns
+    its parameter count."""
+    H, I, L = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
+    heads, kv_heads, V = (shape["num_attention_heads"], shape["num_key_value_heads"],
+                          shape["vocab_size"])
+    D = H // heads
+    config = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_act="silu",
+                  max_position_embeddings=max_context, rms_norm_eps=1e-5, rope_theta=10000.0,
+                  tie_word_embeddings=False, torch_dtype="bfloat16", bos_token_id=1,
+                  eos_token_id=2, **shape)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config, indent=1))
+    tensors = [("model.embed_tokens.weight", (V, H))]
+    for l in range(L):
+        p = f"model.layers.{l}."
+        tensors += [(p + "input_layernorm.weight", (H,)),
+                    (p + "self_attn.q_proj.weight", (heads * D, H)),
+                    (p + "self_attn.k_proj.weight", (kv_heads * D, H)),
+                    (p + "self_attn.v_proj.weight", (kv_heads * D, H)),
+                    (p + "self_attn.o_proj.weight", (H, heads * D)),
+                    (p + "post_attention_layernorm.weight", (H,)),
+                    (p + "mlp.gate_proj.weight", (I, H)),
+                    (p + "mlp.up_proj.weight", (I, H)),
+                    (p + "mlp.down_proj.weight", (H, I))]
+    tensors += [("model.norm.weight", (H,)), ("lm_head.weight", (V, H))]
+    header, offset = {}, 0
+    for name, dims in tensors:
+        size = int(np.prod(dims)) * 2
+        header[name] = dict(dtype="BF16", shape=list(dims), data_offsets=[offset, offset + size])
+        offset += size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    rng = np.random.default_rng(seed)
+    with open(path / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for name, dims in tensors:
+            if len(dims) == 1:  # norms near 1
+                w = 1.0 + 0.1 * rng.standard_normal(dims, dtype=np.float32)
+            else:
+                w = rng.standard_normal(dims, dtype=np.float32) * np.float32(0.02)
+            f.write(bf16_bits(w).tobytes())
+    return offset // 2
+
+
+def read_bandwidth(device, size: int) -> float:
+    """Bytes read per second by a device-to-device copy of `size` bytes."""
+    import axrt
+
+    b = axrt.Builder(producer="gpu_llm_figures", producer_version="1")
+    f = b.function("copy", inputs=[("x", "uint8", [size])], outputs=[("y", "uint8", [size])])
+    f.copy(f.input(0), f.output(0), size)
+    exe = axrt.load(b.to_bytes(), device=device)
+    x = axrt.empty([size], "uint8", device=device)
+    y = axrt.empty([size], "uint8", device=device)
+    exe.copy(x, out=y)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(4):
+            exe.copy(x, out=y)
+        y.numpy()[:1]  # waits for the copies
+        best = min(best, (time.perf_counter() - start) / 4)
+    return size / best  # one read of every byte (and one write)
+
+
+def time_engine(path: Path, device, weight_bytes: int, bandwidth: float, vocab: int) -> dict:
+    import axrt.llm
+
+    rng = np.random.default_rng(1)
+
+    def prompt(n):
+        return [int(t) for t in rng.integers(3, vocab, n)]
+
+    figures = {}
+    with axrt.llm.Engine(path, device=device) as engine:
+        engine.generate([prompt(16)], 4, stop_ids=())  # warm-up: modules, tuning
+        # Decode at batch 1: 64 tokens after a 128-token prompt, less the prefill's time.
+        p = prompt(128)
+        start = time.perf_counter()
+        engine.generate([p], 1, stop_ids=())
+        first = time.perf_counter() - start
+        p = prompt(128)
+        start = time.perf_counter()
+        engine.generate([p], 65, stop_ids=())
+        per_token = (time.perf_counter() - start - first) / 64
+        figures["decode_tok_s"] = 1.0 / per_token
+        figures["decode_bound_tok_s"] = bandwidth / weight_bytes
+        figures["decode_of_bound"] = figures["decode_tok_s"] / figures["decode_bound_tok_s"]
+        for n in (16, 64):
+            prompts = [prompt(128) for _ in range(n)]
+            start = time.perf_counter()
+            out = engine.generate(prompts, 64, stop_ids=())
+            figures[f"throughput_{n}_tok_s"] = sum(map(len, out)) / (time.perf_counter() - start)
+        for n in (512, 2048):
+            if n + 1 > engine.max_context:
+                continue
+            p = prompt(n)
+            start = time.perf_counter()
+            engine.generate([p], 1, stop_ids=())
+            figures[f"prefill_{n}_tok_s"] = n / (time.perf_counter() - start)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--shape", default="tinyllama", choices=sorted(SHAPES))
+    parser.add_argument("--weights", default="bf16,int4")
+    parser.add_argument("--work", type=Path, default=None)
+    args = parser.parse_args()
+
+    import axrt
+    import axrt.llm
+
+    device = axrt.device(args.device)
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="axrt-llm-figures-"))
+    results = {"device": str(device), "shape": args.shape, "models": {}}
+    try:
+        shape = SHAPES[args.shape]
+        start = time.perf_counter()
+        params = write_checkpoint(work / "checkpoint", shape, max_context=2048 + 64)
+        results["parameters"] = params
+        results["checkpoint_s"] = time.perf_counter() - start
+        bandwidth = read_bandwidth(device, (1 << 30) if args.shape == "tinyllama" else (64 << 20))
+        results["read_bandwidth_gb_s"] = bandwidth / 1e9
+        for weights in args.weights.split(","):
+            path = work / f"model-{weights}.axe"
+            start = time.perf_counter()
+            axrt.llm.convert(work / "checkpoint", path, weights=weights)
+            convert_s = time.perf_counter() - start
+            # What a decode token reads: every weight the matmuls hold (the file's constants
+            # less the embedding table, of which a token reads one row).
+            embed = shape["vocab_size"] * shape["hidden_size"] * (4 if weights == "f32" else 2)
+            weight_bytes = path.stat().st_size - embed
+            figures = time_engine(path, device, weight_bytes, bandwidth, shape["vocab_size"])
+            figures["convert_s"] = convert_s
+            figures["weight_bytes"] = weight_bytes
+            results["models"][weights] = figures
+            path.unlink()
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    (args.out / "figures.json").write_text(json.dumps(results, indent=1))
+    lines = [f"# Language-model figures on {results['device']}", "",
+             f"{results['parameters'] / 1e6:,.0f} M parameters ({args.shape}); read bandwidth "
+             f"{results['read_bandwidth_gb_s']:.0f} GB/s (device-to-device copy)", "",
+             "| weights | decode tok/s (of the bound) | 16 concurrent tok/s | 64 concurrent tok/s "
+             "| prefill@512 tok/s | prefill@2048 tok/s |", "|---|---|---|---|---|---|"]
+    for weights, f in results["models"].items():
+        lines.append(
+            f"| {weights} | {f['decode_tok_s']:.1f} ({f['decode_of_bound']:.1%}) | "
+            f"{f['throughput_16_tok_s']:.0f} | {f['throughput_64_tok_s']:.0f} | "
+            f"{f.get('prefill_512_tok_s', float('nan')):.0f} | "
+            f"{f.get('prefill_2048_tok_s', float('nan')):.0f} |")
+    (args.out / "figures.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
