@@ -131,11 +131,14 @@ for name, weights, activations, kv, fused in [
         ("tiny-llama-tp", "bf16", "f32", "f32", False),
         ("tiny-llama3", "f32", "f32", "bf16", False),
         ("tiny-llama3", "f32", "f32", "fp8_e4m3", False),
-        ("tiny-llama3", "f32", "f32", "f32", True)]:
+        ("tiny-llama3", "f32", "f32", "f32", True), ("tiny-llama3", "bf16", "f32", "f32", None)]:
+    # fused None: the decode matmuls and the fused kernels (bf16).
     stem = (f"{name}.{weights}" + (".q8" if activations == "int8" else "") +
-            (f".kv-{kv}" if kv != "f32" else "") + (".fused" if fused else ""))
+            (f".kv-{kv}" if kv != "f32" else "") + (".fused" if fused else "") +
+            (".decode-fused" if fused is None else ""))
     axrt.llm.convert(data / name, models / f"{stem}.axe", weights=weights,
-                     activations=activations, kv_cache_dtype=kv, fused_kernels=fused)
+                     activations=activations, kv_cache_dtype=kv, fused_kernels=fused is not False,
+                     decode_matmuls=fused is None)
     # The first prompt of the model's transformers reference (tests/llm/data;
     # for a bf16 or fp8 cache, transformers reading keys and values rounded so).
     with np.load(data / f"{name}.{weights if kv == 'f32' else 'kv-' + kv}.npz") as ref:

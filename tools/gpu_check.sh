@@ -28,7 +28,8 @@
 #                copies, allocation; JSON in OUT/cuda_bench.json), when the
 #                bundle has it
 #   figures      a random 1.1 B Llama in TinyLlama's shape, made here,
-#                converted in bf16 and int4 and timed through the engine:
+#                converted in bf16 (also with the decode matmuls and the
+#                fused kernels) and int4 and timed through the engine:
 #                decode at batch 1 against the memory-bandwidth bound,
 #                16 and 64 concurrent requests, prefill at 512 and 2048
 #                (tools/gpu_llm_figures.py; OUT/figures.md and .json)
@@ -236,7 +237,7 @@ shape=tinyllama
 if [[ $mock == 1 ]]; then shape=small; fi
 if [[ -z $interpreter ]]; then
   record figures skipped 0 "no Python $version with the bundle's package here"
-elif PYTHONPATH="$bundle/python" timeout 420 "$interpreter" "$root/tools/gpu_llm_figures.py" \
+elif PYTHONPATH="$bundle/python" timeout 480 "$interpreter" "$root/tools/gpu_llm_figures.py" \
        --out "$out" --device "$device" --shape "$shape" > "$out/figures.log" 2>&1; then
   record figures passed $(($(date +%s) - t)) "$(sed -n 3p "$out/figures.md") (figures.md)"
 else

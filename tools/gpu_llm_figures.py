@@ -4,14 +4,17 @@ timed through the serving engine on the device, beside the device's measured mem
 bandwidth.
 
     python3 tools/gpu_llm_figures.py --out DIR [--device cuda:0] [--shape tinyllama|small]
-                                     [--weights bf16,int4] [--work DIR]
+                                     [--variants bf16,bf16+decode+fused,int4] [--work DIR]
 
 Needs only the axrt package and numpy. Writes DIR/figures.md (a table) and
 DIR/figures.json. The checkpoint and the converted files go to --work (default: a
 temporary folder, removed at the end): about 2.2 GB for the checkpoint and as much again
 per converted precision at TinyLlama's shape.
 
-Figures, for each precision:
+A variant is a weight precision, with `+decode` (the decode matmuls) and `+fused` (the
+fused kernels) where wanted: the kernels not yet the default, timed beside the defaults.
+
+Figures, for each variant:
 - decode at batch 1: the time per output token after a 128-token prompt (64 tokens, the
   prefill's time taken out), as tokens/s and as a fraction of the bound, the weight bytes a
   token reads over the measured read bandwidth;
@@ -158,7 +161,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--shape", default="tinyllama", choices=sorted(SHAPES))
-    parser.add_argument("--weights", default="bf16,int4")
+    parser.add_argument("--variants", default="bf16,bf16+decode+fused,int4")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
 
@@ -177,10 +180,12 @@ def main() -> int:
         results["checkpoint_s"] = time.perf_counter() - start
         bandwidth = read_bandwidth(device, (1 << 30) if args.shape == "tinyllama" else (64 << 20))
         results["read_bandwidth_gb_s"] = bandwidth / 1e9
-        for weights in args.weights.split(","):
-            path = work / f"model-{weights}.axe"
+        for variant in args.variants.split(","):
+            weights, *options = variant.split("+")
+            path = work / f"model-{variant.replace('+', '-')}.axe"
             start = time.perf_counter()
-            axrt.llm.convert(work / "checkpoint", path, weights=weights)
+            axrt.llm.convert(work / "checkpoint", path, weights=weights,
+                             decode_matmuls="decode" in options, fused_kernels="fused" in options)
             convert_s = time.perf_counter() - start
             # What a decode token reads: every weight the matmuls hold (the file's constants
             # less the embedding table, of which a token reads one row).
@@ -189,7 +194,7 @@ def main() -> int:
             figures = time_engine(path, device, weight_bytes, bandwidth, shape["vocab_size"])
             figures["convert_s"] = convert_s
             figures["weight_bytes"] = weight_bytes
-            results["models"][weights] = figures
+            results["models"][variant] = figures
             path.unlink()
     finally:
         if args.work is None:
@@ -198,11 +203,11 @@ def main() -> int:
     lines = [f"# Language-model figures on {results['device']}", "",
              f"{results['parameters'] / 1e6:,.0f} M parameters ({args.shape}); read bandwidth "
              f"{results['read_bandwidth_gb_s']:.0f} GB/s (device-to-device copy)", "",
-             "| weights | decode tok/s (of the bound) | 16 concurrent tok/s | 64 concurrent tok/s "
+             "| variant | decode tok/s (of the bound) | 16 concurrent tok/s | 64 concurrent tok/s "
              "| prefill@512 tok/s | prefill@2048 tok/s |", "|---|---|---|---|---|---|"]
-    for weights, f in results["models"].items():
+    for variant, f in results["models"].items():
         lines.append(
-            f"| {weights} | {f['decode_tok_s']:.1f} ({f['decode_of_bound']:.1%}) | "
+            f"| {variant} | {f['decode_tok_s']:.1f} ({f['decode_of_bound']:.1%}) | "
             f"{f['throughput_16_tok_s']:.0f} | {f['throughput_64_tok_s']:.0f} | "
             f"{f.get('prefill_512_tok_s', float('nan')):.0f} | "
             f"{f.get('prefill_2048_tok_s', float('nan')):.0f} |")

@@ -416,7 +416,8 @@ KernelCase MatmulF32Nk() {
 
 // bf16 [N, K] weights: the top halves of random f32 values, so the
 // reference widens them exactly.
-KernelCase MatmulBf16() {
+// `decode`: axrt_matmul_bf16_f32_decode, on its grid of 8 columns by 16 rows.
+KernelCase MatmulBf16(bool decode = false) {
   const uint64_t M = 67, N = 72, K = 40;
   const std::vector<float> values = RandomFloats(N * K, 36);
   std::vector<uint16_t> w(N * K);
@@ -432,7 +433,13 @@ KernelCase MatmulBf16() {
       widened[k * N + n] = top;
     }
   }
-  return MatmulCase("axrt_matmul_bf16_f32", M, N, K, {InputBuffer(BytesOf(w))}, widened, {}, 37);
+  if (!decode) {
+    return MatmulCase("axrt_matmul_bf16_f32", M, N, K, {InputBuffer(BytesOf(w))}, widened, {}, 37);
+  }
+  KernelCase c = MatmulCase("axrt_matmul_bf16_f32_decode", M, N, K, {InputBuffer(BytesOf(w))},
+                            widened, {}, 37);
+  c.grid = {CeilDiv(N, 8), CeilDiv(M, 16), 1};
+  return c;
 }
 
 KernelCase MatmulInt8() {
@@ -1196,6 +1203,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(MatmulF32());
   cases.push_back(MatmulF32Nk());
   cases.push_back(MatmulBf16());
+  cases.push_back(MatmulBf16(/*decode=*/true));
   cases.push_back(MatmulInt8());
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2));

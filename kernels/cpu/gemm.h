@@ -81,6 +81,23 @@ inline bool locate_tile(const axrt_kernel_workgroup_t* workgroup, uint64_t M, ui
   return true;
 }
 
+// The tile of workgroup (j, i) of a decode matmul's grid (docs/kernels.md,
+// "Decode matmuls"): columns [8 j, 8 j + 8), rows [16 i, 16 i + 16).
+constexpr uint64_t kDecodeCols = 8;
+constexpr uint64_t kDecodeRows = 16;
+inline bool locate_decode_tile(const axrt_kernel_workgroup_t* workgroup, uint64_t M, uint64_t N,
+                               Tile* tile) {
+  const uint64_t m0 = static_cast<uint64_t>(workgroup->workgroup_id.y) * kDecodeRows;
+  const uint64_t n0 = static_cast<uint64_t>(workgroup->workgroup_id.x) * kDecodeCols;
+  if (workgroup->workgroup_id.z != 0 || m0 >= M || n0 >= N) return false;
+  tile->m0 = m0;
+  tile->n0 = n0;
+  tile->rows = static_cast<int>(std::min<uint64_t>(kDecodeRows, M - m0));
+  tile->cols = static_cast<int>(std::min<uint64_t>(kDecodeCols, N - n0));
+  tile->strips = (tile->cols + kNr - 1) / kNr;
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // SIMD registers as GCC/Clang generic vectors: the compiler lowers them to
 // the registers of the build (one AVX register for 8 floats, one SSE or NEON

@@ -1,6 +1,7 @@
 // axrt_matmul_f32: y[M, N] = x[M, K] . w[K, N] + bias[N], and the [N, K]
 // kinds y = x . w^T + bias: axrt_matmul_f32_nk (w f32) and
-// axrt_matmul_bf16_f32 (w bf16).
+// axrt_matmul_bf16_f32 (w bf16), and the latter on the decode grid
+// (axrt_matmul_bf16_f32_decode).
 //
 // The [N, K] kinds are batch-invariant: each row of y depends only on that
 // row of x, the weights and the bias: the same bits whatever M and whatever
@@ -86,11 +87,13 @@ struct MatmulNkBody {
   }
 };
 
-template <class Args>
+template <class Args, bool kDecodeGrid = false>
 axrt_kernel_result_t run_matmul_nk(const void* args, const axrt_kernel_workgroup_t* workgroup) {
   const auto* a = static_cast<const Args*>(args);
   Tile tile;
-  if (!locate_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
+  const bool located = kDecodeGrid ? locate_decode_tile(workgroup, a->M, a->N, &tile)
+                                   : locate_tile(workgroup, a->M, a->N, &tile);
+  if (!located) return AXRT_KERNEL_OK;
   run_matmul_isa<MatmulNkBody>(matmul_isa(), a, &tile, &tile_scratch());
   return AXRT_KERNEL_OK;
 }
@@ -120,6 +123,13 @@ extern "C" axrt_kernel_result_t axrt_matmul_bf16_f32(const void* args,
                                                      const axrt_kernel_dispatch_t*,
                                                      const axrt_kernel_workgroup_t* workgroup) {
   return run_matmul_nk<MatmulBf16Args>(args, workgroup);
+}
+
+// The same products on the decode grid (8 columns by 16 rows a workgroup),
+// which suits a GPU's decode: the same bits as axrt_matmul_bf16_f32.
+extern "C" axrt_kernel_result_t axrt_matmul_bf16_f32_decode(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return run_matmul_nk<MatmulBf16Args, true>(args, workgroup);
 }
 
 extern "C" axrt_kernel_result_t axrt_matmul_f32_nk(const void* args, const axrt_kernel_dispatch_t*,

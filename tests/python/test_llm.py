@@ -217,6 +217,25 @@ def test_fused_kernels_give_the_same_logits_bit_for_bit(converted, model, weight
             assert np.array_equal(a, b), f"prompt {i} step {step}"
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_decode_matmuls_give_the_bf16_logits_bit_for_bit(tmp_path, converted, model):
+    """bf16 projections on the decode grid: on the CPU the same bits as the tile grid's."""
+    ref = reference(model, "bf16")
+    path = tmp_path / "decode.axe"
+    axrt.llm.convert(DATA / model, path, weights="bf16", cuda=False, decode_matmuls=True)
+    plain = axrt.llm.load(converted(model, "bf16"))
+    decode = axrt.llm.load(path)
+    assert decode.config.decode_matmuls
+    for i, prompt in prompts(ref):
+        with plain.session() as a, decode.session() as b:
+            assert np.array_equal(a.prefill(prompt), b.prefill(prompt)), f"prompt {i}"
+            for t in ref[f"prompt{i}_greedy"][:4]:
+                assert np.array_equal(a.decode(int(t)), b.decode(int(t))), f"prompt {i}"
+    with pytest.raises(UnsupportedModelError, match="--decode-matmuls needs --weights bf16"):
+        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int8", cuda=False,
+                         decode_matmuls=True)
+
+
 def test_the_engine_sizes_the_cache_from_its_element_type(converted):
     """The same bytes hold twice the blocks in bf16 and (4 D / (D + 4)) times in fp8."""
     budget = 4 << 20

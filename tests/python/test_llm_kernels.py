@@ -28,7 +28,7 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_kv_cache_write_bf16", "axrt_kv_cache_write_fp8_e4m3",
            "axrt_attention_decode_kv_bf16", "axrt_attention_decode_kv_fp8_e4m3",
            "axrt_add_rmsnorm_f32", "axrt_rope_kv_cache_write_f32", "axrt_rope_kv_cache_write_bf16",
-           "axrt_rope_kv_cache_write_fp8_e4m3",
+           "axrt_rope_kv_cache_write_fp8_e4m3", "axrt_matmul_bf16_f32_decode",
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
            "axrt_matmul_gptq_int4_q8_f32"]
 
@@ -283,6 +283,40 @@ def test_matmul_nk(device, dtype, m):
     # docs/kernels.md: 1e-5 sum_k |x W| + |bias| scaled, plus 1e-6.
     bound = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(value.T) + np.abs(bias)) + 1e-6
     assert np.all(np.abs(y - ref) <= bound)
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 200, 336), (3, 200, 336), (16, 67, 336), (21, 9, 50),
+                                     (70, 200, 336)])
+def test_matmul_bf16_decode(device, m, n, k):
+    """The decode grid (8 columns by 16 rows a workgroup): within the matmul bound of the
+    float64 product, and the same bits as axrt_matmul_bf16_f32 (its CPU body takes the same
+    dot products), whatever M; K 50 is not a multiple of 8."""
+    rng = np.random.default_rng(60 + m)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    stored = (w.view(np.uint32) >> 16).astype(np.uint16)
+    value = (stored.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    kernel = "axrt_matmul_bf16_f32_decode"
+    inputs = {"x": x, "w": stored, "bias": bias}
+
+    def args(f):
+        return [f.input(0), f.input(1), f.input(2), f.output(0), m, n, k]
+
+    (y,) = run(kernel, params(kernel), (ceildiv(n, 8), ceildiv(m, 16)), inputs,
+               {"y": (np.float32, (m, n))}, args, device)
+    ref = x.astype(np.float64) @ value.T + bias
+    bound = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(value.T) + np.abs(bias)) + 1e-6
+    assert np.all(np.abs(y - ref) <= bound)
+    (tiled,) = run("axrt_matmul_bf16_f32", MATMUL, (ceildiv(n, 64), ceildiv(m, 64)), inputs,
+                   {"y": (np.float32, (m, n))}, args, device)
+    if device.type == "cpu":
+        np.testing.assert_array_equal(y, tiled)
+    # Batch invariance: the first row alone gives the same bits.
+    (alone,) = run(kernel, params(kernel), (ceildiv(n, 8), 1),
+                   {"x": x[:1], "w": stored, "bias": bias}, {"y": (np.float32, (1, n))},
+                   lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), 1, n, k], device)
+    np.testing.assert_array_equal(alone[0], y[0])
 
 
 # ---------------------------------------------------------------------------

@@ -38,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="run each residual add and the norm after it, and rope and "
                               "the KV-cache write, as one kernel each (the same results, fewer "
                               "passes over memory; off by default until validated on a GPU)")
+    convert.add_argument("--decode-matmuls", action="store_true",
+                         help="with --weights bf16: projections on the decode matmul's grid, "
+                              "for a GPU's decode (off by default until validated on a GPU)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
@@ -158,6 +161,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                              activations=args.activations,
                              kv_cache_dtype=args.kv_cache_dtype,
                              fused_kernels=args.fused_kernels,
+                             decode_matmuls=args.decode_matmuls,
                              tensor_parallel=args.tensor_parallel)
             shards = (f" ({args.tensor_parallel} tensor-parallel shards)"
                       if args.tensor_parallel > 1 else "")

@@ -50,6 +50,8 @@ _FP8_HEAD_DIM_MULTIPLE = 16
 
 # Tile of the matmul grids (docs/kernels.md).
 _MATMUL_TILE = 64
+# The decode matmuls' workgroup: output columns by rows (docs/kernels.md).
+_DECODE_COLS, _DECODE_ROWS = 8, 16
 _ELEMENTWISE_CHUNK = 4096
 _F32 = 4
 _EMBED = "model.embed_tokens.weight"
@@ -251,7 +253,7 @@ class _Converter:
             return _Linear("axrt_matmul_f32_nk", (w,), bias, n, k)
         if mode == "bf16":
             w = self.constant(label, lambda: quantize.bf16(weight()), "bf16", (n, k))
-            return _Linear("axrt_matmul_bf16_f32", (w,), bias, n, k)
+            return _Linear(self.bf16_kernel(), (w,), bias, n, k)
         if mode == "int8":
             cache: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
 
@@ -309,6 +311,11 @@ class _Converter:
             return _Linear(kernel, (w, scales, qzeros), bias, n, k)
         raise UnsupportedModelError(f"--weights {mode} is not supported ({', '.join(WEIGHT_MODES)})")
 
+    def bf16_kernel(self) -> str:
+        """The kernel of bf16 [N, K] projections: on the decode grid with decode matmuls."""
+        return ("axrt_matmul_bf16_f32_decode" if self.cfg.decode_matmuls
+                else "axrt_matmul_bf16_f32")
+
     def kernel(self, name: str) -> axb.Kernel:
         if name not in self.kernels:
             params, block = KERNELS[name]
@@ -345,7 +352,7 @@ class _Converter:
             head_name = _EMBED
         if self.mode in ("f32", "bf16") and head_name == _EMBED:
             # The embedding table is the head's [V, H] weights as it is.
-            kernel = "axrt_matmul_f32_nk" if self.mode == "f32" else "axrt_matmul_bf16_f32"
+            kernel = "axrt_matmul_f32_nk" if self.mode == "f32" else self.bf16_kernel()
             return _Linear(kernel, (embed,), self.zero_bias, cfg.vocab_size, cfg.hidden_size)
         return self.linear("lm_head", [head_name], [])
 
@@ -355,7 +362,11 @@ class _Converter:
         args = [x, *lin.weights, lin.bias, y, m, lin.n, lin.k]
         if lin.kernel in ("axrt_matmul_awq_int4_f32", "axrt_matmul_gptq_int4_q8_f32"):
             args.append(quantize.INT4_GROUP)
-        f.dispatch(k, [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)], args)
+        if lin.kernel.endswith("_decode"):  # 8 columns by 16 rows a workgroup
+            grid = [ceildiv(lin.n, _DECODE_COLS), ceildiv(m, _DECODE_ROWS)]
+        else:
+            grid = [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)]
+        f.dispatch(k, grid, args)
 
     def add(self, f, a, b, out, count) -> None:
         f.dispatch(self.kernel("axrt_add_f32"), [ceildiv(count, _ELEMENTWISE_CHUNK)],
@@ -550,7 +561,8 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             max_context: Optional[int] = None, block_size: int = 16, prefill_chunk: int = 512,
             max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
             cuda: bool = True, activations: str = "f32", kv_cache_dtype: str = "f32",
-            fused_kernels: bool = False, tensor_parallel: int = 1) -> ModelConfig:
+            fused_kernels: bool = False, decode_matmuls: bool = False,
+            tensor_parallel: int = 1) -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
     `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` (per output channel) or
@@ -567,6 +579,10 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     (``axrt_rope_kv_cache_write_*``), the same bits as the kernels they
     replace (docs/kernels.md, "Fused kernels"); off by default until their
     CUDA bodies have passed a GPU run (docs/gpu-validation.md).
+    `decode_matmuls` (bf16 weights): the projections take
+    ``axrt_matmul_bf16_f32_decode``, whose grid of 8 columns by 16 rows a
+    workgroup suits a GPU's decode (on the CPU, the same bits as the default
+    kernel); off by default until its CUDA body has passed a GPU run.
     `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
@@ -602,6 +618,10 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     config.activations = activations
     config.kv_cache_dtype = kv_cache_dtype
     config.fused_kernels = bool(fused_kernels)
+    config.decode_matmuls = bool(decode_matmuls)
+    if decode_matmuls and weights != "bf16":
+        raise UnsupportedModelError(f"--decode-matmuls needs --weights bf16, not {weights} "
+                                    "(the decode matmuls cover bf16 weights so far)")
     if kv_cache_dtype == "fp8_e4m3" and config.head_dim % _FP8_HEAD_DIM_MULTIPLE != 0:
         raise UnsupportedModelError(
             f"--kv-cache-dtype fp8_e4m3 needs a head size that is a multiple of "
