@@ -22,6 +22,11 @@ Figures, for each variant:
 - prefill at 512 and 2048 tokens (one request, one generated token), tokens/s.
 The bandwidth is a device-to-device copy of 1 GiB (64 MiB for the small shape), counted once.
 `--shape small` runs a model small enough for a CPU device or the mock, to rehearse.
+
+Beside them, the bf16 matmul kernels alone (`axrt_matmul_bf16_f32` and its decode grid) at
+M = 1 and 16 against the bandwidth (N = K = 2048) and at M = N = K = 2048 in TFLOP/s; and,
+where torch with CUDA is installed, torch.matmul and scaled_dot_product_attention in bf16
+as anchors in the same run (figures.json, "kernels").
 """
 from __future__ import annotations
 
@@ -107,15 +112,99 @@ def read_bandwidth(device, size: int) -> float:
     exe = axrt.load(b.to_bytes(), device=device)
     x = axrt.empty([size], "uint8", device=device)
     y = axrt.empty([size], "uint8", device=device)
-    exe.copy(x, out=y)
+    stream = axrt.Stream(device=device)
+
+    def call():
+        exe.copy(x, out=y, stream=stream)
+        stream.synchronize()
+
+    return size / time_call(call, repeats=4)  # one read of every byte (and one write)
+
+
+def time_call(call, repeats: int = 10) -> float:
+    """The best of a few timings of `repeats` calls of `call` (which ends with a wait)."""
+    call()
     best = float("inf")
-    for _ in range(5):
+    for _ in range(3):
         start = time.perf_counter()
-        for _ in range(4):
-            exe.copy(x, out=y)
-        y.numpy()[:1]  # waits for the copies
-        best = min(best, (time.perf_counter() - start) / 4)
-    return size / best  # one read of every byte (and one write)
+        for _ in range(repeats):
+            call()
+        best = min(best, (time.perf_counter() - start) / repeats)
+    return best
+
+
+def kernel_figures(device, small: bool) -> dict:
+    """The bf16 matmul kernels by themselves, and torch's where it runs on a GPU."""
+    import axrt
+    from axrt.builder import ceildiv
+    from axrt.llm.convert import KERNELS, default_fatbin
+
+    size = 256 if small else 2048
+    figures = {}
+    fatbin = default_fatbin()
+    for kernel, tile in (("axrt_matmul_bf16_f32", (64, 64)),
+                         ("axrt_matmul_bf16_f32_decode", (8, 16))):
+        for m in (1, 16, size):
+            n = k = size
+            b = axrt.Builder(producer="gpu_llm_figures", producer_version="1")
+            kern = b.kernel(kernel, b.kernel_library("axrt.cpu"), KERNELS[kernel][0])
+            if device.type == "cuda" and fatbin is not None:
+                code = b.code_object("cuda_fatbin", "sm_80,sm_90", fatbin.read_bytes())
+                b.kernel_variant(kern, code, workgroup_size=KERNELS[kernel][1])
+            f = b.function("mm", inputs=[("x", "float32", [m, k]), ("w", "uint16", [n, k]),
+                                         ("bias", "float32", [n])],
+                           outputs=[("y", "float32", [m, n])])
+            f.dispatch(kern, [ceildiv(n, tile[0]), ceildiv(m, tile[1])],
+                       [f.input(0), f.input(1), f.input(2), f.output(0), m, n, k])
+            exe = axrt.load(b.to_bytes(), device=device)
+            rng = np.random.default_rng(2)
+            x = axrt.asarray(rng.standard_normal((m, k), dtype=np.float32), device=device)
+            w = axrt.asarray(bf16_bits(rng.standard_normal((n, k), dtype=np.float32)),
+                             device=device)
+            bias = axrt.asarray(np.zeros(n, np.float32), device=device)
+            y = axrt.empty([m, n], "float32", device=device)
+            stream = axrt.Stream(device=device)
+
+            def call():
+                exe.mm(x, w, bias, out=y, stream=stream)
+                stream.synchronize()
+
+            seconds = time_call(call)
+            key = f"{kernel}_m{m}"
+            figures[key + "_us"] = seconds * 1e6
+            if m == size:
+                figures[key + "_tflop_s"] = 2 * m * n * k / seconds / 1e12
+            else:
+                figures[key + "_weight_gb_s"] = 2 * n * k / seconds / 1e9
+    try:
+        import torch
+    except ImportError:
+        return figures
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return figures
+    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    for m in (1, 16, size):
+        x = torch.randn(m, size, device="cuda", dtype=torch.bfloat16)
+
+        def call():
+            torch.matmul(x, a.T)
+            torch.cuda.synchronize()
+
+        seconds = time_call(call)
+        if m == size:
+            figures[f"torch_matmul_m{m}_tflop_s"] = 2 * m * size * size / seconds / 1e12
+        else:
+            figures[f"torch_matmul_m{m}_weight_gb_s"] = 2 * size * size / seconds / 1e9
+    q = torch.randn(1, 32, 2048, 64, device="cuda", dtype=torch.bfloat16)
+
+    def sdpa():
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+        torch.cuda.synchronize()
+
+    seconds = time_call(sdpa)
+    # Causal: half of the 4 T^2 D flops a head of full attention takes.
+    figures["torch_sdpa_prefill2048_tflop_s"] = 2 * 32 * 2048 * 2048 * 64 / seconds / 1e12
+    return figures
 
 
 def time_engine(path: Path, device, weight_bytes: int, bandwidth: float, vocab: int) -> dict:
@@ -180,6 +269,7 @@ def main() -> int:
         results["checkpoint_s"] = time.perf_counter() - start
         bandwidth = read_bandwidth(device, (1 << 30) if args.shape == "tinyllama" else (64 << 20))
         results["read_bandwidth_gb_s"] = bandwidth / 1e9
+        results["kernels"] = kernel_figures(device, args.shape == "small")
         for variant in args.variants.split(","):
             weights, *options = variant.split("+")
             path = work / f"model-{variant.replace('+', '-')}.axe"
@@ -211,6 +301,8 @@ def main() -> int:
             f"{f['throughput_16_tok_s']:.0f} | {f['throughput_64_tok_s']:.0f} | "
             f"{f.get('prefill_512_tok_s', float('nan')):.0f} | "
             f"{f.get('prefill_2048_tok_s', float('nan')):.0f} |")
+    lines += ["", "| kernel figure | value |", "|---|---|"]
+    lines += [f"| {key} | {value:.3g} |" for key, value in results["kernels"].items()]
     (args.out / "figures.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
