@@ -564,6 +564,92 @@ TEST_CASE("cuda: releasing a stream when no thread can start waits for its work"
                                                     axrt_test::ThreadStartsEnvironment(1))));
 }
 
+namespace {
+
+// A host function that holds its stream back until the test `armed` it (ten
+// seconds at most), and then a while longer, so that the test's next call
+// finds the stream still holding its work.
+struct LateGate {
+  std::atomic<bool> armed{false};
+  std::atomic<bool> ran{false};
+};
+
+axrt_status_t OpenLate(void* user, axrt_status_t) {
+  auto* gate = static_cast<LateGate*>(user);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!gate->armed.load() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  gate->ran.store(true);
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a stream whose last reference an event record drops, when no thread can start",
+          "[.mock-release-in-record-without-threads]") {
+  // As above: the releaser is the one thread that starts, the reaper's start
+  // fails. The stream the event was last recorded on is released while it
+  // still holds that record back, so the event's reference is its last; the
+  // record on another stream drops it, and the release waits for the work
+  // on this thread. It must do that with no lock of the record held.
+  axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+  options.drivers = "cuda";
+  axrt_instance_t instance = nullptr;
+  axrt_device_t device = nullptr;
+  REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
+  REQUIRE_CALL_OK(axrt_instance_find_device(instance, "cuda:0", &device));
+  axrt_stream_t next = NewStream(device), released = NewStream(device);
+  axrt_event_t event = nullptr;
+  REQUIRE_CALL_OK(axrt_event_create(device, nullptr, &event));
+  // The mock runs each CUDA stream on a thread of its own, started at its
+  // first use: both start before threads run short.
+  HostCallRecord warm;
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(next, RecordCall, &warm));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(next));
+  LateGate gate;
+  REQUIRE_CALL_OK(axrt_stream_launch_host_func(released, OpenLate, &gate));
+  REQUIRE_CALL_OK(axrt_stream_record_event(released, event));
+  bool complete = true;
+  REQUIRE_CALL_OK(axrt_event_query(event, &complete));
+  REQUIRE(!complete);  // held back behind the gate
+  REQUIRE(axrt_test::ShortOfThreads(1 << 20));
+  axrt_mock_cuda_objects_t before{};
+  axrt_mock_cuda_live_objects(&before);
+  axrt_stream_release(released);
+  gate.armed.store(true);
+  REQUIRE_CALL_OK(axrt_stream_record_event(next, event));
+  // The released stream was finished inside the record, after its work.
+  CHECK(gate.ran.load());
+  axrt_mock_cuda_objects_t after{};
+  axrt_mock_cuda_live_objects(&after);
+  CHECK(after.streams + 1 == before.streams);
+  REQUIRE_CALL_OK(axrt_event_wait(event, uint64_t{10'000'000'000}));
+  REQUIRE_CALL_OK(axrt_stream_synchronize(next));
+  CHECK(warm.runs.load() == 1);
+  axrt_event_release(event);
+  axrt_stream_release(next);
+  axrt_device_release(device);
+  axrt_instance_release(instance);
+}
+
+TEST_CASE("cuda: a stream whose last reference an event record drops is finished without the "
+          "record's locks",
+          "[mock]") {
+  if (!axrt_test::kCanFailThreadStarts) {
+    WARN("skipped: neither an address-space limit nor fault injection in this build");
+    return;
+  }
+  // Finished under them, the stream would take the event's lock again to
+  // issue its held record: the child hangs until it is killed, or
+  // ThreadSanitizer ends it.
+  INFO("run with \"[.mock-release-in-record-without-threads]\" (and the mock) for the child's "
+       "report; a child that hangs is killed after 60 s");
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.mock-release-in-record-without-threads]",
+                                                    60, axrt_test::ThreadStartsEnvironment(1))));
+}
+
 TEST_CASE("cuda: pageable copies go through pinned chunks, pinned ones straight", "[mock]") {
   MockScope mock;
   {

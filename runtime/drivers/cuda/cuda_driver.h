@@ -136,7 +136,8 @@ struct CudaDevice : Device {
   // reaper thread (cuda_held.cc), which finishes it once the work is done.
   // The stream keeps the device alive until then. When no thread can be
   // started, waits for the work and finishes the stream here (which may
-  // destroy the device).
+  // destroy the device): no stream's last reference is released under an
+  // order_mutex or a record_mutex.
   void retire(CudaStream* stream);
 
   // The releaser: a device thread that hands a stream's held work to CUDA

@@ -32,10 +32,14 @@
 // reaper takes Reaper::mutex, lets it go, and finishes one stream holding
 // nothing. leave_releaser(wait) waits, like a lock, until the releaser and
 // flushes (pin_stream) are done with the stream, for which they need its
-// order_mutex; the reaper calls it holding nothing. When no reaper can be
-// started, though, retire() finishes the stream on the releasing thread,
-// which may hold another stream's order_mutex and an event's record_mutex
-// (stream_record_event replacing `recorded_on`).
+// order_mutex; finishing a stream with `wait` calls it and then takes the
+// stream's order_mutex. The reaper does that holding nothing, and so does a
+// thread that releases a stream's last reference, which finishes the stream
+// itself when no reaper can be started (retire()). So no reference that may
+// be a stream's last is released under an order_mutex or a record_mutex:
+// an event holds the stream of its latest record, and stream_record_event
+// lets the one it replaces go after its locks; held work hands on copies of
+// its events and is released by HeldDone, completed work by reap().
 #include <algorithm>
 #include <chrono>
 #include <system_error>
@@ -436,36 +440,33 @@ axrt_status_t CudaDevice::start_releaser() {
   return nullptr;
 }
 
+namespace {
+
+// Stops the releaser or the reaper (`shared` is its state) and waits for it.
+// The thread may itself be what released the device (with the last work or
+// stream it was done with); it then ends on its own.
+template <class Shared>
+void stop_thread(Shared& shared, std::thread& thread) {
+  if (!thread.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(shared.mutex);
+    shared.stop = true;
+  }
+  shared.wake.notify_all();
+  if (thread.get_id() == std::this_thread::get_id()) {
+    thread.detach();
+  } else {
+    thread.join();
+  }
+}
+
+}  // namespace
+
 void CudaDevice::stop_threads() {
-  if (releaser_thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(releaser_->mutex);
-      releaser_->stop = true;
-    }
-    releaser_->wake.notify_all();
-    // Streams that hold work hold the device: none is left. The releaser
-    // may be what released the device (with the last work it was done
-    // with); it then ends on its own.
-    if (releaser_thread_.get_id() == std::this_thread::get_id()) {
-      releaser_thread_.detach();
-    } else {
-      releaser_thread_.join();
-    }
-  }
-  if (reaper_thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(reaper_->mutex);
-      reaper_->stop = true;
-    }
-    reaper_->wake.notify_all();
-    // Retired streams hold the device: none is left. The reaper itself may
-    // be what released the device; it then ends on its own.
-    if (reaper_thread_.get_id() == std::this_thread::get_id()) {
-      reaper_thread_.detach();
-    } else {
-      reaper_thread_.join();
-    }
-  }
+  // Streams that hold work, and retired streams, hold the device: neither
+  // thread has any left.
+  stop_thread(*releaser_, releaser_thread_);
+  stop_thread(*reaper_, reaper_thread_);
 }
 
 void CudaDevice::kick(CudaStream* stream) noexcept {

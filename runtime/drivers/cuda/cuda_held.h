@@ -52,7 +52,9 @@ class HeldOp {
   HeldOp& operator=(const HeldOp&) = delete;
 
   // Called once, under the stream's order_mutex. An error when issuing fails
-  // the stream from this operation on.
+  // the stream from this operation on. An event it holds (which holds the
+  // stream of its latest record) is handed on as a copy: the operation's own
+  // reference goes with it, once no lock is held (HeldDone).
   virtual axrt_status_t run(Disposition how) = 0;
   // Called once after run(), with no lock held: what may not run under one
   // (a user's function).
@@ -185,8 +187,8 @@ void stop_holding(CudaStream* s, HeldDone* done);
 axrt_status_t release_held(CudaStream* s);
 // Before a released stream is finished: nothing held back any more, and the
 // releaser done with it. Without `wait`, only a stream that holds nothing
-// qualifies, and no order_mutex is taken (this may run while another
-// stream's lock is held, from references released under it).
+// qualifies, and no order_mutex is taken; with it, the caller holds no
+// order_mutex or record_mutex (cuda_held.cc's opening comment).
 bool settle_held_work(CudaStream* s, bool wait);
 
 }  // namespace axrt::cuda

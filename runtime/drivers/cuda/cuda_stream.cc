@@ -17,6 +17,7 @@
 #include <cstring>
 #include <new>
 #include <thread>
+#include <utility>
 
 #include "runtime/drivers/cuda/cuda_copy.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
@@ -545,6 +546,10 @@ axrt_status_t stream_record_event(Stream* stream, Event* event) {
   auto* e = static_cast<CudaEvent*>(event);
   ContextScope scope(d);
   const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  // The stream of the event's previous record, let go once the locks below
+  // are: when that is its last reference, releasing it may finish it here
+  // (CudaDevice::retire), which takes its order_mutex and waits for its work.
+  Ref<Stream> previous;
   HeldDone done;
   std::lock_guard<std::mutex> order(s->order_mutex);
   const bool now = ready(s, &done);
@@ -560,7 +565,7 @@ axrt_status_t stream_record_event(Stream* stream, Event* event) {
     }
     AXRT_RETURN_IF_ERROR(d->check(d->cu.cuEventRecord(e->event, s->stream), "cuEventRecord"));
     traced.finish();
-    e->recorded_on = Ref<Stream>(stream);
+    previous = std::exchange(e->recorded_on, Ref<Stream>(stream));
     e->recorded_sequence = sequence;
     e->held_record.reset();
     return nullptr;
@@ -574,7 +579,7 @@ axrt_status_t stream_record_event(Stream* stream, Event* event) {
     d->recycle_fence(fence);
     throw;
   }
-  e->recorded_on = Ref<Stream>(stream);
+  previous = std::exchange(e->recorded_on, Ref<Stream>(stream));
   e->recorded_sequence = sequence;
   e->held_record = record;
   return hold(s, make_held(sequence, [s, held_event = Ref<Event>(event), record, sequence,
@@ -659,10 +664,12 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
     const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
     if (ready(s, &done)) return issue_foreign_wait(s, Ref<Object>(event), sequence, stamp);
     return hold(s, make_held(sequence, [s, held_event = Ref<Object>(event), sequence, stamp](
-                                           Disposition how) mutable -> axrt_status_t {
-      // After a failure a wait has nothing left to order.
+                                           Disposition how) -> axrt_status_t {
+      // After a failure a wait has nothing left to order. A copy of the event
+      // goes on, here and below: the op's own reference goes with the op
+      // (HeldOp::run).
       if (how != Disposition::kIssue) return nullptr;
-      return issue_foreign_wait(s, std::move(held_event), sequence, stamp);
+      return issue_foreign_wait(s, held_event, sequence, stamp);
     }));
   }
   auto* e = static_cast<CudaEvent*>(event);
@@ -701,10 +708,9 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
   if (!record) {
     return hold(s, make_held(sequence, [s, source, source_sequence, sequence,
                                         held_event = Ref<Object>(event),
-                                        stamp](Disposition how) mutable -> axrt_status_t {
+                                        stamp](Disposition how) -> axrt_status_t {
       if (how != Disposition::kIssue) return nullptr;
-      return issue_wait(s, nullptr, source, source_sequence, true, sequence,
-                        std::move(held_event), stamp);
+      return issue_wait(s, nullptr, source, source_sequence, true, sequence, held_event, stamp);
     }));
   }
   // The record was held back by its stream: wait for its fence once it is
@@ -712,10 +718,10 @@ axrt_status_t stream_wait_event(Stream* stream, Event* event) {
   AXRT_RETURN_IF_ERROR(d->start_releaser());
   auto op = make_held(sequence, [s, record, source, source_sequence, sequence,
                                  held_event = Ref<Object>(event),
-                                 stamp](Disposition how) mutable -> axrt_status_t {
+                                 stamp](Disposition how) -> axrt_status_t {
     if (how != Disposition::kIssue) return nullptr;
     return issue_wait(s, record->fence, source, source_sequence, record->settled(), sequence,
-                      std::move(held_event), stamp);
+                      held_event, stamp);
   });
   op->after = record;
   AXRT_RETURN_IF_ERROR(hold(s, std::move(op)));
