@@ -442,7 +442,8 @@ KernelCase MatmulBf16(bool decode = false) {
   return c;
 }
 
-KernelCase MatmulInt8() {
+// `decode`: axrt_matmul_int8_pc_f32_decode, on its grid of 8 columns by 16 rows.
+KernelCase MatmulInt8(bool decode = false) {
   const uint64_t M = 67, N = 72, K = 40;
   const std::vector<int> codes = RandomInts(N * K, 41, -127, 127);
   const std::vector<float> scale = RandomFloats(N, 42, 0.005f, 0.02f);
@@ -454,9 +455,12 @@ KernelCase MatmulInt8() {
       dequantized[k * N + n] = codes[n * K + k] * double{scale[n]};
     }
   }
-  return MatmulCase("axrt_matmul_int8_pc_f32", M, N, K,
-                    {InputBuffer(BytesOf(w), &kInt8PerChannel), InputBuffer(BytesOf(scale))},
-                    dequantized, {}, 43);
+  KernelCase c = MatmulCase(decode ? "axrt_matmul_int8_pc_f32_decode" : "axrt_matmul_int8_pc_f32",
+                            M, N, K,
+                            {InputBuffer(BytesOf(w), &kInt8PerChannel), InputBuffer(BytesOf(scale))},
+                            dequantized, {}, 43);
+  if (decode) c.grid = {CeilDiv(N, 8), CeilDiv(M, 16), 1};
+  return c;
 }
 
 KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
@@ -1205,6 +1209,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(MatmulBf16());
   cases.push_back(MatmulBf16(/*decode=*/true));
   cases.push_back(MatmulInt8());
+  cases.push_back(MatmulInt8(/*decode=*/true));
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_v1_int4_f32", Int4Format::kGptqV1, &kGptqV1));

@@ -314,6 +314,9 @@ axrt_kernel_result_t axrt_matmul_bf16_f32(const void* args, const axrt_kernel_di
 axrt_kernel_result_t axrt_matmul_bf16_f32_decode(const void* args,
                                                  const axrt_kernel_dispatch_t* dispatch,
                                                  const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_int8_pc_f32_decode(const void* args,
+                                                    const axrt_kernel_dispatch_t* dispatch,
+                                                    const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_f32_nk(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                         const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,

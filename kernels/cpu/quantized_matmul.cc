@@ -358,6 +358,17 @@ extern "C" axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,
   return AXRT_KERNEL_OK;
 }
 
+// The same on the decode grid (8 columns by 16 rows a workgroup): the same
+// bits.
+extern "C" axrt_kernel_result_t axrt_matmul_int8_pc_f32_decode(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const MatmulInt8Args*>(args);
+  Tile tile;
+  if (!locate_decode_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
+  run_matmul_isa<MatmulInt8Body>(matmul_isa(), a, &tile, &tile_scratch());
+  return AXRT_KERNEL_OK;
+}
+
 extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_f32(const void* args,
                                                          const axrt_kernel_dispatch_t*,
                                                          const axrt_kernel_workgroup_t* workgroup) {

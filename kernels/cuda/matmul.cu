@@ -137,69 +137,88 @@ struct FloatAdd {
 constexpr uint64_t kDecodeCols = 8;   // output columns of a block: one a warp
 constexpr unsigned kDecodeRows = 16;  // rows of x a block serves
 
-// bf16 weights [N, K] on the decode grid (docs/kernels.md, "Decode
-// matmuls"): block (j, i) computes columns [8 j, 8 j + 8), a warp each, for
-// rows [16 i, 16 i + 16). A lane reads 8 weights (16 bytes) at a time, at k
-// = 8 lane + 256 t, and keeps a sum per row; the warp then adds its lanes'
-// sums in a fixed tree. Each output's arithmetic is the same whatever M
-// and the other rows, so results do not depend on the batch. K a multiple
-// of 8 takes 16-byte loads (the rows 16-byte aligned); another K, one
-// element at a time in the same order.
-__device__ __forceinline__ void matmul_bf16_decode(const float* x, const uint16_t* w,
-                                                   const float* bias, float* y, uint64_t M,
-                                                   uint64_t N, uint64_t K) {
+// Weights [N, K] of type W (bf16 bits or int8, then times the column's
+// scale) on the decode grid (docs/kernels.md, "Decode matmuls"): block
+// (j, i) computes columns [8 j, 8 j + 8), a warp each, for rows
+// [16 i, 16 i + 16). A lane reads 16 bytes of weights at a time (8 bf16 or 16
+// int8), at k = E lane + 32 E t, and keeps a sum per row; the warp then adds
+// its lanes' sums in a fixed tree, and int8 multiplies the sum by the
+// column's scale, as the CPU does. Each output's arithmetic is the same
+// whatever M and the other rows, so results do not depend on the batch. K a
+// multiple of E takes 16-byte loads (the rows 16-byte aligned); another K,
+// one element at a time in the same order.
+template <class W>
+__device__ __forceinline__ float widen(W v) {
+  if constexpr (sizeof(W) == 2) {
+    return __uint_as_float(static_cast<uint32_t>(v) << 16);
+  } else {
+    return static_cast<float>(v);
+  }
+}
+
+template <class W>
+__device__ __forceinline__ void matmul_decode(const float* x, const W* w, const float* scale,
+                                              const float* bias, float* y, uint64_t M,
+                                              uint64_t N, uint64_t K) {
+  constexpr int E = 16 / sizeof(W);  // weights a lane reads at a time
   if (blockDim.x != kBlockThreads || blockDim.y != 1 || blockDim.z != 1) return;
   const uint64_t n = static_cast<uint64_t>(blockIdx.x) * kDecodeCols + threadIdx.x / kWarpSize;
   const uint64_t m0 = static_cast<uint64_t>(blockIdx.y) * kDecodeRows;
   if (blockIdx.z != 0 || n >= N || m0 >= M) return;
   const unsigned rows = M - m0 < kDecodeRows ? static_cast<unsigned>(M - m0) : kDecodeRows;
   const unsigned lane = threadIdx.x % kWarpSize;
-  const uint16_t* row = w + n * K;
+  const W* row = w + n * K;
   const float* xs = x + m0 * K;
   float acc[kDecodeRows];
 #pragma unroll
   for (unsigned r = 0; r < kDecodeRows; ++r) acc[r] = 0.0f;
-  const bool vector = K % 8 == 0 && (reinterpret_cast<uintptr_t>(w) % 16) == 0 &&
+  const bool vector = K % E == 0 && (reinterpret_cast<uintptr_t>(w) % 16) == 0 &&
                       (reinterpret_cast<uintptr_t>(x) % 16) == 0;
-  for (uint64_t k = 8 * lane; k < K; k += 8 * kWarpSize) {
-    float wf[8];
+  for (uint64_t k = E * lane; k < K; k += E * kWarpSize) {
+    float wf[E];
     if (vector) {
       const uint4 packed = *reinterpret_cast<const uint4*>(row + k);
       const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        wf[2 * e] = __uint_as_float(words[e] << 16);
-        wf[2 * e + 1] = __uint_as_float(words[e] & 0xffff0000u);
+      for (int e = 0; e < E; ++e) {
+        const uint32_t word = words[e * sizeof(W) / 4];
+        const unsigned shift = 8 * ((e * sizeof(W)) % 4);
+        if constexpr (sizeof(W) == 2) {
+          wf[e] = __uint_as_float(((word >> shift) & 0xffffu) << 16);
+        } else {
+          wf[e] = static_cast<float>(static_cast<int8_t>((word >> shift) & 0xffu));
+        }
       }
     } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        wf[e] = k + e < K ? __uint_as_float(static_cast<uint32_t>(row[k + e]) << 16) : 0.0f;
-      }
+      for (int e = 0; e < E; ++e) wf[e] = k + e < K ? widen(row[k + e]) : 0.0f;
     }
 #pragma unroll
     for (unsigned r = 0; r < kDecodeRows; ++r) {
       if (r < rows) {
         const float* xr = xs + r * K + k;
-        float xf[8];
+        float xf[E];
         if (vector) {
-          const float4 lo = *reinterpret_cast<const float4*>(xr);
-          const float4 hi = *reinterpret_cast<const float4*>(xr + 4);
-          xf[0] = lo.x, xf[1] = lo.y, xf[2] = lo.z, xf[3] = lo.w;
-          xf[4] = hi.x, xf[5] = hi.y, xf[6] = hi.z, xf[7] = hi.w;
+#pragma unroll
+          for (int q = 0; q < E / 4; ++q) {
+            const float4 v = *reinterpret_cast<const float4*>(xr + 4 * q);
+            xf[4 * q] = v.x, xf[4 * q + 1] = v.y, xf[4 * q + 2] = v.z, xf[4 * q + 3] = v.w;
+          }
         } else {
 #pragma unroll
-          for (int e = 0; e < 8; ++e) xf[e] = k + e < K ? xr[e] : 0.0f;
+          for (int e = 0; e < E; ++e) xf[e] = k + e < K ? xr[e] : 0.0f;
         }
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] = fmaf(xf[e], wf[e], acc[r]);
+        for (int e = 0; e < E; ++e) acc[r] = fmaf(xf[e], wf[e], acc[r]);
       }
     }
   }
 #pragma unroll
   for (unsigned r = 0; r < kDecodeRows; ++r) {
     const float sum = warp_reduce(acc[r], FloatAdd{});
-    if (lane == 0 && r < rows) y[(m0 + r) * N + n] = sum + bias[n];
+    if (lane == 0 && r < rows) {
+      y[(m0 + r) * N + n] = (scale != nullptr ? sum * scale[n] : sum) + bias[n];
+    }
   }
 }
 
@@ -210,7 +229,15 @@ __device__ __forceinline__ void matmul_bf16_decode(const float* x, const uint16_
 extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_bf16_f32_decode(const float* x, const uint16_t* w, const float* bias, float* y,
                                 uint64_t M, uint64_t N, uint64_t K) {
-  axrt_cuda::matmul_bf16_decode(x, w, bias, y, M, N, K);
+  axrt_cuda::matmul_decode<uint16_t>(x, w, nullptr, bias, y, M, N, K);
+}
+
+// Layout int8.per_channel on the decode grid (opt-in: docs/kernels.md).
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_matmul_int8_pc_f32_decode(const float* x, const int8_t* w, const float* scale,
+                                   const float* bias, float* y, uint64_t M, uint64_t N,
+                                   uint64_t K) {
+  axrt_cuda::matmul_decode<int8_t>(x, w, scale, bias, y, M, N, K);
 }
 
 // f32 weights [N, K], no quantization layout.

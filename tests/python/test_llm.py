@@ -218,12 +218,14 @@ def test_fused_kernels_give_the_same_logits_bit_for_bit(converted, model, weight
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_decode_matmuls_give_the_bf16_logits_bit_for_bit(tmp_path, converted, model):
-    """bf16 projections on the decode grid: on the CPU the same bits as the tile grid's."""
-    ref = reference(model, "bf16")
+@pytest.mark.parametrize("weights", ["bf16", "int8"])
+def test_decode_matmuls_give_the_same_logits_bit_for_bit(tmp_path, converted, model, weights):
+    """bf16 and int8 projections on the decode grid: on the CPU the same bits as the tile
+    grid's."""
+    ref = reference(model, weights)
     path = tmp_path / "decode.axe"
-    axrt.llm.convert(DATA / model, path, weights="bf16", cuda=False, decode_matmuls=True)
-    plain = axrt.llm.load(converted(model, "bf16"))
+    axrt.llm.convert(DATA / model, path, weights=weights, cuda=False, decode_matmuls=True)
+    plain = axrt.llm.load(converted(model, weights))
     decode = axrt.llm.load(path)
     assert decode.config.decode_matmuls
     for i, prompt in prompts(ref):
@@ -231,8 +233,9 @@ def test_decode_matmuls_give_the_bf16_logits_bit_for_bit(tmp_path, converted, mo
             assert np.array_equal(a.prefill(prompt), b.prefill(prompt)), f"prompt {i}"
             for t in ref[f"prompt{i}_greedy"][:4]:
                 assert np.array_equal(a.decode(int(t)), b.decode(int(t))), f"prompt {i}"
-    with pytest.raises(UnsupportedModelError, match="--decode-matmuls needs --weights bf16"):
-        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int8", cuda=False,
+    with pytest.raises(UnsupportedModelError, match="--decode-matmuls needs --weights bf16 or "
+                                                    "int8, not int4"):
+        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int4", cuda=False,
                          decode_matmuls=True)
 
 

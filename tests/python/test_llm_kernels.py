@@ -29,6 +29,7 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_attention_decode_kv_bf16", "axrt_attention_decode_kv_fp8_e4m3",
            "axrt_add_rmsnorm_f32", "axrt_rope_kv_cache_write_f32", "axrt_rope_kv_cache_write_bf16",
            "axrt_rope_kv_cache_write_fp8_e4m3", "axrt_matmul_bf16_f32_decode",
+           "axrt_matmul_int8_pc_f32", "axrt_matmul_int8_pc_f32_decode",
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
            "axrt_matmul_gptq_int4_q8_f32"]
 
@@ -317,6 +318,43 @@ def test_matmul_bf16_decode(device, m, n, k):
                    {"x": x[:1], "w": stored, "bias": bias}, {"y": (np.float32, (1, n))},
                    lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), 1, n, k], device)
     np.testing.assert_array_equal(alone[0], y[0])
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 200, 336), (16, 67, 336), (21, 9, 50), (70, 200, 336)])
+def test_matmul_int8_decode(device, m, n, k):
+    """int8 per-channel weights on the decode grid: within the matmul bound of the float64
+    product of the dequantized weights, the same bits as axrt_matmul_int8_pc_f32 on the CPU,
+    and a row's bits the same alone."""
+    rng = np.random.default_rng(70 + m)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    codes = rng.integers(-127, 128, (n, k)).astype(np.int8)
+    scale = rng.uniform(0.005, 0.02, (n, 1)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    value = codes.astype(np.float64) * scale.astype(np.float64)
+    layout = CONTRACTS["axrt_matmul_int8_pc_f32"][0][1].layout
+
+    def call(kernel, tile, rows, xs):
+        b = axrt.Builder(producer="axrt-tests", producer_version="1")
+        kern = b.kernel(kernel, b.kernel_library("axrt.cpu"), params=params(kernel))
+        if device.type == "cuda":
+            b.kernel_variant(kern, cuda_code_object(b), workgroup_size=256)
+        s = b.constant("scale", scale)
+        w = b.constant("w", codes, layout=layout.with_constants(scale=s))
+        f = b.function("main", inputs=[("x", np.float32, (rows, k)), ("bias", np.float32, (n,))],
+                       outputs=[("y", np.float32, (rows, n))])
+        f.dispatch(kern, grid=(ceildiv(n, tile[0]), ceildiv(rows, tile[1])),
+                   args=[f.input(0), w, s, f.input(1), f.output(0), rows, n, k])
+        out = axrt.load(b.to_bytes(), device=device).main(xs, bias)
+        return out if isinstance(out, np.ndarray) else out.numpy()
+
+    y = call("axrt_matmul_int8_pc_f32_decode", (8, 16), m, x)
+    ref = x.astype(np.float64) @ value.T + bias
+    bound = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(value.T) + np.abs(bias)) + 1e-6
+    assert np.all(np.abs(y - ref) <= bound)
+    if device.type == "cpu":
+        np.testing.assert_array_equal(y, call("axrt_matmul_int8_pc_f32", (64, 64), m, x))
+    np.testing.assert_array_equal(call("axrt_matmul_int8_pc_f32_decode", (8, 16), 1, x[:1])[0],
+                                  y[0])
 
 
 # ---------------------------------------------------------------------------

@@ -39,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                               "the KV-cache write, as one kernel each (the same results, fewer "
                               "passes over memory; off by default until validated on a GPU)")
     convert.add_argument("--decode-matmuls", action="store_true",
-                         help="with --weights bf16: projections on the decode matmul's grid, "
+                         help="with --weights bf16 or int8: projections on the decode "
+                              "matmuls' grid, "
                               "for a GPU's decode (off by default until validated on a GPU)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")

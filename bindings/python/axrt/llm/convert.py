@@ -275,7 +275,9 @@ class _Converter:
 
             scale = self.constant(label + ".scale", take_scale, "f32", (n, 1))
             w = self.constant(label, take_q, "int8", (n, k), INT8_LAYOUT.with_constants(scale=scale))
-            return _Linear("axrt_matmul_int8_pc_f32", (w, scale), bias, n, k)
+            kernel = ("axrt_matmul_int8_pc_f32_decode" if self.cfg.decode_matmuls
+                      else "axrt_matmul_int8_pc_f32")
+            return _Linear(kernel, (w, scale), bias, n, k)
         if mode == "int4":
             # A row-parallel part's inputs start at rank x k, so with k a
             # multiple of the group its groups are the whole projection's.
@@ -579,10 +581,11 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     (``axrt_rope_kv_cache_write_*``), the same bits as the kernels they
     replace (docs/kernels.md, "Fused kernels"); off by default until their
     CUDA bodies have passed a GPU run (docs/gpu-validation.md).
-    `decode_matmuls` (bf16 weights): the projections take
-    ``axrt_matmul_bf16_f32_decode``, whose grid of 8 columns by 16 rows a
-    workgroup suits a GPU's decode (on the CPU, the same bits as the default
-    kernel); off by default until its CUDA body has passed a GPU run.
+    `decode_matmuls` (bf16 and int8 weights): the projections take
+    ``axrt_matmul_bf16_f32_decode`` or ``axrt_matmul_int8_pc_f32_decode``,
+    whose grid of 8 columns by 16 rows a workgroup suits a GPU's decode (on
+    the CPU, the same bits as the default kernels); off by default until
+    their CUDA bodies have passed a GPU run.
     `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
@@ -619,9 +622,9 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     config.kv_cache_dtype = kv_cache_dtype
     config.fused_kernels = bool(fused_kernels)
     config.decode_matmuls = bool(decode_matmuls)
-    if decode_matmuls and weights != "bf16":
-        raise UnsupportedModelError(f"--decode-matmuls needs --weights bf16, not {weights} "
-                                    "(the decode matmuls cover bf16 weights so far)")
+    if decode_matmuls and weights not in ("bf16", "int8"):
+        raise UnsupportedModelError(f"--decode-matmuls needs --weights bf16 or int8, not "
+                                    f"{weights} (the decode matmuls cover those so far)")
     if kv_cache_dtype == "fp8_e4m3" and config.head_dim % _FP8_HEAD_DIM_MULTIPLE != 0:
         raise UnsupportedModelError(
             f"--kv-cache-dtype fp8_e4m3 needs a head size that is a multiple of "
