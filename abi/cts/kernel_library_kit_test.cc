@@ -890,6 +890,50 @@ struct LowLayout {
   }
 };
 
+// `cache` with the keys and values of every token of `qkv` stored at its
+// position's slot as `kind` stores them (nullopt: f32, as they are), for
+// `per_seq` tokens a block-table row.
+std::vector<uint8_t> StoredCache(const LowLayout& layout, std::optional<LowKv> kind,
+                                 std::vector<uint8_t> cache, const std::vector<float>& qkv,
+                                 const std::vector<int32_t>& positions,
+                                 const std::vector<int32_t>& tables, uint64_t per_seq) {
+  const PagedShape& s = layout.s;
+  for (uint64_t t = 0; t < positions.size(); ++t) {
+    const uint64_t p = static_cast<uint64_t>(positions[t]);
+    const uint64_t block =
+        static_cast<uint64_t>(tables[(t / per_seq) * s.max_blocks + p / s.block_size]);
+    const uint64_t slot = p % s.block_size;
+    for (uint64_t kv = 0; kv < 2; ++kv) {
+      for (uint64_t g = 0; g < s.kv_heads; ++g) {
+        const float* row = qkv.data() + t * s.row_stride() + s.k_offset() +
+                           (kv * s.kv_heads + g) * s.head_dim;
+        if (!kind) {
+          for (uint64_t d = 0; d < s.head_dim; ++d) {
+            std::memcpy(&cache[s.Slot(tables, t / per_seq, p, kv, g, d) * 4], &row[d], 4);
+          }
+          continue;
+        }
+        const uint64_t base = layout.Base(s.layer, kv, block, g);
+        if (*kind == LowKv::kBf16) {
+          for (uint64_t d = 0; d < s.head_dim; ++d) {
+            const uint16_t h = Bf16Nearest(row[d]);
+            std::memcpy(&cache[layout.Element(base, slot, d)], &h, 2);
+          }
+          continue;
+        }
+        float amax = 0.0f;
+        for (uint64_t d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(row[d]));
+        const float scale = amax / 448.0f;
+        for (uint64_t d = 0; d < s.head_dim; ++d) {
+          cache[layout.Element(base, slot, d)] = scale == 0.0f ? 0 : E4m3Nearest(row[d] / scale);
+        }
+        std::memcpy(&cache[layout.Scale(base, slot)], &scale, 4);
+      }
+    }
+  }
+  return cache;
+}
+
 // Two sequences of four tokens into a cache of random bytes; the rows
 // written must be the rounded keys and values, every other byte kept.
 KernelCase KvCacheWriteLow(LowKv kind) {
@@ -915,34 +959,8 @@ KernelCase KvCacheWriteLow(LowKv kind) {
   c.buffers[3].fully_written = false;
   c.scalars = {T,          per_seq,      s.layer,        s.num_blocks, s.kv_heads, s.block_size,
                s.head_dim, s.max_blocks, s.row_stride(), s.k_offset()};
-  std::vector<uint8_t> want = cache;
-  for (uint64_t t = 0; t < T; ++t) {
-    const uint64_t p = static_cast<uint64_t>(positions[t]);
-    const uint64_t block =
-        static_cast<uint64_t>(tables[(t / per_seq) * s.max_blocks + p / s.block_size]);
-    for (uint64_t kv = 0; kv < 2; ++kv) {
-      for (uint64_t g = 0; g < s.kv_heads; ++g) {
-        const float* row = qkv.data() + t * s.row_stride() + s.k_offset() +
-                           (kv * s.kv_heads + g) * s.head_dim;
-        const uint64_t base = layout.Base(s.layer, kv, block, g);
-        const uint64_t slot = p % s.block_size;
-        if (kind == LowKv::kBf16) {
-          for (uint64_t d = 0; d < s.head_dim; ++d) {
-            const uint16_t h = Bf16Nearest(row[d]);
-            std::memcpy(&want[layout.Element(base, slot, d)], &h, 2);
-          }
-          continue;
-        }
-        float amax = 0.0f;
-        for (uint64_t d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(row[d]));
-        const float scale = amax / 448.0f;
-        for (uint64_t d = 0; d < s.head_dim; ++d) {
-          want[layout.Element(base, slot, d)] = scale == 0.0f ? 0 : E4m3Nearest(row[d] / scale);
-        }
-        std::memcpy(&want[layout.Scale(base, slot)], &scale, 4);
-      }
-    }
-  }
+  const std::vector<uint8_t> want =
+      StoredCache(layout, kind, cache, qkv, positions, tables, per_seq);
   c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
     CHECK(buffers[3] == want);
   };
@@ -1007,43 +1025,7 @@ KernelCase RopeKvCacheWrite(std::optional<LowKv> kind) {
     CheckNear(rows, want, bound, c.kernel + " (qkv)");
     // What the cache must hold: `cache` with each token's rotated keys and
     // its values (from the kernel's own qkv) stored at its slot.
-    std::vector<uint8_t> expect = cache;
-    for (uint64_t t = 0; t < T; ++t) {
-      const uint64_t p = static_cast<uint64_t>(positions[t]);
-      const uint64_t block =
-          static_cast<uint64_t>(tables[(t / per_seq) * s.max_blocks + p / s.block_size]);
-      const uint64_t slot = p % s.block_size;
-      for (uint64_t kv = 0; kv < 2; ++kv) {
-        for (uint64_t g = 0; g < s.kv_heads; ++g) {
-          const float* row = rows.data() + t * s.row_stride() + s.k_offset() +
-                             (kv * s.kv_heads + g) * s.head_dim;
-          if (!kind) {
-            for (uint64_t d = 0; d < s.head_dim; ++d) {
-              const uint64_t at = ((((s.layer * 2 + kv) * s.num_blocks + block) * s.kv_heads + g) *
-                                       s.block_size + slot) * s.head_dim + d;
-              std::memcpy(&expect[at * 4], &row[d], 4);
-            }
-            continue;
-          }
-          const uint64_t base = layout.Base(s.layer, kv, block, g);
-          if (*kind == LowKv::kBf16) {
-            for (uint64_t d = 0; d < s.head_dim; ++d) {
-              const uint16_t h = Bf16Nearest(row[d]);
-              std::memcpy(&expect[layout.Element(base, slot, d)], &h, 2);
-            }
-            continue;
-          }
-          float amax = 0.0f;
-          for (uint64_t d = 0; d < s.head_dim; ++d) amax = std::max(amax, std::fabs(row[d]));
-          const float scale = amax / 448.0f;
-          for (uint64_t d = 0; d < s.head_dim; ++d) {
-            expect[layout.Element(base, slot, d)] = scale == 0.0f ? 0 : E4m3Nearest(row[d] / scale);
-          }
-          std::memcpy(&expect[layout.Scale(base, slot)], &scale, 4);
-        }
-      }
-    }
-    CHECK(buffers[4] == expect);
+    CHECK(buffers[4] == StoredCache(layout, kind, cache, rows, positions, tables, per_seq));
   };
   return c;
 }

@@ -275,9 +275,7 @@ struct AttendBody {
     constexpr size_t kConverted = kKind == kv::Kind::kF32 ? 1 : kKeyChunk * kMaxHeadDim;
     alignas(64) float converted_keys[kConverted];
     alignas(64) float converted_values[kConverted];
-    // Bytes of a row's elements.
-    constexpr uint64_t kElement =
-        kKind == kv::Kind::kF32 ? 4 : kKind == kv::Kind::kBf16 ? 2 : 1;
+    constexpr uint64_t kElement = kv::element_bytes(kKind);
     alignas(64) float acc[kMaxQueries][kMaxHeadDim];
     alignas(64) float scores[kMaxQueries][kKeyChunk];
     float m[kMaxQueries];

@@ -67,35 +67,35 @@ struct Tile {
   int strips;   // ceil(cols / kNr)
 };
 
-// The tile of workgroup (j, i) = (id.x, id.y); false when it lies outside y.
+// The tile of workgroup (j, i) = (id.x, id.y) on a grid of `cols` columns
+// by `rows` rows a workgroup (at most kTile each); false when it lies
+// outside y.
 inline bool locate_tile(const axrt_kernel_workgroup_t* workgroup, uint64_t M, uint64_t N,
-                        Tile* tile) {
-  const uint64_t m0 = static_cast<uint64_t>(workgroup->workgroup_id.y) * kTile;
-  const uint64_t n0 = static_cast<uint64_t>(workgroup->workgroup_id.x) * kTile;
+                        uint64_t cols, uint64_t rows, Tile* tile) {
+  const uint64_t m0 = static_cast<uint64_t>(workgroup->workgroup_id.y) * rows;
+  const uint64_t n0 = static_cast<uint64_t>(workgroup->workgroup_id.x) * cols;
   if (workgroup->workgroup_id.z != 0 || m0 >= M || n0 >= N) return false;
   tile->m0 = m0;
   tile->n0 = n0;
-  tile->rows = static_cast<int>(std::min<uint64_t>(kTile, M - m0));
-  tile->cols = static_cast<int>(std::min<uint64_t>(kTile, N - n0));
+  tile->rows = static_cast<int>(std::min<uint64_t>(rows, M - m0));
+  tile->cols = static_cast<int>(std::min<uint64_t>(cols, N - n0));
   tile->strips = (tile->cols + kNr - 1) / kNr;
   return true;
 }
 
-// The tile of workgroup (j, i) of a decode matmul's grid (docs/kernels.md,
-// "Decode matmuls"): columns [8 j, 8 j + 8), rows [16 i, 16 i + 16).
+// The matmuls' grid: kTile by kTile.
+inline bool locate_tile(const axrt_kernel_workgroup_t* workgroup, uint64_t M, uint64_t N,
+                        Tile* tile) {
+  return locate_tile(workgroup, M, N, kTile, kTile, tile);
+}
+
+// A decode matmul's grid (docs/kernels.md, "Decode matmuls"): workgroup
+// (j, i) has columns [8 j, 8 j + 8), rows [16 i, 16 i + 16).
 constexpr uint64_t kDecodeCols = 8;
 constexpr uint64_t kDecodeRows = 16;
 inline bool locate_decode_tile(const axrt_kernel_workgroup_t* workgroup, uint64_t M, uint64_t N,
                                Tile* tile) {
-  const uint64_t m0 = static_cast<uint64_t>(workgroup->workgroup_id.y) * kDecodeRows;
-  const uint64_t n0 = static_cast<uint64_t>(workgroup->workgroup_id.x) * kDecodeCols;
-  if (workgroup->workgroup_id.z != 0 || m0 >= M || n0 >= N) return false;
-  tile->m0 = m0;
-  tile->n0 = n0;
-  tile->rows = static_cast<int>(std::min<uint64_t>(kDecodeRows, M - m0));
-  tile->cols = static_cast<int>(std::min<uint64_t>(kDecodeCols, N - n0));
-  tile->strips = (tile->cols + kNr - 1) / kNr;
-  return true;
+  return locate_tile(workgroup, M, N, kDecodeCols, kDecodeRows, tile);
 }
 
 // ---------------------------------------------------------------------------

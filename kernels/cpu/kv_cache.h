@@ -30,18 +30,15 @@ enum class Kind { kF32, kBf16, kFp8E4m3 };
 constexpr float kFp8Max = 448.0f;  // the largest finite e4m3fn
 constexpr uint64_t kFp8HeadDimMultiple = 16;
 
+// Bytes of one stored element.
+constexpr uint64_t element_bytes(Kind kind) {
+  return kind == Kind::kF32 ? 4 : kind == Kind::kBf16 ? 2 : 1;
+}
+
 // Bytes of one block of one KV head: block_size rows of head_dim elements
-// (and, for fp8, their scales).
+// (and, for fp8, a 4-byte scale a row).
 constexpr uint64_t run_bytes(Kind kind, uint64_t block_size, uint64_t head_dim) {
-  switch (kind) {
-    case Kind::kF32:
-      return block_size * head_dim * 4;
-    case Kind::kBf16:
-      return block_size * head_dim * 2;
-    case Kind::kFp8E4m3:
-      return block_size * (head_dim + 4);
-  }
-  return 0;
+  return block_size * (head_dim * element_bytes(kind) + (kind == Kind::kFp8E4m3 ? 4 : 0));
 }
 
 // Where (layer, plane: 0 keys / 1 values, block, KV head) starts.

@@ -219,7 +219,7 @@ void kv_store(kv::Kind kind, const KvCacheWriteArgs* a, uint64_t t, uint64_t blo
   const float* keys = a->qkv + t * a->row_stride + a->k_offset;
   const float* values = keys + KVH * D;
   auto* cache = static_cast<uint8_t*>(a->cache);
-  const uint64_t element = kind == kv::Kind::kF32 ? 4 : kind == kv::Kind::kBf16 ? 2 : 1;
+  const uint64_t element = kv::element_bytes(kind);
   for (uint64_t plane = 0; plane < 2; ++plane) {
     const float* src = plane == 0 ? keys : values;
     for (uint64_t h = 0; h < KVH; ++h) {

@@ -41,6 +41,12 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want)) / np.max(np.abs(want)))
 
 
+def teacher_forced(llm, prompt, greedy) -> list:
+    """The logits after `prompt` and after each of `greedy` but the last, through a session."""
+    with llm.session() as seq:
+        return [seq.prefill(prompt)] + [seq.decode(int(token)) for token in greedy[:-1]]
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """Converts each model in each precision once per test run."""
@@ -99,10 +105,7 @@ def test_greedy_step_logits_match_transformers(converted, model):
     ref = reference(model, "f32")
     llm = axrt.llm.load(converted(model, "f32"))
     for i, prompt in prompts(ref):
-        with llm.session() as seq:
-            rows = [seq.prefill(prompt)]
-            for token in ref[f"prompt{i}_greedy"][:-1]:
-                rows.append(seq.decode(int(token)))
+        rows = teacher_forced(llm, prompt, ref[f"prompt{i}_greedy"])
         for step, row in enumerate(rows):
             err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
             assert err <= F32_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
@@ -119,10 +122,7 @@ def test_low_precision_weights_match_transformers_on_the_dequantized_weights(
     full = reference(model, "f32")
     llm = axrt.llm.load(converted(model, weights))
     for i, prompt in prompts(ref):
-        with llm.session() as seq:
-            rows = [seq.prefill(prompt)]
-            for token in ref[f"prompt{i}_greedy"][:-1]:
-                rows.append(seq.decode(int(token)))
+        rows = teacher_forced(llm, prompt, ref[f"prompt{i}_greedy"])
         for step, row in enumerate(rows):
             err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
             assert err <= F32_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
@@ -146,10 +146,7 @@ def test_int8_activations_stay_near_the_dequantized_weights(converted, model, ca
     assert llm.config.activations == "int8"
     worst = 0.0
     for i, prompt in prompts(ref):
-        with llm.session() as seq:
-            rows = [seq.prefill(prompt)]
-            for token in ref[f"prompt{i}_greedy"][:-1]:
-                rows.append(seq.decode(int(token)))
+        rows = teacher_forced(llm, prompt, ref[f"prompt{i}_greedy"])
         for step, row in enumerate(rows):
             err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
             worst = max(worst, err)
@@ -177,10 +174,7 @@ def test_low_precision_kv_caches_match_transformers_on_rounded_keys_and_values(
     assert llm.config.kv_cache_dtype == kv
     worst = drift = 0.0
     for i, prompt in prompts(ref):
-        with llm.session() as seq:
-            rows = [seq.prefill(prompt)]
-            for token in ref[f"prompt{i}_greedy"][:-1]:
-                rows.append(seq.decode(int(token)))
+        rows = teacher_forced(llm, prompt, ref[f"prompt{i}_greedy"])
         for step, row in enumerate(rows):
             err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
             worst = max(worst, err)

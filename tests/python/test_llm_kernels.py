@@ -464,12 +464,14 @@ def test_silu_mul(device):
 
 
 def kv_write_call(qkv, positions, tables, cache, *, T, tokens_per_seq, layer, kv_heads,
-                  head_dim, row_stride, k_offset, device, out=None, stream=None):
+                  head_dim, row_stride, k_offset, device, out=None, stream=None,
+                  kernel="axrt_kv_cache_write_f32"):
+    """`kernel` (the f32 cache's, or the bf16 or fp8 one of KV_KERNELS) over `cache`."""
     num_blocks, max_blocks = cache.shape[2], tables.shape[1]
-    (result,) = run("axrt_kv_cache_write_f32", KV_CACHE_WRITE, T,
+    (result,) = run(kernel, params(kernel), T,
                     {"qkv": qkv, "positions": positions, "block_tables": tables,
                      "cache_in": cache},
-                    {"cache": (np.float32, cache.shape)},
+                    {"cache": (cache.dtype, cache.shape)},
                     lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), T,
                                tokens_per_seq, layer, num_blocks, kv_heads, BS, head_dim,
                                max_blocks, row_stride, k_offset],
@@ -555,10 +557,11 @@ def prefill_call(qkv, positions, table, cache, *, heads, kv_heads, head_dim, lay
 
 
 def decode_call(qkv, positions, tables, cache, *, heads, kv_heads, head_dim, layer, scale,
-                device, out=None, stream=None):
+                device, out=None, stream=None, kernel="axrt_attention_decode_f32"):
+    """`kernel` (the f32 cache's, or the bf16 or fp8 one of KV_KERNELS) over `cache`."""
     B, row_stride = qkv.shape
     num_blocks, max_blocks = cache.shape[2], tables.shape[1]
-    (result,) = run("axrt_attention_decode_f32", DECODE, (B, kv_heads),
+    (result,) = run(kernel, DECODE, (B, kv_heads),
                     {"qkv": qkv, "positions": positions, "block_tables": tables,
                      "cache": cache},
                     {"out": (np.float32, (B, heads * head_dim))},
@@ -714,11 +717,10 @@ def test_rope_kv_cache_write_is_rope_then_the_write(device, dtype):
                       lambda f: [f.output(0), f.input(1), f.input(2), T, rotated, head_dim,
                                  row_stride, 1.0],
                       device, copies=[(0, 0)])
-    write = kv_write_call if dtype == "f32" else (
-        lambda *a, **k: low_kv_write_call(dtype, *a, **k))
-    want_cache = write(rope_out, positions, tables, cache, T=T, tokens_per_seq=5, layer=layer,
-                       kv_heads=kv_heads, head_dim=head_dim, row_stride=row_stride,
-                       k_offset=heads * head_dim, device=device)
+    want_cache = kv_write_call(rope_out, positions, tables, cache, T=T, tokens_per_seq=5,
+                               layer=layer, kv_heads=kv_heads, head_dim=head_dim,
+                               row_stride=row_stride, k_offset=heads * head_dim, device=device,
+                               kernel=f"axrt_kv_cache_write_{dtype}")
     kernel = f"axrt_rope_kv_cache_write_{dtype}"
     got_qkv, got_cache = run(
         kernel, params(kernel), T,
@@ -778,21 +780,6 @@ def stored_dtype(dtype):
     return ml_dtypes.bfloat16 if dtype == "bf16" else np.uint8
 
 
-def low_kv_write_call(dtype, qkv, positions, tables, cache, *, T, tokens_per_seq, layer,
-                      kv_heads, head_dim, row_stride, k_offset, device, out=None, stream=None):
-    num_blocks, max_blocks = cache.shape[2], tables.shape[1]
-    kernel = KV_KERNELS[dtype][0]
-    (result,) = run(kernel, params(kernel), T,
-                    {"qkv": qkv, "positions": positions, "block_tables": tables,
-                     "cache_in": cache},
-                    {"cache": (cache.dtype, cache.shape)},
-                    lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), T,
-                               tokens_per_seq, layer, num_blocks, kv_heads, BS, head_dim,
-                               max_blocks, row_stride, k_offset],
-                    device, copies=[(3, 0)], out=out, stream=stream)
-    return result
-
-
 @pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
 @pytest.mark.parametrize("case", ["chunked_prefill", "decode_batch"])
 def test_kv_cache_write_stores_rounded_rows(device, dtype, case):
@@ -814,10 +801,10 @@ def test_kv_cache_write_stores_rounded_rows(device, dtype, case):
     qkv[0, heads * head_dim: (heads + 1) * head_dim] = 0.0  # a row of zeros: scale 0
     f32 = rng.standard_normal((L, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
     before, _ = stored_cache(f32, dtype)
-    out = low_kv_write_call(dtype, qkv, positions, tables, before, T=T,
-                            tokens_per_seq=tokens_per_seq, layer=layer, kv_heads=kv_heads,
-                            head_dim=head_dim, row_stride=row_stride, k_offset=heads * head_dim,
-                            device=device)
+    out = kv_write_call(qkv, positions, tables, before, T=T, tokens_per_seq=tokens_per_seq,
+                        layer=layer, kv_heads=kv_heads, head_dim=head_dim,
+                        row_stride=row_stride, k_offset=heads * head_dim, device=device,
+                        kernel=KV_KERNELS[dtype][0])
     want_f32 = kv_write_reference(qkv, positions, tables, f32, tokens_per_seq, layer, kv_heads,
                                   head_dim, heads * head_dim)
     want, _ = stored_cache(want_f32, dtype)
@@ -845,31 +832,15 @@ def test_fp8_rounding_ties_subnormals_and_signs_match_ml_dtypes(device):
     max_blocks = -(-T // BS)
     tables = np.arange(max_blocks, dtype=np.int32).reshape(1, max_blocks)
     cache = np.zeros((1, 2, max_blocks, kv_heads, BS, head_dim + 4), np.uint8)
-    out = low_kv_write_call("fp8_e4m3", qkv, positions, tables, cache, T=T, tokens_per_seq=T,
-                            layer=0, kv_heads=kv_heads, head_dim=head_dim,
-                            row_stride=2 * head_dim, k_offset=0, device=device)
+    out = kv_write_call(qkv, positions, tables, cache, T=T, tokens_per_seq=T, layer=0,
+                        kv_heads=kv_heads, head_dim=head_dim, row_stride=2 * head_dim,
+                        k_offset=0, device=device, kernel="axrt_kv_cache_write_fp8_e4m3")
     runs = out.reshape(2, max_blocks, BS * (head_dim + 4))
     got_codes = runs[..., :BS * head_dim].reshape(2, max_blocks * BS, head_dim)[:, :T]
     got_scales = runs[..., BS * head_dim:].copy().view(np.float32).reshape(2, -1)[:, :T]
     np.testing.assert_array_equal(got_scales, 1.0)
     want = qkv.reshape(T, 2, head_dim).transpose(1, 0, 2).astype(ml_dtypes.float8_e4m3fn)
     np.testing.assert_array_equal(got_codes, want.view(np.uint8))
-
-
-def low_decode_call(dtype, qkv, positions, tables, cache, *, heads, kv_heads, head_dim, layer,
-                    scale, device, out=None, stream=None):
-    B, row_stride = qkv.shape
-    num_blocks, max_blocks = cache.shape[2], tables.shape[1]
-    kernel = KV_KERNELS[dtype][1]
-    (result,) = run(kernel, DECODE, (B, kv_heads),
-                    {"qkv": qkv, "positions": positions, "block_tables": tables,
-                     "cache": cache},
-                    {"out": (np.float32, (B, heads * head_dim))},
-                    lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.output(0), B,
-                               heads, kv_heads, head_dim, layer, num_blocks, BS, max_blocks,
-                               row_stride, scale],
-                    device, out=out, stream=stream)
-    return result
 
 
 # Half a step of each element type, relative, and the smallest fp8 step's half
@@ -895,8 +866,9 @@ def test_attention_decode_over_a_low_precision_cache(device, dtype, heads, kv_he
     row_stride = (heads + 2 * kv_heads) * head_dim
     qkv = (rng.standard_normal((B, row_stride)) * 2).astype(np.float32)
     scale = 1.0 / math.sqrt(head_dim)
-    out = low_decode_call(dtype, qkv, positions, tables, stored, heads=heads, kv_heads=kv_heads,
-                          head_dim=head_dim, layer=layer, scale=scale, device=device)
+    out = decode_call(qkv, positions, tables, stored, heads=heads, kv_heads=kv_heads,
+                      head_dim=head_dim, layer=layer, scale=scale, device=device,
+                      kernel=KV_KERNELS[dtype][1])
     check_attention(out, qkv, positions, tables, decoded, heads, kv_heads, head_dim, layer, scale)
 
     relative, subnormal = ROUNDING[dtype]
@@ -929,10 +901,11 @@ def test_fp8_kv_cache_refuses_a_head_dim_off_16(cpu):
     cache = np.zeros((1, 2, 2, kv_heads, BS, head_dim + 4), np.uint8)
     qkv = rng.standard_normal((1, 4 * head_dim), dtype=np.float32)
     out = cache.copy()
-    refused(lambda s: low_kv_write_call("fp8_e4m3", qkv, np.array([3], np.int32), tables, cache,
-                                        T=1, tokens_per_seq=1, layer=0, kv_heads=kv_heads,
-                                        head_dim=head_dim, row_stride=4 * head_dim,
-                                        k_offset=2 * head_dim, device=cpu, out=out, stream=s),
+    refused(lambda s: kv_write_call(qkv, np.array([3], np.int32), tables, cache, T=1,
+                                    tokens_per_seq=1, layer=0, kv_heads=kv_heads,
+                                    head_dim=head_dim, row_stride=4 * head_dim,
+                                    k_offset=2 * head_dim, device=cpu, out=out, stream=s,
+                                    kernel="axrt_kv_cache_write_fp8_e4m3"),
             r"head_dim 8: an fp8 KV cache needs a multiple of 16")
     np.testing.assert_array_equal(out, cache)
 

@@ -35,17 +35,15 @@ from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardI
 WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
 ACTIVATION_MODES = ("f32", "int8")
 # The KV cache's element types: the step's `kv_cache` dtype, its last
-# dimension beyond head_dim (fp8 rows carry an f32 scale) and the kernels
-# that write and read it (docs/kernels.md, "KV cache").
+# dimension beyond head_dim (fp8 rows carry an f32 scale), and the suffix of
+# the kernels that write it (axrt_kv_cache_write_*, with fused kernels
+# axrt_rope_kv_cache_write_*) and read it (axrt_attention_decode_*)
+# (docs/kernels.md, "KV cache").
 KV_CACHE_DTYPES = {
-    "f32": ("float32", 0, "axrt_kv_cache_write_f32", "axrt_attention_decode_f32"),
-    "bf16": ("bfloat16", 0, "axrt_kv_cache_write_bf16", "axrt_attention_decode_kv_bf16"),
-    "fp8_e4m3": ("uint8", 4, "axrt_kv_cache_write_fp8_e4m3", "axrt_attention_decode_kv_fp8_e4m3"),
+    "f32": ("float32", 0, "f32", "f32"),
+    "bf16": ("bfloat16", 0, "bf16", "kv_bf16"),
+    "fp8_e4m3": ("uint8", 4, "fp8_e4m3", "kv_fp8_e4m3"),
 }
-# With fused kernels, rope and the cache write are one kernel per element type.
-_ROPE_KV_CACHE_WRITE = {"f32": "axrt_rope_kv_cache_write_f32",
-                        "bf16": "axrt_rope_kv_cache_write_bf16",
-                        "fp8_e4m3": "axrt_rope_kv_cache_write_fp8_e4m3"}
 _FP8_HEAD_DIM_MULTIPLE = 16
 
 # Tile of the matmul grids (docs/kernels.md).
@@ -477,8 +475,7 @@ class _Converter:
         QKV = (nh + 2 * nkv) * D
         BS, MBS = cfg.block_size, cfg.max_blocks_per_sequence
         rows_max = max(cfg.prefill_chunk, cfg.max_batch)
-        cache_dtype, row_extra, write_kernel, attention_kernel = KV_CACHE_DTYPES[
-            cfg.kv_cache_dtype]
+        cache_dtype, row_extra, written, read = KV_CACHE_DTYPES[cfg.kv_cache_dtype]
         cache_shape = [cfg.num_layers, 2, "NB", nkv, BS, D + row_extra]
         inputs = [("tokens", "int32", ["T"]), ("positions", "int32", ["T"]),
                   ("block_tables", "int32", ["T", MBS]), ("logit_rows", "int32", ["S"]),
@@ -511,16 +508,16 @@ class _Converter:
         for l, layer in enumerate(layers):
             self.matmul(f, layer["qkv"], buf("xn"), buf("qkv"), rows)
             if cfg.fused_kernels:
-                f.dispatch(self.kernel(_ROPE_KV_CACHE_WRITE[cfg.kv_cache_dtype]), [rows],
+                f.dispatch(self.kernel(f"axrt_rope_kv_cache_write_{written}"), [rows],
                            [buf("qkv"), positions, inv_freq, tables, cache, rows, 1, nh + nkv, l,
                             nb, nkv, BS, D, MBS, QKV, nh * D, 1.0])
             else:
                 f.dispatch(self.kernel("axrt_rope_f32"), [rows],
                            [buf("qkv"), positions, inv_freq, rows, nh + nkv, D, QKV, 1.0])
-                f.dispatch(self.kernel(write_kernel), [rows],
+                f.dispatch(self.kernel(f"axrt_kv_cache_write_{written}"), [rows],
                            [buf("qkv"), positions, tables, cache, rows, 1, l, nb,
                             nkv, BS, D, MBS, QKV, nh * D])
-            f.dispatch(self.kernel(attention_kernel), [rows, nkv],
+            f.dispatch(self.kernel(f"axrt_attention_decode_{read}"), [rows, nkv],
                        [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
                         nb, BS, MBS, QKV, scale])
             self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
