@@ -60,6 +60,7 @@ namespace axrt {
 struct Buffer;
 struct CommandBatch;
 struct Device;
+struct DeviceGraph;
 struct Event;
 struct Instance;
 struct Stream;
@@ -194,6 +195,16 @@ struct DeviceVtable {
   // Null: the core answers as for devices of different drivers (host memory
   // both sides: AXRT_DEVICE_LINK_HOST_MEMORY; else AXRT_DEVICE_LINK_NONE).
   axrt_status_t (*query_peer)(Device* device, Device* peer, axrt_device_peer_info_t* out);
+  // (optional, with StreamVtable::launch_graph) Makes the commands of
+  // `batch` into a graph that replays them, each replay one launch (a CUDA
+  // graph). `batch` has no arena to return: its buffers, which the core
+  // keeps allocated and retained as long as the graph, are the ones every
+  // replay touches, its argument blocks final. UNIMPLEMENTED says this
+  // batch or this device cannot be a graph (a command the driver's graphs
+  // lack, a driver without graph support): the core then replays by
+  // submitting the batch again. Null: always so.
+  axrt_status_t (*create_graph)(Device* device, const CommandBatch& batch,
+                                std::unique_ptr<DeviceGraph>* out);
 };
 
 struct Device : Object {
@@ -352,6 +363,11 @@ struct StreamVtable {
   // the core then reaches host-visible memory through its host pointer and
   // answers UNIMPLEMENTED for the rest.
   axrt_status_t (*copy_peer)(Stream* stream, const CopyCommand& copy);
+  // (optional, with DeviceVtable::create_graph) Queues one replay of
+  // `graph`, made by this stream's device, in stream order like a batch:
+  // retains `keep` (which owns the graph and the buffers it touches) until
+  // the replay ran; a replay that fails fails the stream.
+  axrt_status_t (*launch_graph)(Stream* stream, DeviceGraph* graph, Ref<Object> keep);
 };
 
 struct Stream : Object {
@@ -509,6 +525,28 @@ class BatchCache {
 
  private:
   SpentList<CommandBatch, 8> spent_;  // batches in flight per function, enough
+};
+
+// ---------------------------------------------------------------------------
+// Graphs: a captured call that the driver replays whole
+// ---------------------------------------------------------------------------
+
+// What DeviceVtable::create_graph makes: the driver's own replayable form of
+// a batch. Destroyed by the core with no replay in flight (every replay
+// retains the owner of the graph until it ran).
+struct DeviceGraph {
+  DeviceGraph() = default;
+  DeviceGraph(const DeviceGraph&) = delete;
+  DeviceGraph& operator=(const DeviceGraph&) = delete;
+  virtual ~DeviceGraph() = default;
+
+  // For traces and messages, from the batch: the function's names (interned)
+  // and its label ("function 'step' of executable 'model.axe'"), which the
+  // owner outlives the graph with.
+  const char* trace_name = nullptr;
+  const char* trace_detail = nullptr;
+  const std::string* label = nullptr;
+  uint32_t commands = 0;  // of the batch it was made from
 };
 
 // What a driver records in a trace for `command`, command `index` of its

@@ -104,6 +104,7 @@ const char* object_type_name(ObjectType type) noexcept {
     case ObjectType::kTensor: return "tensor";
     case ObjectType::kExecutable: return "executable";
     case ObjectType::kFunction: return "function";
+    case ObjectType::kGraph: return "graph";
   }
   return "object";
 }

@@ -19,6 +19,7 @@ enum class ObjectType : uint32_t {
   kTensor = 7,
   kExecutable = 8,
   kFunction = 9,
+  kGraph = 10,
 };
 
 const char* object_type_name(ObjectType type) noexcept;

@@ -167,7 +167,15 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
     }
   }
   if (num_blocks == 0) num_blocks = limits.max_running * shape_.max_blocks;
-  if (num_blocks > INT32_MAX) {
+  // Graphs: buckets up to the bound (at most the running sequences), and
+  // the padding tokens' blocks after the block manager's.
+  const uint32_t graph_max_batch =
+      group_ == nullptr ? std::min(options.graph_max_batch, limits.max_running) : 0;
+  if (graph_max_batch > 0) {
+    scratch_base_ = static_cast<int32_t>(std::min<uint64_t>(num_blocks, INT32_MAX));
+    scratch_count_ = StepGraphs::scratch_blocks(graph_max_batch, shape_.block_size);
+  }
+  if (num_blocks + scratch_count_ > INT32_MAX) {
     return make_status(kInvalid, "axrt_engine_create: {} KV-cache blocks are too many",
                        num_blocks);
   }
@@ -188,18 +196,40 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
            Allocation{&b.logits, S * shape_.vocab * 4}, Allocation{&b.temperature, S * 4},
            Allocation{&b.top_k, S * 4}, Allocation{&b.top_p, S * 4}, Allocation{&b.seeds, S * 8},
            Allocation{&b.sample_positions, S * 4}, Allocation{&b.sampled, S * 4},
-           Allocation{&b.cache_buffer, num_blocks * shape_.block_bytes()}}) {
+           Allocation{&b.cache_buffer, (num_blocks + scratch_count_) * shape_.block_bytes()}}) {
     if (axrt_status_t s = axrt_buffer_allocate(device_, a.bytes, nullptr, a.buffer)) {
       if (a.buffer != &b.cache_buffer) return s;
       const std::string message = axrt_status_message(s);
       const axrt_status_code_t code = axrt_status_code(s);
       axrt_status_free(s);
       return make_status(code, "axrt_engine_create: the KV cache of {} blocks ({} bytes): {}",
-                         num_blocks, a.bytes, message);
+                         num_blocks + scratch_count_, a.bytes, message);
     }
   }
   if (group_ != nullptr) AXRT_RETURN_IF_ERROR(init_peers(options, num_blocks));
-  AXRT_RETURN_IF_ERROR(cache_tensor(b.cache_buffer, num_blocks, shape_.kv_heads, &b.cache));
+  AXRT_RETURN_IF_ERROR(
+      cache_tensor(b.cache_buffer, num_blocks + scratch_count_, shape_.kv_heads, &b.cache));
+  if (graph_max_batch > 0) {
+    StepGraphInputs in;
+    in.step = step_;
+    in.sample = sample_;
+    in.stream = stream_;
+    in.tokens = b.tokens;
+    in.positions = b.positions;
+    in.tables = b.tables;
+    in.rows = b.rows;
+    in.cache = b.cache;
+    in.logits = b.logits;
+    in.temperature = b.temperature;
+    in.top_k = b.top_k;
+    in.top_p = b.top_p;
+    in.seeds = b.seeds;
+    in.sample_positions = b.sample_positions;
+    in.sampled = b.sampled;
+    in.max_blocks = shape_.max_blocks;
+    in.vocab = shape_.vocab;
+    graphs_ = std::make_unique<StepGraphs>(in, graph_max_batch);
+  }
 
   blocks_ = std::make_unique<BlockManager>(static_cast<uint32_t>(num_blocks),
                                            static_cast<uint32_t>(shape_.block_size),
@@ -221,6 +251,7 @@ Engine::~Engine() {
     if (axrt_status_t s = axrt_stream_synchronize(stream_)) axrt_status_free(s);
   }
   peers_.clear();
+  graphs_.reset();  // they hold tensors over the buffers
   buffers_.reset();
   axrt_stream_release(stream_);
   axrt_device_release(device_);
@@ -330,6 +361,7 @@ void Engine::stats(axrt_engine_stats_t* out) {
   s.kv_slots_used = scheduler_->filled_slots();
   s.preemptions = scheduler_->preemptions();
   s.failed = failure_ ? 1 : 0;
+  s.graphs_captured = graphs_ ? graphs_->captured() : 0;
   // Copy what the caller's struct has room for.
   const size_t size = std::min(out->struct_size, sizeof s);
   const size_t header = offsetof(axrt_engine_stats_t, running);
@@ -466,17 +498,36 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
   // Copy-on-write first.
   AXRT_RETURN_IF_ERROR(copy_blocks(plan, stream_, b.cache_buffer, shape_.kv_heads));
 
+  // A step of decode tokens only may replay its bucket's graphs: padded
+  // to the bucket, it runs P tokens and samples P rows, of which the first
+  // T (= S) are the plan's.
+  last_step_graphed_ = false;
+  const bool decode_only = S == T && std::all_of(plan.entries.begin(), plan.entries.end(),
+                                                 [](const ScheduledSequence& e) {
+                                                   return e.count == 1 && e.sample;
+                                                 });
+  const uint64_t bucket = graphs_ && decode_only ? graphs_->bucket(T) : 0;
+  const uint64_t P = bucket != 0 ? bucket : T;
+  const uint64_t PS = bucket != 0 ? bucket : S;
+
   // The inputs, on the host.
   Staging& h = staging_;
-  h.tokens.assign(T, 0);
-  h.positions.assign(T, 0);
-  h.tables.assign(T * MB, 0);
-  h.rows.assign(std::max<uint64_t>(S, 1), 0);
-  h.temperature.assign(S, 0.0f);
-  h.top_k.assign(S, 0);
-  h.top_p.assign(S, 1.0f);
-  h.seeds.assign(S, 0);
-  h.sample_positions.assign(S, 0);
+  h.tokens.assign(P, 0);
+  h.positions.assign(P, 0);
+  h.tables.assign(P * MB, 0);
+  h.rows.assign(std::max<uint64_t>(PS, 1), 0);
+  h.temperature.assign(PS, 0.0f);
+  h.top_k.assign(PS, 0);
+  h.top_p.assign(PS, 1.0f);
+  h.seeds.assign(PS, 0);
+  h.sample_positions.assign(PS, 0);
+  // Padding token j writes slot j of the scratch blocks, and its row is
+  // sampled greedily and dropped.
+  for (uint64_t t = T; t < P; ++t) {
+    h.positions[t] = static_cast<int32_t>(t - T);
+    StepGraphs::pad_table(h.tables.data() + t * MB, MB, scratch_base_, scratch_count_);
+    h.rows[t] = static_cast<int32_t>(t);
+  }
   uint64_t t = 0;
   uint64_t row = 0;
   for (const ScheduledSequence& e : plan.entries) {
@@ -496,54 +547,28 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
       ++row;
     }
   }
-  const uint64_t R = std::max<uint64_t>(S, 1);  // rows the step computes
-  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.tokens.data(), b.tokens, 0, T * 4));
+  const uint64_t R = std::max<uint64_t>(PS, 1);  // rows the step computes
+  AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.tokens.data(), b.tokens, 0, P * 4));
   AXRT_RETURN_IF_ERROR(
-      axrt_stream_copy_from_host(stream_, h.positions.data(), b.positions, 0, T * 4));
+      axrt_stream_copy_from_host(stream_, h.positions.data(), b.positions, 0, P * 4));
   AXRT_RETURN_IF_ERROR(
-      axrt_stream_copy_from_host(stream_, h.tables.data(), b.tables, 0, T * MB * 4));
+      axrt_stream_copy_from_host(stream_, h.tables.data(), b.tables, 0, P * MB * 4));
   AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.rows.data(), b.rows, 0, R * 4));
-  if (S > 0) {
+  if (PS > 0) {
     AXRT_RETURN_IF_ERROR(
-        axrt_stream_copy_from_host(stream_, h.temperature.data(), b.temperature, 0, S * 4));
-    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.top_k.data(), b.top_k, 0, S * 4));
-    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.top_p.data(), b.top_p, 0, S * 4));
-    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.seeds.data(), b.seeds, 0, S * 8));
+        axrt_stream_copy_from_host(stream_, h.temperature.data(), b.temperature, 0, PS * 4));
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.top_k.data(), b.top_k, 0, PS * 4));
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.top_p.data(), b.top_p, 0, PS * 4));
+    AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.seeds.data(), b.seeds, 0, PS * 8));
     AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.sample_positions.data(),
-                                                    b.sample_positions, 0, S * 4));
+                                                    b.sample_positions, 0, PS * 4));
+  }
+  if (bucket != 0) {
+    AXRT_RETURN_IF_ERROR(graphs_->run(static_cast<uint32_t>(bucket), &last_step_graphed_));
   }
 
-  // Tensors over the buffers, shaped for this step.
-  StepTensors tensors(13);
-  const auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
-  axrt_tensor_t step_in[5];
-  axrt_tensor_t logits = nullptr;
-  AXRT_RETURN_IF_ERROR(tensors.make(b.tokens, AXRT_DTYPE_INT32, {i64(T)}, &step_in[0]));
-  AXRT_RETURN_IF_ERROR(tensors.make(b.positions, AXRT_DTYPE_INT32, {i64(T)}, &step_in[1]));
-  AXRT_RETURN_IF_ERROR(tensors.make(b.tables, AXRT_DTYPE_INT32, {i64(T), i64(MB)}, &step_in[2]));
-  AXRT_RETURN_IF_ERROR(tensors.make(b.rows, AXRT_DTYPE_INT32, {i64(R)}, &step_in[3]));
-  step_in[4] = b.cache;
-  AXRT_RETURN_IF_ERROR(
-      tensors.make(b.logits, AXRT_DTYPE_FLOAT32, {i64(R), i64(shape_.vocab)}, &logits));
-  if (group_ != nullptr) {
-    AXRT_RETURN_IF_ERROR(execute_set(step_in, logits, plan, T, R));
-  } else {
-    AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, nullptr));
-  }
+  if (!last_step_graphed_) AXRT_RETURN_IF_ERROR(call_step(plan, P, R, PS));
   if (S > 0) {
-    axrt_tensor_t sample_in[6];
-    axrt_tensor_t sampled = nullptr;
-    AXRT_RETURN_IF_ERROR(
-        tensors.make(b.logits, AXRT_DTYPE_FLOAT32, {i64(S), i64(shape_.vocab)}, &sample_in[0]));
-    AXRT_RETURN_IF_ERROR(tensors.make(b.temperature, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[1]));
-    AXRT_RETURN_IF_ERROR(tensors.make(b.top_k, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[2]));
-    AXRT_RETURN_IF_ERROR(tensors.make(b.top_p, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[3]));
-    AXRT_RETURN_IF_ERROR(tensors.make(b.seeds, AXRT_DTYPE_UINT64, {i64(S)}, &sample_in[4]));
-    AXRT_RETURN_IF_ERROR(
-        tensors.make(b.sample_positions, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[5]));
-    AXRT_RETURN_IF_ERROR(tensors.make(b.sampled, AXRT_DTYPE_INT32, {i64(S)}, &sampled));
-    AXRT_RETURN_IF_ERROR(
-        axrt_function_invoke(sample_, stream_, sample_in, 6, &sampled, 1, nullptr));
     h.sampled.assign(S, -1);
     AXRT_RETURN_IF_ERROR(axrt_stream_copy_to_host(stream_, b.sampled, 0, h.sampled.data(), S * 4));
     if (want_logits) {
@@ -564,6 +589,41 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
     }
   }
   return head;
+}
+
+axrt_status_t Engine::call_step(const StepPlan& plan, uint64_t T, uint64_t R, uint64_t S) {
+  Buffers& b = *buffers_;
+  const uint64_t MB = shape_.max_blocks;
+  // Tensors over the buffers, shaped for this step.
+  StepTensors tensors(13);
+  const auto i64 = [](uint64_t v) { return static_cast<int64_t>(v); };
+  axrt_tensor_t step_in[5];
+  axrt_tensor_t logits = nullptr;
+  AXRT_RETURN_IF_ERROR(tensors.make(b.tokens, AXRT_DTYPE_INT32, {i64(T)}, &step_in[0]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.positions, AXRT_DTYPE_INT32, {i64(T)}, &step_in[1]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.tables, AXRT_DTYPE_INT32, {i64(T), i64(MB)}, &step_in[2]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.rows, AXRT_DTYPE_INT32, {i64(R)}, &step_in[3]));
+  step_in[4] = b.cache;
+  AXRT_RETURN_IF_ERROR(
+      tensors.make(b.logits, AXRT_DTYPE_FLOAT32, {i64(R), i64(shape_.vocab)}, &logits));
+  if (group_ != nullptr) {
+    AXRT_RETURN_IF_ERROR(execute_set(step_in, logits, plan, T, R));
+  } else {
+    AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, nullptr));
+  }
+  if (S == 0) return nullptr;
+  axrt_tensor_t sample_in[6];
+  axrt_tensor_t sampled = nullptr;
+  AXRT_RETURN_IF_ERROR(
+      tensors.make(b.logits, AXRT_DTYPE_FLOAT32, {i64(S), i64(shape_.vocab)}, &sample_in[0]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.temperature, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[1]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.top_k, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[2]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.top_p, AXRT_DTYPE_FLOAT32, {i64(S)}, &sample_in[3]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.seeds, AXRT_DTYPE_UINT64, {i64(S)}, &sample_in[4]));
+  AXRT_RETURN_IF_ERROR(
+      tensors.make(b.sample_positions, AXRT_DTYPE_INT32, {i64(S)}, &sample_in[5]));
+  AXRT_RETURN_IF_ERROR(tensors.make(b.sampled, AXRT_DTYPE_INT32, {i64(S)}, &sampled));
+  return axrt_function_invoke(sample_, stream_, sample_in, 6, &sampled, 1, nullptr);
 }
 
 StepTensors::StepTensors(size_t count) { tensors_.reserve(count); }
@@ -722,6 +782,7 @@ bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEve
   lock.lock();
   if (step_begin) trace_step(plan, step_begin);
   ++counters_.steps;
+  if (last_step_graphed_) ++counters_.graph_steps;
   counters_.computed_tokens += plan.tokens;
   if (status) {
     // Memory that ran short fails the step's requests only; anything

@@ -20,6 +20,7 @@
 #include "serving/block_manager.h"
 #include "serving/member_thread.h"
 #include "serving/scheduler.h"
+#include "serving/step_graphs.h"
 
 namespace axrt::serving {
 
@@ -143,6 +144,9 @@ class Engine {
   // Runs `plan` on the device; the sampled tokens (and logits, when
   // `want_logits`) land in staging_.
   axrt_status_t execute(const StepPlan& plan, bool want_logits);
+  // Calls `step` over the staged inputs (T tokens, R rows), then `sample`
+  // over S rows when there are any.
+  axrt_status_t call_step(const StepPlan& plan, uint64_t T, uint64_t R, uint64_t S);
   void deliver(std::vector<PendingEvent>& events);
   PendingEvent end_event(Sequence* s, axrt_finish_reason_t finish, axrt_status_t status);
   void token_event(Sequence* s, uint32_t row, bool have_logits, std::vector<PendingEvent>& out);
@@ -174,6 +178,12 @@ class Engine {
   StatusPtr failure_;  // set when a step failed: the engine takes no more work
   axrt_engine_stats_t counters_ = AXRT_ENGINE_STATS_INIT;
   Staging staging_;  // the engine thread's alone
+  // Decode steps from graphs (options.graph_max_batch); null: calls only.
+  // The padding tokens' blocks follow the block manager's.
+  std::unique_ptr<StepGraphs> graphs_;
+  int32_t scratch_base_ = 0;
+  uint32_t scratch_count_ = 0;
+  bool last_step_graphed_ = false;  // the engine thread's
   std::thread thread_;
 };
 

@@ -123,29 +123,41 @@ import axrt.llm
 
 data, models = Path(sys.argv[1]), Path(sys.argv[2])
 # Every weight mode, each on its smallest test model (tiny-llama in f32 is
-# 12 MB; tiny-llama3 is the f32 one), the bf16 and fp8 KV caches, and the
-# fused kernels.
-for name, weights, activations, kv, fused in [
-        ("tiny-llama3", "f32", "f32", "f32", False), ("tiny-llama3", "int4", "f32", "f32", False),
-        ("tiny-llama3", "int4", "int8", "f32", False), ("tiny-llama", "int8", "f32", "f32", False),
-        ("tiny-llama-tp", "bf16", "f32", "f32", False),
-        ("tiny-llama3", "f32", "f32", "bf16", False),
-        ("tiny-llama3", "f32", "f32", "fp8_e4m3", False),
-        ("tiny-llama3", "f32", "f32", "f32", True), ("tiny-llama3", "bf16", "f32", "f32", None)]:
+# 12 MB; tiny-llama3 is the f32 one), the bf16 and fp8 KV caches, the fused
+# kernels, split attention over each cache element type (tiny-llama's
+# groups of 4 query heads a KV head), and the tensor-core matmul (bf16).
+for name, weights, activations, kv, fused, split, tc in [
+        ("tiny-llama3", "f32", "f32", "f32", False, False, False),
+        ("tiny-llama3", "int4", "f32", "f32", False, False, False),
+        ("tiny-llama3", "int4", "int8", "f32", False, False, False),
+        ("tiny-llama", "int8", "f32", "f32", False, False, False),
+        ("tiny-llama-tp", "bf16", "f32", "f32", False, False, False),
+        ("tiny-llama3", "f32", "f32", "bf16", False, False, False),
+        ("tiny-llama3", "f32", "f32", "fp8_e4m3", False, False, False),
+        ("tiny-llama3", "f32", "f32", "f32", True, False, False),
+        ("tiny-llama3", "bf16", "f32", "f32", None, False, False),
+        ("tiny-llama", "int8", "f32", "f32", False, True, False),
+        ("tiny-llama3", "f32", "f32", "bf16", False, True, False),
+        ("tiny-llama3", "f32", "f32", "fp8_e4m3", False, True, False),
+        ("tiny-llama3", "bf16", "f32", "f32", False, False, True)]:
     # fused None: the decode matmuls and the fused kernels (bf16).
     stem = (f"{name}.{weights}" + (".q8" if activations == "int8" else "") +
             (f".kv-{kv}" if kv != "f32" else "") + (".fused" if fused else "") +
-            (".decode-fused" if fused is None else ""))
+            (".decode-fused" if fused is None else "") + (".split" if split else "") +
+            (".tc" if tc else ""))
     axrt.llm.convert(data / name, models / f"{stem}.axe", weights=weights,
                      activations=activations, kv_cache_dtype=kv, fused_kernels=fused is not False,
-                     decode_matmuls=fused is None)
+                     decode_matmuls=fused is None, split_attention=split,
+                     tensor_core_matmuls=tc)
     # The first prompt of the model's transformers reference (tests/llm/data;
     # for a bf16 or fp8 cache, transformers reading keys and values rounded so).
     with np.load(data / f"{name}.{weights if kv == 'f32' else 'kv-' + kv}.npz") as ref:
         prompt = ref["prompt0"].tolist()
         greedy = ref["prompt0_greedy"].tolist()
     (models / f"{stem}.prompt").write_text(",".join(map(str, prompt)) + "\n")
-    if activations == "f32":  # transformers' greedy tokens (on the dequantized weights)
+    # transformers' greedy tokens (on the dequantized weights), where the
+    # activations are not rounded.
+    if activations == "f32" and not tc:
         (models / f"{stem}.reference").write_text(" ".join(map(str, greedy)) + "\n")
 EOF
 for model in "$out"/models/*.axe; do

@@ -28,8 +28,10 @@
 #                copies, allocation; JSON in OUT/cuda_bench.json), when the
 #                bundle has it
 #   figures      a random 1.1 B Llama in TinyLlama's shape, made here,
-#                converted in bf16 (also with the decode matmuls and the
-#                fused kernels) and int4 and timed through the engine:
+#                converted in bf16 (also with the opt-in paths: the decode
+#                matmuls, the fused kernels, graphs, split attention, the
+#                tensor-core matmul, an fp8 KV cache) and int4 and timed
+#                through the engine:
 #                decode at batch 1 against the memory-bandwidth bound,
 #                16 and 64 concurrent requests, prefill at 512 and 2048
 #                (tools/gpu_llm_figures.py; OUT/figures.md and .json)

@@ -12,8 +12,11 @@ temporary folder, removed at the end): about 2.2 GB for the checkpoint and as mu
 per converted precision at TinyLlama's shape.
 
 A variant is a weight precision, with `+decode` (the decode matmuls), `+fused` (the fused
-kernels) and `+kv-bf16` or `+kv-fp8_e4m3` (the KV cache's element type) where wanted: the
-kernels not yet the default, timed beside the defaults.
+kernels), `+split` (split-K decode attention), `+tc` (the tensor-core matmul), `+kv-bf16` or
+`+kv-fp8_e4m3` (the KV cache's element type) and `+graphs` (decode steps of up to 64
+sequences replayed from graphs, graph_max_batch=64) where wanted: what is not yet the
+default, timed beside the defaults. A variant that fails is recorded with its error, and the
+others still run.
 
 Figures, for each variant:
 - decode at batch 1: the time per output token after a 128-token prompt (64 tokens, the
@@ -24,8 +27,9 @@ Figures, for each variant:
 The bandwidth is a device-to-device copy of 1 GiB (64 MiB for the small shape), counted once.
 `--shape small` runs a model small enough for a CPU device or the mock, to rehearse.
 
-Beside them, the bf16 matmul kernels alone (`axrt_matmul_bf16_f32` and its decode grid) at
-M = 1 and 16 against the bandwidth (N = K = 2048) and at M = N = K = 2048 in TFLOP/s; and,
+Beside them, the bf16 matmul kernels alone (`axrt_matmul_bf16_f32`, its decode grid and the
+tensor-core `axrt_matmul_bf16_tc_f32`) at M = 1 and 16 against the bandwidth (N = K = 2048)
+and at M = N = K = 2048 in TFLOP/s; and,
 where torch with CUDA is installed, torch.matmul and scaled_dot_product_attention in bf16
 as anchors in the same run (figures.json, "kernels").
 """
@@ -144,7 +148,8 @@ def kernel_figures(device, small: bool) -> dict:
     figures = {}
     fatbin = default_fatbin()
     for kernel, tile in (("axrt_matmul_bf16_f32", (64, 64)),
-                         ("axrt_matmul_bf16_f32_decode", (8, 16))):
+                         ("axrt_matmul_bf16_f32_decode", (8, 16)),
+                         ("axrt_matmul_bf16_tc_f32", (128, 128))):
         for m in (1, 16, size):
             n = k = size
             b = axrt.Builder(producer="gpu_llm_figures", producer_version="1")
@@ -208,7 +213,8 @@ def kernel_figures(device, small: bool) -> dict:
     return figures
 
 
-def time_engine(path: Path, device, weight_bytes: int, bandwidth: float, vocab: int) -> dict:
+def time_engine(path: Path, device, weight_bytes: int, bandwidth: float, vocab: int,
+                graph_max_batch: int = 0) -> dict:
     import axrt.llm
 
     rng = np.random.default_rng(1)
@@ -217,7 +223,7 @@ def time_engine(path: Path, device, weight_bytes: int, bandwidth: float, vocab: 
         return [int(t) for t in rng.integers(3, vocab, n)]
 
     figures = {}
-    with axrt.llm.Engine(path, device=device) as engine:
+    with axrt.llm.Engine(path, device=device, graph_max_batch=graph_max_batch) as engine:
         engine.generate([prompt(16)], 4, stop_ids=())  # warm-up: modules, tuning
         def decode_rate(context: int) -> float:
             """Tokens/s of 64 tokens after a `context`-token prompt, the prefill's time out."""
@@ -249,6 +255,37 @@ def time_engine(path: Path, device, weight_bytes: int, bandwidth: float, vocab: 
             start = time.perf_counter()
             engine.generate([p], 1, stop_ids=())
             figures[f"prefill_{n}_tok_s"] = n / (time.perf_counter() - start)
+        stats = engine.stats()
+        figures["graph_steps"] = stats["graph_steps"]
+        figures["steps"] = stats["steps"]
+    return figures
+
+
+def time_variant(work: Path, variant: str, shape: dict, device, bandwidth: float) -> dict:
+    """Converts the checkpoint as `variant` says and times it through the engine."""
+    import axrt.llm
+
+    weights, *options = variant.split("+")
+    path = work / f"model-{variant.replace('+', '-')}.axe"
+    start = time.perf_counter()
+    axrt.llm.convert(work / "checkpoint", path, weights=weights,
+                     decode_matmuls="decode" in options, fused_kernels="fused" in options,
+                     split_attention="split" in options,
+                     tensor_core_matmuls="tc" in options,
+                     kv_cache_dtype=next((o[len("kv-"):] for o in options
+                                          if o.startswith("kv-")), "f32"))
+    convert_s = time.perf_counter() - start
+    try:
+        # What a decode token reads: every weight the matmuls hold (the file's constants
+        # less the embedding table, of which a token reads one row).
+        embed = shape["vocab_size"] * shape["hidden_size"] * (4 if weights == "f32" else 2)
+        weight_bytes = path.stat().st_size - embed
+        figures = time_engine(path, device, weight_bytes, bandwidth, shape["vocab_size"],
+                              graph_max_batch=64 if "graphs" in options else 0)
+    finally:
+        path.unlink()
+    figures["convert_s"] = convert_s
+    figures["weight_bytes"] = weight_bytes
     return figures
 
 
@@ -257,7 +294,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--shape", default="tinyllama", choices=sorted(SHAPES))
-    parser.add_argument("--variants", default="bf16,bf16+decode+fused,bf16+kv-fp8_e4m3,int4")
+    parser.add_argument("--variants", default="bf16,bf16+decode+fused,bf16+decode+fused+graphs,"
+                        "bf16+decode+fused+split,bf16+tc+fused,bf16+kv-fp8_e4m3,int4")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
 
@@ -278,23 +316,15 @@ def main() -> int:
         results["read_bandwidth_gb_s"] = bandwidth / 1e9
         results["kernels"] = kernel_figures(device, args.shape == "small")
         for variant in args.variants.split(","):
-            weights, *options = variant.split("+")
-            path = work / f"model-{variant.replace('+', '-')}.axe"
-            start = time.perf_counter()
-            axrt.llm.convert(work / "checkpoint", path, weights=weights,
-                             decode_matmuls="decode" in options, fused_kernels="fused" in options,
-                             kv_cache_dtype=next((o[len("kv-"):] for o in options
-                                                  if o.startswith("kv-")), "f32"))
-            convert_s = time.perf_counter() - start
-            # What a decode token reads: every weight the matmuls hold (the file's constants
-            # less the embedding table, of which a token reads one row).
-            embed = shape["vocab_size"] * shape["hidden_size"] * (4 if weights == "f32" else 2)
-            weight_bytes = path.stat().st_size - embed
-            figures = time_engine(path, device, weight_bytes, bandwidth, shape["vocab_size"])
-            figures["convert_s"] = convert_s
-            figures["weight_bytes"] = weight_bytes
-            results["models"][variant] = figures
-            path.unlink()
+            # One variant's failure is recorded and the others run; the results so far are
+            # written after each, so that a step cut short by its time limit keeps them.
+            try:
+                results["models"][variant] = time_variant(work, variant, shape, device,
+                                                          bandwidth)
+            except Exception as e:
+                results["models"][variant] = {"error": f"{type(e).__name__}: {e}"}
+                print(f"figures: {variant}: {type(e).__name__}: {e}", flush=True)
+            (args.out / "figures.json").write_text(json.dumps(results, indent=1))
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -306,6 +336,9 @@ def main() -> int:
              "| 64 concurrent tok/s | prefill@512 tok/s | prefill@2048 tok/s |",
              "|---|---|---|---|---|---|---|"]
     for variant, f in results["models"].items():
+        if "error" in f:
+            lines.append(f"| {variant} | failed: {f['error']} | | | | | |")
+            continue
         lines.append(
             f"| {variant} | {f['decode_tok_s']:.1f} ({f['decode_of_bound']:.1%}) | "
             f"{f.get('decode_1920_tok_s', float('nan')):.1f} | "

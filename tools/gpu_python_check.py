@@ -11,7 +11,9 @@ writing OUT/python.md:
   - every model of the bundle through axrt.llm.Engine on DEVICE: the greedy
     tokens the CPU device gives (BUNDLE/models/NAME.tokens), the logits
     after the prompt within 1e-3 of the largest of the CPU's, and a
-    Session's logits equal to the engine's.
+    Session's logits equal to the engine's; and three requests at once with
+    graph_max_batch=4 (decode steps replayed from CUDA graphs, one padded)
+    giving the tokens and logits of the same requests as calls, bit for bit.
 Exits 0 when every check passed.
 """
 import sys
@@ -85,6 +87,29 @@ def check_model(model: Path, stem: str, name: str, device_id: str, check) -> Non
     with llm, llm.session() as seq:
         logits = seq.prefill(prompt)
     check(f"{name}: a session's logits = the engine's", np.array_equal(logits, events[0].logits))
+    check_graphs(model, name, prompt, len(want), device_id, check)
+
+
+def check_graphs(model: Path, name: str, prompt, count: int, device_id: str, check) -> None:
+    import axrt.llm
+
+    prompts = [prompt, prompt[1:] or prompt, prompt[:-1] or prompt]
+    runs = []
+    for graph_max_batch in (0, 4):
+        start = time.perf_counter()
+        with axrt.llm.Engine(model, device=device_id, graph_max_batch=graph_max_batch) as engine:
+            requests = [engine.submit(p, count, stop_ids=(), logits=True) for p in prompts]
+            events = [list(r) for r in requests]
+            stats = engine.stats()
+        runs.append((events, stats, time.perf_counter() - start))
+    (calls, _, call_s), (graphed, stats, graph_s) = runs
+    same = all([e.token for e in a] == [e.token for e in b] and
+               all(np.array_equal(x.logits.view(np.uint32), y.logits.view(np.uint32))
+                   for x, y in zip(a, b))
+               for a, b in zip(calls, graphed))
+    check(f"{name}: graph steps = calls", same and stats["graph_steps"] > 0,
+          f"{stats['graph_steps']} of {stats['steps']} steps from "
+          f"{stats['graphs_captured']} graphs; {graph_s:.1f} s against {call_s:.1f} s as calls")
 
 
 def finish(out: Path, rows, failed: int) -> int:

@@ -213,6 +213,16 @@ Tensor NewTensor(const DeviceTest& test, axrt_dtype_t dtype, const std::vector<i
   return tensor;
 }
 
+Tensor TensorOver(axrt_buffer_t buffer, axrt_dtype_t dtype, const std::vector<int64_t>& shape) {
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = dtype;
+  desc.rank = static_cast<uint32_t>(shape.size());
+  desc.shape = shape.data();
+  Tensor tensor;
+  REQUIRE_OK(axrt_tensor_create(buffer, &desc, Out(tensor)));
+  return tensor;
+}
+
 std::vector<uint8_t> ReadTensor(const DeviceTest& test, axrt_tensor_t tensor) {
   axrt_tensor_info_t info = AXRT_TENSOR_INFO_INIT;
   REQUIRE_OK(axrt_tensor_query_info(tensor, &info));

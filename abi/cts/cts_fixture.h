@@ -44,6 +44,7 @@ using Event = std::unique_ptr<axrt_event_s, Releaser<&axrt_event_release>>;
 using Executable = std::unique_ptr<axrt_executable_s, Releaser<&axrt_executable_release>>;
 using Function = std::unique_ptr<axrt_function_s, Releaser<&axrt_function_release>>;
 using Tensor = std::unique_ptr<axrt_tensor_s, Releaser<&axrt_tensor_release>>;
+using Graph = std::unique_ptr<axrt_graph_s, Releaser<&axrt_graph_release>>;
 
 // Lets a smart handle receive an `out_*` parameter:
 //   REQUIRE_OK(axrt_stream_create(device, nullptr, Out(stream)));
@@ -202,6 +203,8 @@ axrt_status_t LoadBytes(axrt_device_t device, const std::vector<uint8_t>& bytes,
 // size) when given, written through a private stream.
 Tensor NewTensor(const DeviceTest& test, axrt_dtype_t dtype, const std::vector<int64_t>& shape,
                  const void* data = nullptr);
+// A contiguous tensor of `dtype` and `shape` over `buffer` from its start.
+Tensor TensorOver(axrt_buffer_t buffer, axrt_dtype_t dtype, const std::vector<int64_t>& shape);
 // The bytes of contiguous `tensor`.
 std::vector<uint8_t> ReadTensor(const DeviceTest& test, axrt_tensor_t tensor);
 template <typename T>

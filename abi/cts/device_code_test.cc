@@ -275,6 +275,74 @@ TEST_CASE_METHOD(DeviceCodeTest, "device code: a CUDA kernel runs with allocated
   CheckEqual(ReadAs<float>(*this, tout.get()), want);
 }
 
+TEST_CASE_METHOD(DeviceCodeTest, "device code: a captured call replays its kernels, copy "
+                                 "and fill, with new inputs each time",
+                 "[cts][device-code][graph]") {
+  CTS_REQUIRE_KERNEL_IMAGE();
+  // t = a + b in the arena, out = t + b, head = t[0, 4) (a copy out of the
+  // arena), mark = 0x01020304 eight times (a fill): a graph of two kernels,
+  // a copy and a fill where the driver makes graphs of its own.
+  constexpr int64_t n = 5000;
+  AxeBuilder b;
+  const uint32_t code = AddImage(b);
+  const uint32_t add = b.AddKernel("add", code, "axrt_add_f32", BinaryParams(), kCudaBlock);
+  const uint32_t f = b.AddFunction(
+      "chain", {},
+      {{"a", AXRT_AXE_DTYPE_FLOAT32, {Fixed(n)}}, {"b", AXRT_AXE_DTYPE_FLOAT32, {Fixed(n)}}},
+      {{"out", AXRT_AXE_DTYPE_FLOAT32, {Fixed(n)}},
+       {"head", AXRT_AXE_DTYPE_FLOAT32, {Fixed(4)}},
+       {"mark", AXRT_AXE_DTYPE_UINT32, {Fixed(8)}}},
+      n * 4);
+  const Expr groups = CeilDiv(Lit(n), kElementsPerWorkgroup);
+  b.Dispatch(f, add, {groups},
+             {BindInput(0), BindInput(1), BindArena(0, n * 4), BindScalar(Lit(n))});
+  b.Dispatch(f, add, {groups},
+             {BindArena(0, n * 4), BindInput(1), BindOutput(0), BindScalar(Lit(n))});
+  b.Copy(f, BindArena(0, n * 4), Lit(0), BindOutput(1), Lit(0), Lit(16));
+  b.Fill(f, BindOutput(2), Lit(0), Lit(32), 0x01020304u, 4);
+  Executable exe = Load(b.Bytes());
+  Function fn = Main(exe.get(), "chain");
+  Stream stream = NewStream();
+  Buffer ab = NewBuffer(n * 4), bb = NewBuffer(n * 4), ob = NewBuffer(n * 4);
+  Tensor ta = TensorOver(ab.get(), AXRT_DTYPE_FLOAT32, {n});
+  Tensor tb = TensorOver(bb.get(), AXRT_DTYPE_FLOAT32, {n});
+  Tensor out = TensorOver(ob.get(), AXRT_DTYPE_FLOAT32, {n});
+  Tensor head = NewTensor(*this, AXRT_DTYPE_FLOAT32, {4});
+  Tensor mark = NewTensor(*this, AXRT_DTYPE_UINT32, {8});
+  axrt_tensor_t inputs[] = {ta.get(), tb.get()};
+  axrt_tensor_t outputs[] = {out.get(), head.get(), mark.get()};
+  Graph graph;
+  REQUIRE_OK(axrt_function_capture(fn.get(), stream.get(), inputs, 2, outputs, 3, nullptr,
+                                   Out(graph)));
+  axrt_graph_info_t info = AXRT_GRAPH_INFO_INIT;
+  REQUIRE_OK(axrt_graph_query_info(graph.get(), &info));
+  CHECK(info.command_count == 4);
+  WARN("the graph on " << properties().id << " is "
+                       << (info.native ? "the driver's own" : "replayed by resubmission"));
+  constexpr int kRounds = 3;
+  std::vector<std::vector<float>> as, bs, outs(kRounds, std::vector<float>(n));
+  for (int r = 0; r < kRounds; ++r) {
+    as.push_back(Values(n, 10 + r));
+    bs.push_back(Values(n, 20 + r));
+  }
+  for (int r = 0; r < kRounds; ++r) {
+    REQUIRE_OK(axrt_stream_copy_from_host(stream.get(), as[r].data(), ab.get(), 0, n * 4));
+    REQUIRE_OK(axrt_stream_copy_from_host(stream.get(), bs[r].data(), bb.get(), 0, n * 4));
+    REQUIRE_OK(axrt_graph_replay(graph.get()));
+    REQUIRE_OK(axrt_stream_copy_to_host(stream.get(), ob.get(), 0, outs[r].data(), n * 4));
+  }
+  REQUIRE_OK(axrt_stream_synchronize(stream.get()));
+  for (int r = 0; r < kRounds; ++r) {
+    INFO("round " << r);
+    std::vector<float> want(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = (as[r][i] + bs[r][i]) + bs[r][i];
+    CheckEqual(outs[r], want);
+  }
+  const std::vector<float> t = ReadAs<float>(*this, head.get());
+  for (int i = 0; i < 4; ++i) CHECK(t[i] == as[kRounds - 1][i] + bs[kRounds - 1][i]);
+  CHECK(ReadAs<uint32_t>(*this, mark.get()) == std::vector<uint32_t>(8, 0x01020304u));
+}
+
 TEST_CASE_METHOD(DeviceCodeTest, "device code: a kernel's CUDA variant runs where its CPU "
                                  "implementation cannot",
                  "[cts][device-code]") {

@@ -415,30 +415,67 @@ KernelCase MatmulF32Nk() {
 }
 
 // bf16 [N, K] weights: the top halves of random f32 values, so the
-// reference widens them exactly.
-// `decode`: axrt_matmul_bf16_f32_decode, on its grid of 8 columns by 16 rows.
-KernelCase MatmulBf16(bool decode = false) {
-  const uint64_t M = 67, N = 72, K = 40;
-  const std::vector<float> values = RandomFloats(N * K, 36);
-  std::vector<uint16_t> w(N * K);
-  std::vector<double> widened(K * N);
+// reference widens them exactly. `w` the stored bits, `widened` the values
+// as the reference's [K, N].
+struct Bf16Weights {
+  std::vector<uint16_t> w;
+  std::vector<double> widened;
+};
+
+Bf16Weights RandomBf16Weights(uint64_t N, uint64_t K, uint32_t seed) {
+  const std::vector<float> values = RandomFloats(N * K, seed);
+  Bf16Weights out{std::vector<uint16_t>(N * K), std::vector<double>(K * N)};
   for (uint64_t n = 0; n < N; ++n) {
     for (uint64_t k = 0; k < K; ++k) {
       uint32_t bits;
       std::memcpy(&bits, &values[n * K + k], sizeof bits);
-      w[n * K + k] = static_cast<uint16_t>(bits >> 16);
+      out.w[n * K + k] = static_cast<uint16_t>(bits >> 16);
       bits &= 0xffff0000u;
       float top;
       std::memcpy(&top, &bits, sizeof top);
-      widened[k * N + n] = top;
+      out.widened[k * N + n] = top;
     }
   }
+  return out;
+}
+
+// `decode`: axrt_matmul_bf16_f32_decode, on its grid of 8 columns by 16 rows.
+KernelCase MatmulBf16(bool decode = false) {
+  const uint64_t M = 67, N = 72, K = 40;
+  const Bf16Weights weights = RandomBf16Weights(N, K, 36);
   if (!decode) {
-    return MatmulCase("axrt_matmul_bf16_f32", M, N, K, {InputBuffer(BytesOf(w))}, widened, {}, 37);
+    return MatmulCase("axrt_matmul_bf16_f32", M, N, K, {InputBuffer(BytesOf(weights.w))},
+                      weights.widened, {}, 37);
   }
-  KernelCase c = MatmulCase("axrt_matmul_bf16_f32_decode", M, N, K, {InputBuffer(BytesOf(w))},
-                            widened, {}, 37);
+  KernelCase c = MatmulCase("axrt_matmul_bf16_f32_decode", M, N, K,
+                            {InputBuffer(BytesOf(weights.w))}, weights.widened, {}, 37);
   c.grid = {CeilDiv(N, 8), CeilDiv(M, 16), 1};
+  return c;
+}
+
+// axrt_matmul_bf16_tc_f32 (docs/kernels.md, "Tensor-core matmul"), on its
+// grid of 128 x 128 tiles: the reference rounds x to bf16 (nearest even)
+// first, as the kernel does. M, N and K (a multiple of 8, not of the
+// kernel's K tile of 32) each end inside a tile.
+KernelCase MatmulBf16TensorCore() {
+  const uint64_t M = 130, N = 136, K = 40;
+  const uint32_t seed = 37;
+  const Bf16Weights weights = RandomBf16Weights(N, K, 36);
+  KernelCase c = MatmulCase("axrt_matmul_bf16_tc_f32", M, N, K, {InputBuffer(BytesOf(weights.w))},
+                            weights.widened, {}, seed);
+  c.grid = {CeilDiv(N, 128), CeilDiv(M, 128), 1};
+  std::vector<float> x = RandomFloats(M * K, seed);  // MatmulCase's x and bias
+  const std::vector<float> bias = RandomFloats(N, seed + 1);
+  for (float& v : x) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    std::memcpy(&v, &bits, sizeof v);
+  }
+  const MatmulReference ref = Matmul(x, weights.widened, bias, M, N, K);
+  c.check = [ref](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), ref.y, ref.bound, "axrt_matmul_bf16_tc_f32");
+  };
   return c;
 }
 
@@ -1030,6 +1067,54 @@ KernelCase RopeKvCacheWrite(std::optional<LowKv> kind) {
   return c;
 }
 
+// A cache of random bf16 patterns or fp8 codes and scales (`bytes`), and the
+// f32 values they stand for, indexed as PagedShape::Slot indexes an f32 cache.
+struct LowCache {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+};
+
+LowCache RandomLowCache(const LowLayout& layout, uint32_t seed) {
+  const PagedShape& s = layout.s;
+  const LowKv kind = layout.kind;
+  LowCache cache{std::vector<uint8_t>(layout.bytes()), std::vector<float>(s.cache_size())};
+  std::mt19937 random(seed);
+  for (uint64_t layer = 0; layer < s.layers; ++layer) {
+    for (uint64_t kv = 0; kv < 2; ++kv) {
+      for (uint64_t block = 0; block < s.num_blocks; ++block) {
+        for (uint64_t g = 0; g < s.kv_heads; ++g) {
+          const uint64_t base = layout.Base(layer, kv, block, g);
+          for (uint64_t slot = 0; slot < s.block_size; ++slot) {
+            const float row_scale = 0.001f + 0.01f * static_cast<float>(random() % 100);
+            if (kind == LowKv::kFp8) {
+              std::memcpy(&cache.bytes[layout.Scale(base, slot)], &row_scale, 4);
+            }
+            for (uint64_t d = 0; d < s.head_dim; ++d) {
+              const uint64_t at = ((((layer * 2 + kv) * s.num_blocks + block) * s.kv_heads + g) *
+                                       s.block_size + slot) * s.head_dim + d;
+              if (kind == LowKv::kBf16) {
+                // Magnitudes in [2^-3, 2^2), either sign.
+                const uint16_t h = static_cast<uint16_t>(((random() % 2) << 15) |
+                                                         ((124 + random() % 5) << 7) |
+                                                         (random() % 128));
+                std::memcpy(&cache.bytes[layout.Element(base, slot, d)], &h, 2);
+                const uint32_t bits = static_cast<uint32_t>(h) << 16;
+                std::memcpy(&cache.values[at], &bits, 4);
+              } else {
+                int code = static_cast<int>(random() % 254);
+                code += code >= 0x7f ? 1 : 0;  // no NaN code
+                cache.bytes[layout.Element(base, slot, d)] = static_cast<uint8_t>(code);
+                cache.values[at] = static_cast<float>(E4m3Value(code)) * row_scale;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return cache;
+}
+
 // Decode over a cache of random bf16 patterns or fp8 codes and scales: the
 // f32 bound of attention over the values they stand for.
 KernelCase AttentionLow(LowKv kind) {
@@ -1041,40 +1126,7 @@ KernelCase AttentionLow(LowKv kind) {
   const std::vector<float> qkv = RandomFloats(rows * s.row_stride(), 161);
   const std::vector<int32_t> positions = {0, 9, 22};
   const std::vector<int32_t> tables = BlockTables(s, rows, 162);
-  std::vector<uint8_t> cache(layout.bytes());
-  std::vector<float> values(s.cache_size());  // what `cache` stands for, by Slot
-  std::mt19937 random(163);
-  for (uint64_t layer = 0; layer < s.layers; ++layer) {
-    for (uint64_t kv = 0; kv < 2; ++kv) {
-      for (uint64_t block = 0; block < s.num_blocks; ++block) {
-        for (uint64_t g = 0; g < s.kv_heads; ++g) {
-          const uint64_t base = layout.Base(layer, kv, block, g);
-          for (uint64_t slot = 0; slot < s.block_size; ++slot) {
-            const float row_scale = 0.001f + 0.01f * static_cast<float>(random() % 100);
-            if (kind == LowKv::kFp8) std::memcpy(&cache[layout.Scale(base, slot)], &row_scale, 4);
-            for (uint64_t d = 0; d < s.head_dim; ++d) {
-              const uint64_t at = ((((layer * 2 + kv) * s.num_blocks + block) * s.kv_heads + g) *
-                                       s.block_size + slot) * s.head_dim + d;
-              if (kind == LowKv::kBf16) {
-                // Magnitudes in [2^-3, 2^2), either sign.
-                const uint16_t h = static_cast<uint16_t>(((random() % 2) << 15) |
-                                                         ((124 + random() % 5) << 7) |
-                                                         (random() % 128));
-                std::memcpy(&cache[layout.Element(base, slot, d)], &h, 2);
-                const uint32_t bits = static_cast<uint32_t>(h) << 16;
-                std::memcpy(&values[at], &bits, 4);
-              } else {
-                int code = static_cast<int>(random() % 254);
-                code += code >= 0x7f ? 1 : 0;  // no NaN code
-                cache[layout.Element(base, slot, d)] = static_cast<uint8_t>(code);
-                values[at] = static_cast<float>(E4m3Value(code)) * row_scale;
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  const LowCache cache = RandomLowCache(layout, 163);
   KernelCase c;
   c.kernel = kind == LowKv::kBf16 ? "axrt_attention_decode_kv_bf16"
                                   : "axrt_attention_decode_kv_fp8_e4m3";
@@ -1082,17 +1134,166 @@ KernelCase AttentionLow(LowKv kind) {
   c.grid = {static_cast<uint32_t>(rows), static_cast<uint32_t>(s.kv_heads), 1};
   const uint64_t width = s.heads * s.head_dim;
   c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
-               InputBuffer(BytesOf(tables)), InputBuffer(cache), OutputBuffer(rows * width * 4)};
+               InputBuffer(BytesOf(tables)), InputBuffer(cache.bytes),
+               OutputBuffer(rows * width * 4)};
   c.scalars = {rows,         s.heads,      s.kv_heads,   s.head_dim,     s.layer,
                s.num_blocks, s.block_size, s.max_blocks, s.row_stride(), F32Bits(scale)};
   std::vector<double> want(rows * width), bound(rows * width);
   for (uint64_t r = 0; r < rows; ++r) {
-    AttentionReference(s, qkv, values, tables, r, r, static_cast<uint64_t>(positions[r]), scale,
-                       &want[r * width], &bound[r * width]);
+    AttentionReference(s, qkv, cache.values, tables, r, r, static_cast<uint64_t>(positions[r]),
+                       scale, &want[r * width], &bound[r * width]);
   }
   const std::string name = c.kernel;
   c.check = [want, bound, name](std::span<const std::vector<uint8_t>> buffers) {
     CheckNear(ValuesOf<float>(buffers[4]), want, bound, name);
+  };
+  return c;
+}
+
+// Split decode (docs/kernels.md, "Split attention"): three sequences at
+// positions 0, 9 and 22 in 3 chunks each (chunks of 4, 4 and 8 positions:
+// empty chunks, and one ending mid-block), over an f32 cache or one of
+// random bf16 or fp8 contents. Each record {m, l, acc} against double over
+// its chunk: an empty one exactly {-inf, 0, 0 ...}; m within the scores'
+// f32 bound E, l within a factor exp(+-2E) (and rounding) of its value, and
+// acc / l within the attention bound of the chunk.
+KernelCase AttentionSplit(std::optional<LowKv> kind) {
+  LowLayout layout{PagedShape{}, kind.value_or(LowKv::kBf16)};
+  PagedShape& s = layout.s;
+  if (kind) s.head_dim = 16;
+  const uint64_t rows = 3, splits = 3, stride = s.head_dim + 2;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const std::vector<float> qkv = RandomFloats(rows * s.row_stride(), 181);
+  const std::vector<int32_t> positions = {0, 9, 22};
+  const std::vector<int32_t> tables = BlockTables(s, rows, 182);
+  LowCache cache;
+  if (kind) {
+    cache = RandomLowCache(layout, 183);
+  } else {
+    cache.values = RandomFloats(s.cache_size(), 183, -2.0f, 2.0f);
+    cache.bytes = BytesOf(cache.values);
+  }
+  KernelCase c;
+  c.kernel = !kind                  ? "axrt_attention_decode_split_f32"
+             : *kind == LowKv::kBf16 ? "axrt_attention_decode_split_kv_bf16"
+                                     : "axrt_attention_decode_split_kv_fp8_e4m3";
+  c.description = "3 sequences at positions 0, 9, 22 in 3 chunks, 4 heads over 2 KV heads of " +
+                  std::to_string(s.head_dim) + ", blocks of 4";
+  c.grid = {static_cast<uint32_t>(rows), static_cast<uint32_t>(s.kv_heads),
+            static_cast<uint32_t>(splits)};
+  c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(tables)), InputBuffer(cache.bytes),
+               OutputBuffer(rows * s.heads * splits * stride * 4)};
+  c.scalars = {rows,         s.heads,        s.kv_heads,     s.head_dim,
+               s.layer,      s.num_blocks,   s.block_size,   s.max_blocks,
+               s.row_stride(), F32Bits(scale), splits};
+  const std::vector<float> values = cache.values;
+  const std::string name = c.kernel;
+  c.check = [=](std::span<const std::vector<uint8_t>> buffers) {
+    const std::vector<float> got = ValuesOf<float>(buffers[4]);
+    const uint64_t group = s.heads / s.kv_heads;
+    size_t bad = 0;
+    std::string first;
+    auto fail = [&](uint64_t r, uint64_t h, uint64_t split, const std::string& what) {
+      if (bad++ == 0) {
+        first = "sequence " + std::to_string(r) + ", head " + std::to_string(h) + ", chunk " +
+                std::to_string(split) + ": " + what;
+      }
+    };
+    for (uint64_t r = 0; r < rows; ++r) {
+      const uint64_t n = static_cast<uint64_t>(positions[r]) + 1;
+      const uint64_t chunk = ((n + splits - 1) / splits + s.block_size - 1) / s.block_size *
+                             s.block_size;
+      for (uint64_t h = 0; h < s.heads; ++h) {
+        const float* q = qkv.data() + r * s.row_stride() + h * s.head_dim;
+        for (uint64_t split = 0; split < splits; ++split) {
+          const float* record = got.data() + ((r * s.heads + h) * splits + split) * stride;
+          const uint64_t begin = std::min(split * chunk, n), end = std::min(begin + chunk, n);
+          if (begin == end) {
+            bool empty = record[0] == -INFINITY;
+            for (uint64_t i = 1; i < stride; ++i) empty = empty && record[i] == 0.0f;
+            if (!empty) fail(r, h, split, "an empty chunk's record is not {-inf, 0, 0 ...}");
+            continue;
+          }
+          std::vector<double> scores;
+          double m = -INFINITY, spread = 0.0;
+          for (uint64_t j = begin; j < end; ++j) {
+            double dot = 0.0, magnitude = 0.0;
+            for (uint64_t d = 0; d < s.head_dim; ++d) {
+              const double k = values[s.Slot(tables, r, j, 0, h / group, d)];
+              dot += double{q[d]} * k;
+              magnitude += std::fabs(double{q[d]} * k);
+            }
+            scores.push_back(dot * scale);
+            m = std::max(m, dot * scale);
+            spread = std::max(spread, 1e-5 * scale * magnitude + 1e-7);
+          }
+          double l = 0.0;
+          for (double& score : scores) l += (score = std::exp(score - m));
+          if (!(std::fabs(record[0] - m) <= spread)) fail(r, h, split, "m is off");
+          if (!(std::fabs(record[1] / l - 1.0) <= std::expm1(2 * spread) + 1e-5)) {
+            fail(r, h, split, "l is off");
+          }
+          for (uint64_t d = 0; d < s.head_dim; ++d) {
+            double out = 0.0, weighted = 0.0, largest = 0.0;
+            for (uint64_t j = begin; j < end; ++j) {
+              const double v = values[s.Slot(tables, r, j, 1, h / group, d)];
+              out += scores[j - begin] / l * v;
+              weighted += scores[j - begin] / l * std::fabs(v);
+              largest = std::max(largest, std::fabs(v));
+            }
+            const double normalised = double{record[2 + d]} / record[1];
+            if (!(std::fabs(normalised - out) <= 1e-5 * (weighted + largest) + 1e-6)) {
+              fail(r, h, split, "acc / l is off at element " + std::to_string(d));
+            }
+          }
+        }
+      }
+    }
+    INFO(name << ": " << bad << " checks of the records fail; the first: " << first);
+    CHECK(bad == 0u);
+  };
+  return c;
+}
+
+// Records of 5 chunks, 2 of them empty, for 2 tokens of 3 heads of 24: the
+// combine within f32 rounding of the double one.
+KernelCase AttentionCombine() {
+  const uint64_t B = 2, heads = 3, splits = 5, D = 24, stride = D + 2;
+  std::vector<float> records = RandomFloats(B * heads * splits * stride, 191, -8.0f, 8.0f);
+  for (uint64_t i = 0; i < B * heads * splits; ++i) {
+    float* record = records.data() + i * stride;
+    record[1] = std::fabs(record[1]) + 1.0f;
+    if (i % splits == 1 || i % splits == 4) {  // empty
+      record[0] = -INFINITY;
+      std::fill_n(record + 1, D + 1, 0.0f);
+    }
+  }
+  KernelCase c;
+  c.kernel = "axrt_attention_combine_f32";
+  c.description = "2 tokens, 3 heads of 24, 5 chunks (2 empty)";
+  c.grid = {static_cast<uint32_t>(B), static_cast<uint32_t>(heads), 1};
+  c.buffers = {InputBuffer(BytesOf(records)), OutputBuffer(B * heads * D * 4)};
+  c.scalars = {B, heads, D, splits};
+  std::vector<double> want(B * heads * D), bound(B * heads * D);
+  for (uint64_t t = 0; t < B * heads; ++t) {
+    const float* r = records.data() + t * splits * stride;
+    double top = -INFINITY, sum = 0.0;
+    for (uint64_t s = 0; s < splits; ++s) top = std::max(top, double{r[s * stride]});
+    for (uint64_t s = 0; s < splits; ++s) sum += r[s * stride + 1] * std::exp(r[s * stride] - top);
+    for (uint64_t d = 0; d < D; ++d) {
+      double out = 0.0, magnitude = 0.0;
+      for (uint64_t s = 0; s < splits; ++s) {
+        const double term = r[s * stride + 2 + d] * std::exp(r[s * stride] - top);
+        out += term;
+        magnitude += std::fabs(term);
+      }
+      want[t * D + d] = out / sum;
+      bound[t * D + d] = 1e-5 * magnitude / sum + 1e-6;
+    }
+  }
+  c.check = [want, bound](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[1]), want, bound, "axrt_attention_combine_f32");
   };
   return c;
 }
@@ -1190,6 +1391,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(MatmulF32Nk());
   cases.push_back(MatmulBf16());
   cases.push_back(MatmulBf16(/*decode=*/true));
+  cases.push_back(MatmulBf16TensorCore());
   cases.push_back(MatmulInt8());
   cases.push_back(MatmulInt8(/*decode=*/true));
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
@@ -1211,6 +1413,10 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(KvCacheWriteLow(LowKv::kFp8));
   cases.push_back(AttentionLow(LowKv::kBf16));
   cases.push_back(AttentionLow(LowKv::kFp8));
+  cases.push_back(AttentionSplit(std::nullopt));
+  cases.push_back(AttentionSplit(LowKv::kBf16));
+  cases.push_back(AttentionSplit(LowKv::kFp8));
+  cases.push_back(AttentionCombine());
   cases.push_back(RopeKvCacheWrite(std::nullopt));
   cases.push_back(RopeKvCacheWrite(LowKv::kBf16));
   cases.push_back(RopeKvCacheWrite(LowKv::kFp8));

@@ -416,6 +416,71 @@ AXRT_API axrt_status_t axrt_function_invoke(axrt_function_t function, axrt_strea
                                             axrt_tensor_t* outputs, size_t output_count,
                                             const axrt_invoke_options_t* options);
 
+/* ---------------------------------------------------------------------------
+ * Graphs: one call captured once, replayed many times
+ *
+ * A graph is a call of a function with its tensors fixed: the same commands
+ * over the same memory, every address and scalar resolved once. Replaying
+ * it costs one launch where the driver has graphs of its own (CUDA graphs),
+ * and on other drivers a resubmission that skips the call's checks and
+ * binding. New data goes in by writing the captured input tensors' memory
+ * before a replay (in stream order); results come out in the captured
+ * outputs. The serving engine replays its decode steps this way
+ * (axrt_engine_options_t.graph_max_batch, docs/serving.md).
+ * ------------------------------------------------------------------------- */
+
+typedef struct axrt_graph_s* axrt_graph_t;
+
+typedef struct axrt_graph_info_t {
+  size_t struct_size;
+  const void* next;
+  /* "function 'step' of executable 'model.axe' (graph)": borrowed, valid as
+   * long as the graph. */
+  const char* label;
+  /* Commands replayed each time. */
+  uint32_t command_count;
+  /* 1 when the device's driver replays the graph as one launch of its own
+   * (a CUDA graph); 0 when replays resubmit the captured commands (the CPU
+   * driver, a device or driver without graph support, or commands its
+   * graphs lack). */
+  uint32_t native;
+  /* Bytes of device memory the graph holds for the call's transient values
+   * (its arena), allocated at capture and kept until the graph goes. */
+  uint64_t arena_bytes;
+} axrt_graph_info_t;
+
+#define AXRT_GRAPH_INFO_INIT { sizeof(axrt_graph_info_t), NULL, NULL, 0, 0, 0 }
+
+/* Captures a call of `function` on `stream` as a graph, queuing nothing:
+ * `inputs` and `outputs` are checked as axrt_function_invoke() checks them,
+ * except that every output must be supplied (no entry NULL). The graph
+ * retains the tensors, the stream and the function, and allocates the
+ * call's arena, for its whole life. `options` is reserved (NULL).
+ *
+ * Refused: a function with collective commands (UNIMPLEMENTED), and any
+ * capture while a debugging mode of the environment (AXRT_CHECK_FINITE,
+ * AXRT_DUMP_DIR) is on (FAILED_PRECONDITION: those check each call). A
+ * driver that cannot make this call a graph of its own is not an error:
+ * the graph then resubmits the commands (axrt_graph_info_t.native is 0). */
+AXRT_API axrt_status_t axrt_function_capture(axrt_function_t function, axrt_stream_t stream,
+                                             const axrt_tensor_t* inputs, size_t input_count,
+                                             const axrt_tensor_t* outputs, size_t output_count,
+                                             const void* options, axrt_graph_t* out_graph);
+
+/* Queues one replay of `graph` on the stream it was captured on, in order
+ * with that stream's other work; it reads and writes the captured tensors'
+ * memory as the call would, so work that changes the inputs goes before it
+ * on that stream (or is ordered with events), and readers of the outputs
+ * after it. Replays of one graph run one after another. A kernel that fails
+ * fails the stream as a call's would. Thread-safe. */
+AXRT_API axrt_status_t axrt_graph_replay(axrt_graph_t graph);
+
+AXRT_API axrt_status_t axrt_graph_query_info(axrt_graph_t graph, axrt_graph_info_t* out_info);
+
+AXRT_API void axrt_graph_retain(axrt_graph_t graph);
+/* Replays already queued still run: they hold the graph until done. */
+AXRT_API void axrt_graph_release(axrt_graph_t graph);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

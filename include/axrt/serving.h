@@ -123,10 +123,21 @@ typedef struct axrt_engine_options_t {
   axrt_group_t group;
   const axrt_executable_t* executables;
   size_t executable_count;
+  /* Graphs (axrt_function_capture): a step of only decode tokens of at most
+   * this many sequences is padded to the next batch-size bucket (1, 2, 4,
+   * ..., up to this bound, itself a bucket) and replays the `step` and
+   * `sample` graphs captured for that bucket at its first use: on a CUDA
+   * device one launch each instead of one per kernel. Padding tokens write
+   * their keys and values into blocks of their own, past the cache's
+   * `num_blocks`, and their rows are never delivered; tokens are those of
+   * the same steps without graphs, bit for bit (the kernels' results do not
+   * depend on the batch). 0 (the default): every step is a call. A set
+   * (`group`) runs its steps as calls. */
+  uint32_t graph_max_batch;
 } axrt_engine_options_t;
 
 #define AXRT_ENGINE_OPTIONS_INIT \
-  { sizeof(axrt_engine_options_t), NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0 }
+  { sizeof(axrt_engine_options_t), NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0 }
 
 /* Request behaviour (axrt_request_t.flags). */
 typedef uint32_t axrt_request_flags_t;
@@ -194,10 +205,14 @@ typedef struct axrt_engine_stats_t {
    * engine ended every request in flight with the error and takes no more
    * requests (add_request's FAILED_PRECONDITION says why). */
   uint32_t failed;
+  /* Of `steps`, those that replayed graphs (graph_max_batch), and the
+   * graphs captured for them (two per bucket: `step` and `sample`). */
+  uint64_t graph_steps;
+  uint32_t graphs_captured;
 } axrt_engine_stats_t;
 
 #define AXRT_ENGINE_STATS_INIT \
-  { sizeof(axrt_engine_stats_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  { sizeof(axrt_engine_stats_t), NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Creates an engine running `executable`'s `step` and `sample` functions
  * on its device, with a KV cache allocated there, and starts its thread.

@@ -13,6 +13,10 @@
 // The cache holds f32, bf16 or fp8 e4m3 with a scale per row (kv_cache.h);
 // a chunk of bf16 or fp8 keys and values is read as f32 into a buffer of the
 // workgroup's, then scored and accumulated as f32 ones are.
+//
+// Split decode (docs/kernels.md, "Split attention") runs the same pass over
+// one chunk of whole blocks of a token's context and writes the chunk's m, l
+// and unnormalised output; the combine kernel merges a token's chunks.
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -58,12 +62,16 @@ PagedHead paged_head(kv::Kind kind, const AttentionArgs* a, const int32_t* table
 }
 
 // The queries one pass serves: row pointers into qkv and out, and each
-// query's last key position.
+// query's last key position. The pass reads the keys from position `start`
+// (a multiple of block_size) on; `partial` makes out[q] the record {m, l,
+// acc[0, D)} of the keys it read instead of acc / l.
 struct Queries {
   const float* q[kMaxQueries];
   float* out[kMaxQueries];
   int64_t limit[kMaxQueries];
   int count;
+  int64_t start = 0;
+  bool partial = false;
 };
 
 axrt_kernel_result_t check_shapes(kv::Kind kind, const AttentionArgs* a,
@@ -293,7 +301,8 @@ struct AttendBody {
     }
 
     const uint64_t blocks = static_cast<uint64_t>(last) / BS + 1;
-    for (uint64_t logical = 0; logical < blocks; ++logical) {
+    for (uint64_t logical = static_cast<uint64_t>(queries->start) / BS; logical < blocks;
+         ++logical) {
       if (logical + 1 < blocks) {
         // The next block's keys and values, while this one is computed:
         // blocks lie anywhere in the pool, and the hardware prefetchers
@@ -390,8 +399,14 @@ struct AttendBody {
     }
 
     for (int q = 0; q < count; ++q) {
-      const float inverse = 1.0f / l[q];
       float* __restrict out = queries->out[q];
+      if (queries->partial) {
+        out[0] = m[q];
+        out[1] = l[q];
+        std::copy_n(acc[q], D, out + 2);
+        continue;
+      }
+      const float inverse = 1.0f / l[q];
       for (uint64_t d = 0; d < D; ++d) out[d] = acc[q][d] * inverse;
     }
   }
@@ -441,6 +456,28 @@ extern "C" axrt_kernel_result_t axrt_attention_prefill_f32(
 namespace axrt::kernels::cpu {
 namespace {
 
+// The query heads of KV head `kv_head` of token `b` over the token's
+// positions [begin, end] of `head`, into `out(h)` for query head h: softmax
+// times V, or with `partial` the record {m, l, acc} (docs/kernels.md).
+template <kv::Kind kKind, typename Out>
+void attend_group(const AttentionArgs* a, uint64_t b, uint64_t kv_head, const PagedHead& head,
+                  int64_t begin, int64_t end, bool partial, Out out) {
+  const uint64_t group = a->heads / a->kv_heads;
+  // Groups of more than kMaxQueries heads take several passes over the keys.
+  for (uint64_t h0 = kv_head * group; h0 < (kv_head + 1) * group; h0 += kMaxQueries) {
+    Queries queries;
+    queries.count = static_cast<int>(std::min<uint64_t>(kMaxQueries, (kv_head + 1) * group - h0));
+    queries.start = begin;
+    queries.partial = partial;
+    for (int q = 0; q < queries.count; ++q) {
+      queries.q[q] = a->qkv + b * a->row_stride + (h0 + q) * a->head_dim;
+      queries.out[q] = out(h0 + q);
+      queries.limit[q] = end;
+    }
+    transformer::run_transformer_isa<AttendBody<kKind>>(&queries, &head, a->scale);
+  }
+}
+
 template <kv::Kind kKind>
 axrt_kernel_result_t attention_decode(const void* args, const axrt_kernel_workgroup_t* workgroup) {
   const auto* a = static_cast<const AttentionArgs*>(args);
@@ -450,25 +487,13 @@ axrt_kernel_result_t attention_decode(const void* args, const axrt_kernel_workgr
     return AXRT_KERNEL_OK;
   }
   if (const axrt_kernel_result_t r = check_shapes(kKind, a, workgroup)) return r;
-  const uint64_t D = a->head_dim;
   const int32_t* table = a->block_tables + b * a->max_blocks;
   const int32_t position = a->positions[b];
   if (const axrt_kernel_result_t r = check_sequence(a, table, position, "sequence", b, workgroup)) {
     return r;
   }
-  const PagedHead head = paged_head(kKind, a, table, kv_head);
-  const uint64_t group = a->heads / a->kv_heads;
-  // Groups of more than kMaxQueries heads take several passes over the keys.
-  for (uint64_t h0 = kv_head * group; h0 < (kv_head + 1) * group; h0 += kMaxQueries) {
-    Queries queries;
-    queries.count = static_cast<int>(std::min<uint64_t>(kMaxQueries, (kv_head + 1) * group - h0));
-    for (int q = 0; q < queries.count; ++q) {
-      queries.q[q] = a->qkv + b * a->row_stride + (h0 + q) * D;
-      queries.out[q] = a->out + (b * a->heads + h0 + q) * D;
-      queries.limit[q] = position;
-    }
-    transformer::run_transformer_isa<AttendBody<kKind>>(&queries, &head, a->scale);
-  }
+  attend_group<kKind>(a, b, kv_head, paged_head(kKind, a, table, kv_head), 0, position, false,
+                      [&](uint64_t h) { return a->out + (b * a->heads + h) * a->head_dim; });
   return AXRT_KERNEL_OK;
 }
 
@@ -488,4 +513,116 @@ extern "C" axrt_kernel_result_t axrt_attention_decode_kv_bf16(
 extern "C" axrt_kernel_result_t axrt_attention_decode_kv_fp8_e4m3(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
   return attention_decode<kv::Kind::kFp8E4m3>(args, workgroup);
+}
+
+// ---------------------------------------------------------------------------
+// Split decode and its combine (docs/kernels.md, "Split attention")
+// ---------------------------------------------------------------------------
+
+namespace axrt::kernels::cpu {
+namespace {
+
+// Positions [begin, end) of chunk `split` of a context of positions 0 ..
+// `last`: chunks of ceil((last + 1) / splits) rounded up to whole blocks, so
+// they depend on the token's own position alone; a chunk past the context is
+// empty (begin == end).
+struct Chunk {
+  uint64_t begin;
+  uint64_t end;
+};
+
+Chunk split_chunk(int64_t last, uint64_t splits, uint64_t block_size, uint64_t split) {
+  const uint64_t n = static_cast<uint64_t>(last) + 1;
+  const uint64_t chunk = ((n - 1) / splits / block_size + 1) * block_size;
+  if (split > (n - 1) / chunk) return {n, n};
+  const uint64_t begin = split * chunk;
+  return {begin, n - begin <= chunk ? n : begin + chunk};
+}
+
+template <kv::Kind kKind>
+axrt_kernel_result_t attention_decode_split(const void* args,
+                                            const axrt_kernel_workgroup_t* workgroup) {
+  const auto* split_args = static_cast<const AttentionSplitArgs*>(args);
+  const AttentionArgs* a = &split_args->attention;
+  const uint64_t splits = split_args->splits;
+  if (splits == 0) return invalid_argument(workgroup, "splits must be at least 1");
+  const uint64_t b = workgroup->workgroup_id.x;
+  const uint64_t kv_head = workgroup->workgroup_id.y;
+  const uint64_t split = workgroup->workgroup_id.z;
+  if (b >= a->count || kv_head >= a->kv_heads || split >= splits) return AXRT_KERNEL_OK;
+  if (const axrt_kernel_result_t r = check_shapes(kKind, a, workgroup)) return r;
+  const uint64_t D = a->head_dim;
+  const int32_t* table = a->block_tables + b * a->max_blocks;
+  const int32_t position = a->positions[b];
+  // The whole context, as the decode kernels check it: a token with a bad
+  // index gets no record from any workgroup.
+  if (const axrt_kernel_result_t r = check_sequence(a, table, position, "sequence", b, workgroup)) {
+    return r;
+  }
+  const Chunk chunk = split_chunk(position, splits, a->block_size, split);
+  auto record = [&](uint64_t h) {
+    return a->out + ((b * a->heads + h) * splits + split) * (D + 2);
+  };
+  if (chunk.begin == chunk.end) {
+    const uint64_t group = a->heads / a->kv_heads;
+    for (uint64_t h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+      float* r = record(h);
+      r[0] = -std::numeric_limits<float>::infinity();
+      std::fill_n(r + 1, D + 1, 0.0f);
+    }
+    return AXRT_KERNEL_OK;
+  }
+  attend_group<kKind>(a, b, kv_head, paged_head(kKind, a, table, kv_head),
+                      static_cast<int64_t>(chunk.begin), static_cast<int64_t>(chunk.end) - 1,
+                      true, record);
+  return AXRT_KERNEL_OK;
+}
+
+}  // namespace
+}  // namespace axrt::kernels::cpu
+
+extern "C" axrt_kernel_result_t axrt_attention_decode_split_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return attention_decode_split<kv::Kind::kF32>(args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_attention_decode_split_kv_bf16(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return attention_decode_split<kv::Kind::kBf16>(args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_attention_decode_split_kv_fp8_e4m3(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return attention_decode_split<kv::Kind::kFp8E4m3>(args, workgroup);
+}
+
+// out = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M), M = max_s m_s,
+// each sum in split order.
+extern "C" axrt_kernel_result_t axrt_attention_combine_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const AttentionCombineArgs*>(args);
+  const uint64_t b = workgroup->workgroup_id.x;
+  const uint64_t h = workgroup->workgroup_id.y;
+  if (workgroup->workgroup_id.z != 0 || b >= a->B || h >= a->heads) return AXRT_KERNEL_OK;
+  const uint64_t D = a->head_dim;
+  if (D == 0 || a->splits == 0) {
+    return invalid_argument(workgroup,
+                            "head_dim %" PRIu64 " and splits %" PRIu64 " must be positive", D,
+                            a->splits);
+  }
+  const uint64_t stride = D + 2;
+  const float* records = a->partials + (b * a->heads + h) * a->splits * stride;
+  float top = -std::numeric_limits<float>::infinity();
+  for (uint64_t s = 0; s < a->splits; ++s) top = std::fmax(top, records[s * stride]);
+  float* __restrict out = a->out + (b * a->heads + h) * D;
+  std::fill_n(out, D, 0.0f);
+  float sum = 0.0f;
+  for (uint64_t s = 0; s < a->splits; ++s) {
+    const float* __restrict r = records + s * stride;
+    const float weight = std::exp(r[0] - top);  // 0 for an empty chunk (m = -inf)
+    sum += r[1] * weight;
+    for (uint64_t d = 0; d < D; ++d) out[d] += r[2 + d] * weight;
+  }
+  for (uint64_t d = 0; d < D; ++d) out[d] /= sum;
+  return AXRT_KERNEL_OK;
 }

@@ -270,6 +270,28 @@ struct AttentionArgs {
 };
 static_assert(sizeof(AttentionArgs) == 120);
 
+// Split-K decode (docs/kernels.md, "Split attention"): the decode kernels'
+// block with `out` as `partials`, then the number of chunks each token's
+// context is cut into. `partials` is f32 [B, heads, splits, head_dim + 2]:
+// for each chunk its running maximum m, its sum l and its unnormalised
+// output.
+struct AttentionSplitArgs {
+  AttentionArgs attention;  // attention.out is `partials`
+  uint64_t splits;
+};
+static_assert(sizeof(AttentionSplitArgs) == 128);
+
+// The chunks of axrt_attention_decode_split_* combined into the output.
+struct AttentionCombineArgs {
+  const float* partials;
+  float* out;
+  uint64_t B;
+  uint64_t heads;
+  uint64_t head_dim;
+  uint64_t splits;
+};
+static_assert(sizeof(AttentionCombineArgs) == 48);
+
 struct SampleArgs {
   const float* logits;
   const float* temperature;
@@ -314,6 +336,9 @@ axrt_kernel_result_t axrt_matmul_bf16_f32(const void* args, const axrt_kernel_di
 axrt_kernel_result_t axrt_matmul_bf16_f32_decode(const void* args,
                                                  const axrt_kernel_dispatch_t* dispatch,
                                                  const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_bf16_tc_f32(const void* args,
+                                             const axrt_kernel_dispatch_t* dispatch,
+                                             const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_int8_pc_f32_decode(const void* args,
                                                     const axrt_kernel_dispatch_t* dispatch,
                                                     const axrt_kernel_workgroup_t* workgroup);
@@ -380,6 +405,18 @@ axrt_kernel_result_t axrt_attention_decode_kv_bf16(const void* args,
 axrt_kernel_result_t axrt_attention_decode_kv_fp8_e4m3(const void* args,
                                                        const axrt_kernel_dispatch_t* dispatch,
                                                        const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_decode_split_f32(const void* args,
+                                                     const axrt_kernel_dispatch_t* dispatch,
+                                                     const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_decode_split_kv_bf16(const void* args,
+                                                         const axrt_kernel_dispatch_t* dispatch,
+                                                         const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_decode_split_kv_fp8_e4m3(
+    const void* args, const axrt_kernel_dispatch_t* dispatch,
+    const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_combine_f32(const void* args,
+                                                const axrt_kernel_dispatch_t* dispatch,
+                                                const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_sample_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                      const axrt_kernel_workgroup_t* workgroup);
 

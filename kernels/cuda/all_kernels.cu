@@ -2,6 +2,7 @@
 // one fatbin (and one PTX module), without relocatable device code.
 #include "elementwise.cu"
 #include "matmul.cu"
+#include "matmul_tensor_core.cu"
 #include "matmul_int4.cu"
 #include "rowwise.cu"
 #include "transformer.cu"

@@ -6,7 +6,9 @@
 //
 //   Dispatch    axrt_function_invoke of one axrt_add_f32 dispatch (1024
 //               floats) vs cuLaunchKernel of the same kernel from the same
-//               image with the same 32-byte parameter buffer.
+//               image with the same 32-byte parameter buffer; and
+//               axrt_graph_replay of a graph of 1 or 64 such dispatches
+//               (per_dispatch: the host time of a replayed kernel).
 //   Copy        host -> device and device -> host, 64 KiB to 256 MiB, from
 //               pinned and from pageable memory, each copy followed by a
 //               synchronize, vs cuMemcpy{HtoD,DtoH}Async + cuStreamSynchronize.
@@ -42,6 +44,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -314,6 +317,40 @@ void SetDispatchCounters(benchmark::State& state) {
 // ratio approaches 1: read that as "the runtime's overhead is hidden", not
 // as "the runtime adds nothing".
 
+// Function "add" of `dispatches` dispatches of axrt_add_f32 (each x + y ->
+// out, all [1024] f32) loaded on cuda:0, with its tensors on `stream`.
+struct AddCall {
+  AddCall(axrt_stream_t stream, int64_t dispatches) {
+    AxeBuilder b;
+    const uint32_t code = b.AddCode(g_image_kind, g_image_target, g_image.data(), g_image.size());
+    const uint32_t add = b.AddKernel("add", code, {Read("a"), Read("b"), Write("out"), U64("n")},
+                                     "axrt_add_f32", {kAddBlock, 1, 1});
+    const Sig sig_x{"x", AXRT_AXE_DTYPE_FLOAT32, {Fixed(kAddElements)}};
+    const Sig sig_y{"y", AXRT_AXE_DTYPE_FLOAT32, {Fixed(kAddElements)}};
+    const Sig sig_out{"out", AXRT_AXE_DTYPE_FLOAT32, {Fixed(kAddElements)}};
+    const uint32_t f = b.AddFunction("add", {}, {sig_x, sig_y}, {sig_out});
+    for (int64_t i = 0; i < dispatches; ++i) {
+      b.Dispatch(f, add, Lit(kAddGrid), Lit(1),
+                 {Input(0), Input(1), Output(0), Scalar(Lit(kAddElements))});
+    }
+    executable = b.Load(g_device);
+    function = FindFunction(executable.get(), "add");
+    x = NewDeviceTensor(stream, a);
+    y = NewDeviceTensor(stream, bv);
+    out = NewDeviceTensor(stream, std::vector<float>(kAddElements, 0.0f));
+    inputs[0] = x.get();
+    inputs[1] = y.get();
+    outputs[0] = out.get();
+  }
+
+  const std::vector<float> a = Iota(kAddElements, 1.0f), bv = Iota(kAddElements, -7.0f);
+  Executable executable;
+  Function function;
+  Tensor x, y, out;
+  axrt_tensor_t inputs[2] = {};
+  axrt_tensor_t outputs[1] = {};
+};
+
 // The runtime: axrt_function_invoke of "add" (one dispatch of axrt_add_f32,
 // x + y -> out, all [1024] f32) with a supplied output tensor.
 void BM_CudaDispatchRuntime(benchmark::State& state) {
@@ -324,25 +361,13 @@ void BM_CudaDispatchRuntime(benchmark::State& state) {
   }
   try {
     Stream stream = NewStream();
-    AxeBuilder b;
-    const uint32_t code = b.AddCode(g_image_kind, g_image_target, g_image.data(), g_image.size());
-    const uint32_t add = b.AddKernel("add", code, {Read("a"), Read("b"), Write("out"), U64("n")},
-                                     "axrt_add_f32", {kAddBlock, 1, 1});
-    const Sig sig_x{"x", AXRT_AXE_DTYPE_FLOAT32, {Fixed(kAddElements)}};
-    const Sig sig_y{"y", AXRT_AXE_DTYPE_FLOAT32, {Fixed(kAddElements)}};
-    const Sig sig_out{"out", AXRT_AXE_DTYPE_FLOAT32, {Fixed(kAddElements)}};
-    const uint32_t f = b.AddFunction("add", {}, {sig_x, sig_y}, {sig_out});
-    b.Dispatch(f, add, Lit(kAddGrid), Lit(1),
-               {Input(0), Input(1), Output(0), Scalar(Lit(kAddElements))});
-    Executable executable = b.Load(g_device);
-    Function function = FindFunction(executable.get(), "add");
-
-    const std::vector<float> a = Iota(kAddElements, 1.0f), bv = Iota(kAddElements, -7.0f);
-    Tensor x = NewDeviceTensor(stream.get(), a);
-    Tensor y = NewDeviceTensor(stream.get(), bv);
-    Tensor out = NewDeviceTensor(stream.get(), std::vector<float>(kAddElements, 0.0f));
-    axrt_tensor_t inputs[] = {x.get(), y.get()};
-    axrt_tensor_t outputs[] = {out.get()};
+    AddCall call(stream.get(), 1);
+    Function& function = call.function;
+    const std::vector<float>& a = call.a;
+    const std::vector<float>& bv = call.bv;
+    Tensor& out = call.out;
+    axrt_tensor_t* inputs = call.inputs;
+    axrt_tensor_t* outputs = call.outputs;
 
     // Once untimed: loads the module on first use, and checks the result.
     if (Failed(state, axrt_function_invoke(function.get(), stream.get(), inputs, 2, outputs, 1,
@@ -373,6 +398,66 @@ void BM_CudaDispatchRuntime(benchmark::State& state) {
   state.SetLabel(std::string("axrt_function_invoke, ") + g_image_label);
 }
 BENCHMARK(BM_CudaDispatchRuntime)->UseRealTime();
+
+// A graph (axrt_function_capture) of a function of `dispatches` dispatches
+// of the add above, each x + y -> out, replayed: what a replayed kernel
+// costs the host (per_dispatch), a CUDA graph launch for the whole function
+// where the driver makes one. With 1 dispatch, beside the call above.
+void BM_CudaGraphReplay(benchmark::State& state) {
+  if (!HaveCuda(state)) return;
+  if (g_image.empty()) {
+    state.SkipWithError(g_image_error.c_str());
+    return;
+  }
+  const int64_t dispatches = state.range(0);
+  uint32_t native = 0;
+  try {
+    Stream stream = NewStream();
+    AddCall call(stream.get(), dispatches);
+    Function& function = call.function;
+    const std::vector<float>& a = call.a;
+    const std::vector<float>& bv = call.bv;
+    Tensor& out = call.out;
+    axrt_tensor_t* inputs = call.inputs;
+    axrt_tensor_t* outputs = call.outputs;
+    axrt_graph_t raw_graph = nullptr;
+    if (Failed(state, axrt_function_capture(function.get(), stream.get(), inputs, 2, outputs, 1,
+                                            nullptr, &raw_graph),
+               "axrt_function_capture")) {
+      return;
+    }
+    std::unique_ptr<axrt_graph_s, void (*)(axrt_graph_t)> graph(raw_graph, axrt_graph_release);
+    axrt_graph_info_t info = AXRT_GRAPH_INFO_INIT;
+    if (Failed(state, axrt_graph_query_info(graph.get(), &info), "axrt_graph_query_info")) return;
+    native = info.native;
+    // Once untimed: loads the module on first use, and checks the result.
+    if (Failed(state, axrt_graph_replay(graph.get()), "axrt_graph_replay")) return;
+    if (!CheckSum(state, a, bv, ReadDeviceTensor(stream.get(), out.get(), kAddElements))) return;
+
+    // A synchronize every kSyncEvery dispatches, as above.
+    const int64_t every = std::max<int64_t>(1, kSyncEvery / dispatches);
+    int64_t replays = 0;
+    for (auto _ : state) {
+      if (Failed(state, axrt_graph_replay(graph.get()), "axrt_graph_replay")) break;
+      ++replays;
+      if ((replays % every == 0 || replays == static_cast<int64_t>(state.max_iterations)) &&
+          Failed(state, axrt_stream_synchronize(stream.get()), "axrt_stream_synchronize")) {
+        break;
+      }
+    }
+    if (Failed(state, axrt_stream_synchronize(stream.get()), "axrt_stream_synchronize")) return;
+  } catch (const SetupError& error) {
+    state.SkipWithError(error.what());
+    return;
+  }
+  state.SetItemsProcessed(state.iterations() * dispatches);
+  state.counters["per_dispatch"] = benchmark::Counter(
+      static_cast<double>(dispatches),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.SetLabel(std::string("axrt_graph_replay, ") + (native ? "CUDA graph, " : "resubmitted, ") +
+                 g_image_label);
+}
+BENCHMARK(BM_CudaGraphReplay)->ArgName("dispatches")->Arg(1)->Arg(64)->UseRealTime();
 
 // The floor: cuLaunchKernel of axrt_add_f32 from the same image (loaded with
 // cuModuleLoadDataEx), grid 1 x 256 threads, with the same 32-byte parameter

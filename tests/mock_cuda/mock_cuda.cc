@@ -1,9 +1,11 @@
 // A mock of the CUDA Driver API (see mock_cuda.h for what it models and how
 // tests control it). Layout of this file:
-//   1. state: devices, contexts, allocations, pools, streams, events, modules
+//   1. state (its types are mock_cuda_internal.h's): devices, contexts,
+//      allocations, pools, streams, events, modules
 //   2. the entry point wrapper (call counts, NOT_PERMITTED, NOT_INITIALIZED,
 //      error injection) and the symbol table generated from AXRT_CUDA_SYMBOLS
-//   3. the CUDA functions, in the order of the X-macro
+//   3. the CUDA functions, in the order of the X-macro, but for the graphs
+//      (mock_cuda_graph.cc)
 //   4. cuGetProcAddress_v2 and the control API
 //
 // Concurrency: one mutex (State::mu) guards all bookkeeping. Stream workers
@@ -37,24 +39,16 @@
 #include "axrt/kernel_abi.h"
 #include "kernels/cpu/library.h"
 #include "runtime/drivers/cuda/cuda_api.h"
+#include "tests/mock_cuda/mock_cuda_internal.h"
 
 static_assert(std::is_same_v<decltype(&cuGetProcAddress_v2), PFN_cuGetProcAddress_v2>,
               "mock_cuda.h must declare cuGetProcAddress_v2 as cuda_api.h types it");
 
+// Everything up to the exported functions is in axrt::mock_cuda, local to
+// the library (its version script); mock_cuda_internal.h declares what the
+// graphs use.
+namespace axrt::mock_cuda {
 namespace {
-
-// ---------------------------------------------------------------------------
-// Limits the mock reports and enforces.
-// ---------------------------------------------------------------------------
-constexpr int kMaxThreadsPerBlock = 1024;
-constexpr unsigned kMaxBlockDim[3] = {1024, 1024, 64};
-constexpr unsigned kMaxGridDim[3] = {2147483647u, 65535, 65535};
-constexpr int kSharedPerBlock = 48 * 1024;
-constexpr int kSharedPerBlockOptin = 232448;  // 227 KiB
-constexpr int kWarpSize = 32;
-constexpr int kMultiprocessors = 4;
-constexpr size_t kAllocAlignment = 256;
-constexpr unsigned kMaxClusterSize = 8;  // the portable cluster size limit
 
 bool is_sticky(CUresult code) {
   switch (code) {
@@ -92,162 +86,8 @@ bool round_up(size_t value, size_t alignment, size_t* out) {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// 1. State. The CUDA handle types (CUctx_st, CUstream_st, ...) are defined
-// here, at global scope as cuda_api.h declares them; the rest is internal.
+// 1. State (the types are mock_cuda_internal.h's).
 // ---------------------------------------------------------------------------
-namespace {
-
-struct Device;
-
-// One queued stream operation. `run` returns 0, or a code that poisons the
-// stream's context (a kernel fault). Operations are dropped once the context
-// is poisoned, except `always` ones: bookkeeping that must still happen
-// (event records, so that waiters wake up; async frees, so nothing leaks).
-struct Op {
-  std::function<CUresult()> run;
-  bool always = false;
-};
-
-// A registered kernel: its host function and parameter layout.
-struct KernelDef {
-  std::string name;
-  axrt_mock_cuda_kernel_fn fn;
-  void* user;
-  std::vector<uint32_t> sizes;
-  std::vector<uint32_t> offsets;
-  uint32_t buffer_size = 0;  // last offset + last size
-};
-using KernelRef = std::shared_ptr<const KernelDef>;
-
-// What a code image provides: every registered kernel, or (mock images) the
-// listed ones.
-struct ImageNames {
-  bool restricted = false;
-  std::set<std::string> names;
-  // "mock-lazy-jit-error" PTX: loads, and every kernel lookup
-  // (cuLibraryGetKernel, cuModuleGetFunction) fails with
-  // CUDA_ERROR_INVALID_PTX, as a lazily loading driver reports a broken image.
-  bool lazy_jit_error = false;
-};
-
-enum class AllocKind { kDevice, kPool, kPinned };
-
-struct Allocation {
-  size_t size;      // what was asked for: the valid range
-  size_t capacity;  // what it holds (rounded up), counted against the device
-  AllocKind kind;
-  Device* device;
-  std::shared_ptr<CUmemPoolHandle_st> pool;  // kPool
-};
-
-}  // namespace
-
-// A device's primary context; there is exactly one per device.
-struct CUctx_st {
-  Device* device;
-};
-
-namespace {
-
-struct Device {
-  explicit Device(int ordinal) : ordinal(ordinal), context{this} {}
-  int ordinal;
-  uint64_t total_memory = 0;
-  int compute_capability = 90;  // major * 10 + minor
-  uint64_t used_memory = 0;     // cuMemAlloc bytes + pool reserved bytes
-  int retain_count = 0;         // primary context retains
-  CUresult sticky = CUDA_SUCCESS;
-  CUctx_st context;
-  std::shared_ptr<CUstream_st> null_stream;  // created on first use
-  // Devices whose memory this context may access (cuCtxEnablePeerAccess);
-  // forgotten when the primary context is released for the last time.
-  std::set<int> peers_enabled;
-};
-
-}  // namespace
-
-struct CUstream_st {
-  CUstream_st(Device* device, unsigned flags) : device(device), flags(flags) {}
-  Device* device;
-  unsigned flags;
-  std::deque<Op> queue;
-  uint64_t enqueued = 0;   // operations ever queued
-  uint64_t completed = 0;  // operations finished (or dropped), in order
-  bool stopping = false;
-  std::condition_variable work_cv;  // new work or stopping
-  std::thread worker;               // started on first use
-  uint64_t host_waits = 0;          // axrt_mock_cuda_stream_host_waits
-};
-
-struct CUevent_st {
-  CUevent_st(Device* device, unsigned flags) : device(device), flags(flags) {}
-  Device* device;
-  unsigned flags;
-  // The latest record: complete once its stream completed operation `seq`.
-  std::shared_ptr<CUstream_st> stream;
-  uint64_t seq = 0;
-  uint64_t record_count = 0;    // records issued; 0: never recorded
-  uint64_t stamped_record = 0;  // the newest record whose time is in `time`
-  std::chrono::steady_clock::time_point time;
-};
-
-// A block a pool keeps for reuse. One freed in stream order (cuMemFreeAsync)
-// is kept from the call on, with the stream and the place of its free: work
-// queued before the free may still use it until the stream got there.
-struct CachedBlock {
-  void* block;
-  uint64_t id;                          // of the free that put it here
-  std::shared_ptr<CUstream_st> stream;  // null: freed by cuMemFree
-  uint64_t seq = 0;                     // the free's operation on `stream`
-  bool reached = true;                  // the stream got to the free
-};
-
-struct CUmemPoolHandle_st {
-  Device* device;
-  uint64_t release_threshold = 0;
-  uint64_t reserved = 0, reserved_high = 0;  // bytes held from the device
-  uint64_t used = 0, used_high = 0;          // bytes handed to the application
-  std::multimap<size_t, CachedBlock> cache;  // free blocks by capacity
-  uint64_t frees = 0;                        // ids of CachedBlock
-  bool destroyed = false;                    // blocks still out are freed on return
-  // CU_MEMPOOL_ATTR_REUSE_*, enabled by default as in CUDA.
-  bool reuse_follow_event_dependencies = true;  // not modelled: allows nothing more
-  bool reuse_allow_opportunistic = true;
-  bool reuse_allow_internal_dependencies = true;
-};
-
-struct CUfunc_st {
-  Device* device;
-  KernelRef kernel;
-  int max_dynamic_shared = kSharedPerBlock;
-};
-
-struct CUmod_st {
-  Device* device;
-  ImageNames image;
-  std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
-};
-
-struct CUkern_st {
-  KernelRef kernel;
-  std::map<Device*, std::unique_ptr<CUfunc_st>> functions;  // per context
-};
-
-struct CUlib_st {
-  Device* device;  // the context it was loaded in
-  ImageNames image;
-  std::map<std::string, std::unique_ptr<CUkern_st>> kernels;
-};
-
-namespace {
-
-enum SymbolIndex : int {
-#define AXRT_MOCK_INDEX(name, ret, params, version, required) k_##name,
-  AXRT_CUDA_SYMBOLS(AXRT_MOCK_INDEX)
-#undef AXRT_MOCK_INDEX
-  k_cuGetProcAddress_v2,
-  kSymbolCount
-};
 
 constexpr const char* kSymbolNames[kSymbolCount] = {
 #define AXRT_MOCK_NAME(name, ret, params, version, required) #name,
@@ -263,64 +103,13 @@ int symbol_index(const char* name) {
   return -1;
 }
 
-// A CPU kernel of "axrt.cpu" registered as a mock kernel.
-struct CpuKernel {
-  const axrt_kernel_info_t* info;
-  uint32_t param_bytes;
-};
-
-struct State {
-  std::mutex mu;
-  std::condition_variable done_cv;
-  bool initialized = false;
-  int device_count = 0;
-  std::vector<std::unique_ptr<Device>> devices;  // only grows; pointers stay valid
-  std::map<int, uint64_t> memory_limits;         // control API overrides
-  std::map<uintptr_t, Allocation> allocations;   // by base address
-  std::map<CUstream, std::shared_ptr<CUstream_st>> streams;
-  std::map<CUevent, std::shared_ptr<CUevent_st>> events;
-  std::map<CUmemoryPool, std::shared_ptr<CUmemPoolHandle_st>> pools;
-  std::map<CUmodule, std::unique_ptr<CUmod_st>> modules;
-  std::map<CUlibrary, std::unique_ptr<CUlib_st>> libraries;
-  std::set<CUfunction> functions;  // live functions of modules and libraries
-  std::set<CUkernel> kernels;      // live kernels of libraries
-  std::map<std::string, KernelRef> registry;
-  std::map<std::string, CUresult> kernel_faults;
-  std::set<std::string> hidden;
-  struct Injection {
-    CUresult result;
-    uint32_t skip;
-  };
-  std::map<int, Injection> injections;
-  std::atomic<uint64_t> call_counts[kSymbolCount] = {};
-  uint64_t host_waits = 0;  // axrt_mock_cuda_host_waits
-  std::deque<CpuKernel> cpu_kernels;  // user data of the CPU kernels' entries
-  // Peer-to-peer, by unordered device pair (smaller ordinal first): pairs
-  // without an entry can access each other, with native atomics, rank 0.
-  struct PeerLink {
-    bool access = true;
-    bool native_atomics = true;
-    int performance_rank = 0;
-  };
-  std::map<std::pair<int, int>, PeerLink> peer_links;
-  std::map<std::pair<int, int>, uint32_t> nvlinks;  // second -1: to NVSwitches
-  std::map<int, int> host_numa_nodes;               // by device; default -1
-  uint64_t peer_copies[2] = {0, 0};                 // [direct]: cuMemcpyPeerAsync
-};
-
-// A kernel's parameter buffer, 16-byte aligned.
-struct alignas(16) Chunk {
-  unsigned char bytes[16];
-};
-using ParamBuffer = std::vector<Chunk>;
-
 thread_local CUctx_st* t_context = nullptr;
 thread_local bool t_on_worker = false;  // set on stream worker threads
 
 void register_cpu_kernels(State& s);
 
-// The state is created on first use and never destroyed: stream workers may
-// still run at exit, and the library is never unloaded (-z nodelete).
+// Never destroyed: stream workers may still run at exit, and the library is
+// never unloaded (-z nodelete).
 State& state() {
   static State* const s = [] {
     auto* created = new State;
@@ -607,12 +396,6 @@ struct Entry<kIndex, kImpl> {
   }
 };
 
-// Each entry point's implementation, declared from the X-macro so that a
-// definition with another signature fails to link.
-#define AXRT_MOCK_DECLARE(name, ret, params, version, required) ret mock_##name params;
-AXRT_CUDA_SYMBOLS(AXRT_MOCK_DECLARE)
-#undef AXRT_MOCK_DECLARE
-
 struct SymbolEntry {
   const char* name;
   void* function;
@@ -636,7 +419,8 @@ const SymbolEntry kSymbols[] = {
 
 bool idle(State& s) {
   if (!s.allocations.empty() || !s.streams.empty() || !s.events.empty() || !s.pools.empty() ||
-      !s.modules.empty() || !s.libraries.empty()) {
+      !s.modules.empty() || !s.libraries.empty() || !s.graphs.empty() ||
+      !s.graph_execs.empty()) {
     return false;
   }
   for (const auto& device : s.devices) {
@@ -1085,8 +869,6 @@ CUresult mock_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t size, CUstrea
   return is_pageable(s, dst, size) ? wait_for(s, lock, st.get(), seq) : CUDA_SUCCESS;
 }
 
-// One side of a 2D copy: resolves its first byte, checking the pitch and that
-// device (or unified) memory holds every row.
 CUresult resolve_2d(State& s, CUmemorytype type, const void* host, CUdeviceptr device,
                     size_t x, size_t y, size_t pitch, size_t width, size_t height,
                     unsigned char** out) {
@@ -1112,6 +894,22 @@ CUresult resolve_2d(State& s, CUmemorytype type, const void* host, CUdeviceptr d
   return CUDA_SUCCESS;
 }
 
+// Copies `height` rows of `width` bytes (the rows may overlap).
+void copy_rows(unsigned char* dst, size_t dst_pitch, const unsigned char* src, size_t src_pitch,
+               size_t width, size_t height) {
+  for (size_t row = 0; row < height; ++row) {
+    std::memmove(dst + row * dst_pitch, src + row * src_pitch, width);
+  }
+}
+
+Op copy_rows_op(unsigned char* dst, size_t dst_pitch, const unsigned char* src, size_t src_pitch,
+                size_t width, size_t height) {
+  return Op{[=] {
+    copy_rows(dst, dst_pitch, src, src_pitch, width, height);
+    return CUDA_SUCCESS;
+  }};
+}
+
 // Pageable host memory as in cuMemcpyHtoDAsync / cuMemcpyDtoHAsync.
 CUresult mock_cuMemcpy2DAsync(const CUDA_MEMCPY2D* copy, CUstream stream) {
   if (copy == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1133,28 +931,56 @@ CUresult mock_cuMemcpy2DAsync(const CUDA_MEMCPY2D* copy, CUstream stream) {
     return r;
   }
   const size_t span = (c.Height - 1) * c.srcPitch + c.WidthInBytes;  // checked by resolve_2d
-  std::vector<unsigned char> staged;
-  size_t src_pitch = c.srcPitch;
+  Op op;
   if (c.srcMemoryType == CU_MEMORYTYPE_HOST && is_pageable(s, src, span)) {
-    staged.resize(c.WidthInBytes * c.Height);
-    for (size_t row = 0; row < c.Height; ++row) {
-      std::memcpy(staged.data() + row * c.WidthInBytes, src + row * c.srcPitch, c.WidthInBytes);
-    }
-    src_pitch = c.WidthInBytes;
+    std::vector<unsigned char> staged(c.WidthInBytes * c.Height);
+    copy_rows(staged.data(), c.WidthInBytes, src, c.srcPitch, c.WidthInBytes, c.Height);
+    op.run = [=, staged = std::move(staged)] {
+      copy_rows(dst, c.dstPitch, staged.data(), c.WidthInBytes, c.WidthInBytes, c.Height);
+      return CUDA_SUCCESS;
+    };
+  } else {
+    op = copy_rows_op(dst, c.dstPitch, src, c.srcPitch, c.WidthInBytes, c.Height);
   }
-  const uint64_t seq = enqueue(st.get(), Op{[=, staged = std::move(staged)] {
-                                 const unsigned char* from = staged.empty() ? src : staged.data();
-                                 for (size_t row = 0; row < c.Height; ++row) {
-                                   std::memmove(dst + row * c.dstPitch, from + row * src_pitch,
-                                                c.WidthInBytes);
-                                 }
-                                 return CUDA_SUCCESS;
-                               }});
+  const uint64_t seq = enqueue(st.get(), std::move(op));
   const size_t dst_span = (c.Height - 1) * c.dstPitch + c.WidthInBytes;
   if (c.dstMemoryType == CU_MEMORYTYPE_HOST && is_pageable(s, dst, dst_span)) {
     return wait_for(s, lock, st.get(), seq);
   }
   return CUDA_SUCCESS;
+}
+
+// Zero width or height is valid (and does nothing).
+CUresult check_memset(State& s, CUdeviceptr dst, size_t pitch, size_t element_size, size_t width,
+                      size_t height) {
+  if (dst % element_size != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  size_t row_bytes = 0, span = 0;
+  if (!mul_add(width, element_size, 0, &row_bytes) || (height > 1 && pitch < row_bytes) ||
+      !mul_add(height - 1, pitch, row_bytes, &span) || find_allocation(s, dst, span) == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+template <class T>
+Op typed_memset_op(CUdeviceptr dst, size_t pitch, T value, size_t width, size_t height) {
+  return Op{[=] {
+    for (size_t row = 0; row < height; ++row) {
+      T* p = reinterpret_cast<T*>(dst + row * pitch);
+      std::fill(p, p + width, value);
+    }
+    return CUDA_SUCCESS;
+  }};
+}
+
+Op memset_op(CUdeviceptr dst, size_t pitch, unsigned value, size_t element_size, size_t width,
+             size_t height) {
+  switch (element_size) {
+    case 1: return typed_memset_op(dst, pitch, static_cast<uint8_t>(value), width, height);
+    case 2: return typed_memset_op(dst, pitch, static_cast<uint16_t>(value), width, height);
+    default: return typed_memset_op(dst, pitch, static_cast<uint32_t>(value), width, height);
+  }
 }
 
 // cuMemsetD*: `count` elements of `value` (of sizeof(T)) in `height` rows.
@@ -1166,20 +992,9 @@ CUresult memset_2d(CUdeviceptr dst, size_t pitch, T value, size_t width, size_t 
   Device* d = nullptr;
   std::shared_ptr<CUstream_st> st;
   if (CUresult r = prepare_stream(s, stream, &d, &st)) return r;
-  if (dst % sizeof(T) != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_memset(s, dst, pitch, sizeof(T), width, height)) return r;
   if (width == 0 || height == 0) return CUDA_SUCCESS;
-  size_t row_bytes = 0, span = 0;
-  if (!mul_add(width, sizeof(T), 0, &row_bytes) || (height > 1 && pitch < row_bytes) ||
-      !mul_add(height - 1, pitch, row_bytes, &span) || find_allocation(s, dst, span) == nullptr) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  enqueue(st.get(), Op{[=] {
-            for (size_t row = 0; row < height; ++row) {
-              T* p = reinterpret_cast<T*>(dst + row * pitch);
-              std::fill(p, p + width, value);
-            }
-            return CUDA_SUCCESS;
-          }});
+  enqueue(st.get(), memset_op(dst, pitch, value, sizeof(T), width, height));
   return CUDA_SUCCESS;
 }
 
@@ -1593,14 +1408,6 @@ CUresult mock_cuFuncSetAttribute(CUfunction function, CUfunction_attribute attri
 
 // --- Launches ------------------------------------------------------------------
 
-struct LaunchShape {
-  axrt_mock_cuda_dim3 grid;
-  axrt_mock_cuda_dim3 block;
-  unsigned shared_bytes;
-};
-
-// Builds the parameter buffer from `params` (one pointer per parameter) or
-// `extra` (a packed buffer whose size must match exactly).
 CUresult pack_params(const KernelDef& kernel, void** params, void** extra, ParamBuffer* out) {
   out->assign((kernel.buffer_size + sizeof(Chunk) - 1) / sizeof(Chunk), Chunk{});
   auto* bytes = reinterpret_cast<unsigned char*>(out->data());
@@ -1653,16 +1460,8 @@ CUresult run_blocks(const KernelDef& kernel, const ParamBuffer& params, const La
   return CUDA_SUCCESS;
 }
 
-CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params,
-                void** extra, const CUlaunchAttribute* attrs, unsigned attr_count) {
-  State& s = state();
-  std::lock_guard lock(s.mu);
-  Device* d = nullptr;
-  std::shared_ptr<CUstream_st> st;
-  if (CUresult r = prepare_stream(s, stream, &d, &st)) return r;
-  CUfunc_st* f = nullptr;
-  if (CUresult r = get_function(s, function, &f)) return r;
-  if (f->device != d || st->device != d) return CUDA_ERROR_INVALID_HANDLE;
+CUresult check_launch(const CUfunc_st& f, const LaunchShape& shape, const CUlaunchAttribute* attrs,
+                      unsigned attr_count) {
   const unsigned grid[3] = {shape.grid.x, shape.grid.y, shape.grid.z};
   const unsigned block[3] = {shape.block.x, shape.block.y, shape.block.z};
   for (int i = 0; i < 3; ++i) {
@@ -1673,13 +1472,13 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
   if (uint64_t{block[0]} * block[1] * block[2] > kMaxThreadsPerBlock) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (shape.shared_bytes > static_cast<unsigned>(f->max_dynamic_shared)) {
+  if (shape.shared_bytes > static_cast<unsigned>(f.max_dynamic_shared)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (attr_count > 0 && attrs == nullptr) return CUDA_ERROR_INVALID_VALUE;
   for (unsigned i = 0; i < attr_count; ++i) {
     if (attrs[i].id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) return CUDA_ERROR_INVALID_VALUE;
-    if (d->compute_capability < 90) return CUDA_ERROR_NOT_SUPPORTED;
+    if (f.device->compute_capability < 90) return CUDA_ERROR_NOT_SUPPORTED;
     const auto& c = attrs[i].value.clusterDim;
     const unsigned cluster[3] = {c.x, c.y, c.z};
     for (int k = 0; k < 3; ++k) {
@@ -1687,16 +1486,34 @@ CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, 
     }
     if (uint64_t{c.x} * c.y * c.z > kMaxClusterSize) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
   }
-  ParamBuffer buffer;
-  if (CUresult r = pack_params(*f->kernel, params, extra, &buffer)) return r;
+  return CUDA_SUCCESS;
+}
+
+Op kernel_op(State& s, KernelRef kernel, ParamBuffer params, const LaunchShape& shape) {
   CUresult fault = CUDA_SUCCESS;
-  if (auto it = s.kernel_faults.find(f->kernel->name); it != s.kernel_faults.end()) {
+  if (auto it = s.kernel_faults.find(kernel->name); it != s.kernel_faults.end()) {
     fault = it->second;
     s.kernel_faults.erase(it);
   }
-  enqueue(st.get(), Op{[kernel = f->kernel, buffer = std::move(buffer), shape, fault] {
-            return fault != CUDA_SUCCESS ? fault : run_blocks(*kernel, buffer, shape);
-          }});
+  return Op{[kernel = std::move(kernel), params = std::move(params), shape, fault] {
+    return fault != CUDA_SUCCESS ? fault : run_blocks(*kernel, params, shape);
+  }};
+}
+
+CUresult launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params,
+                void** extra, const CUlaunchAttribute* attrs, unsigned attr_count) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  Device* d = nullptr;
+  std::shared_ptr<CUstream_st> st;
+  if (CUresult r = prepare_stream(s, stream, &d, &st)) return r;
+  CUfunc_st* f = nullptr;
+  if (CUresult r = get_function(s, function, &f)) return r;
+  if (f->device != d || st->device != d) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = check_launch(*f, shape, attrs, attr_count)) return r;
+  ParamBuffer buffer;
+  if (CUresult r = pack_params(*f->kernel, params, extra, &buffer)) return r;
+  enqueue(st.get(), kernel_op(s, f->kernel, std::move(buffer), shape));
   return CUDA_SUCCESS;
 }
 
@@ -2258,11 +2075,13 @@ bool is_hidden(State& s, std::string_view name) {
   return false;
 }
 
-}  // namespace
+}  // namespace axrt::mock_cuda
 
 // ---------------------------------------------------------------------------
 // 4. Exported functions.
 // ---------------------------------------------------------------------------
+
+using namespace axrt::mock_cuda;
 
 extern "C" int cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
                                    uint64_t flags, int* symbol_status) {
@@ -2385,6 +2204,8 @@ extern "C" void axrt_mock_cuda_live_objects(axrt_mock_cuda_objects_t* objects) {
   objects->events = s.events.size();
   objects->modules = s.modules.size() + s.libraries.size();
   for (const auto& device : s.devices) objects->context_retains += device->retain_count;
+  objects->graphs = s.graphs.size();
+  objects->graph_execs = s.graph_execs.size();
 }
 
 extern "C" int axrt_mock_cuda_sticky_error(int device) {

@@ -67,6 +67,22 @@
  *   counts the cuMemcpyPeerAsync calls that had access and those that did
  *   not. CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID is -1 unless
  *   axrt_mock_cuda_set_host_numa_node() sets it.
+ *   Graphs (mock_cuda_graph.cc): a graph holds kernel, memcpy and memset
+ *   nodes in the order they were added (dependencies, checked to be nodes
+ *   of the graph and listed once, can only name earlier nodes); a kernel
+ *   node is checked as cuLaunchKernel checks a launch and copies its
+ *   parameter buffer (from kernelParams or extra) when made, and must name
+ *   its function (`func`; a CUkernel is not modelled); memcpy nodes are 2-D
+ *   (Depth 1, no arrays) and memset nodes 1-, 2- or 4-byte, both checked
+ *   against live allocations when made and again at each launch, host
+ *   memory read and written when the node runs. cuGraphInstantiateWithFlags
+ *   (flags 0; the current context) copies the nodes, so the graph may go;
+ *   cuGraphLaunch queues on the stream what each node would queue as a
+ *   launch, copy or memset of its own, in order, all or nothing (a kernel
+ *   left a fault by axrt_mock_cuda_fail_kernel() faults there, as in a
+ *   launch). Null pointers and handles that are not live graphs, nodes or
+ *   execs (destroyed ones included) are CUDA_ERROR_INVALID_VALUE; an exec
+ *   destroyed with launches queued lets them run.
  *
  * Environment, read by cuInit (devices are reconfigured only while nothing
  * is allocated, retained or created, so a process can re-init with new
@@ -145,6 +161,8 @@ typedef struct axrt_mock_cuda_objects_t {
   uint64_t events;
   uint64_t modules;            /* modules + libraries */
   uint64_t context_retains;    /* primary context retain counts, summed */
+  uint64_t graphs;             /* cuGraphCreate */
+  uint64_t graph_execs;        /* cuGraphInstantiateWithFlags */
 } axrt_mock_cuda_objects_t;
 
 /* Clears sticky errors, pending error injections and kernel faults, hidden

@@ -58,6 +58,8 @@ void check_no_leaks() {
   CHECK(o.events == 0);
   CHECK(o.modules == 0);
   CHECK(o.context_retains == 1);
+  CHECK(o.graphs == 0);
+  CHECK(o.graph_execs == 0);
 }
 
 // A kernel y[i] = a * x[i] + y[i] over a grid of 1D blocks.
@@ -773,6 +775,242 @@ TEST_CASE_METHOD(Fixture, "a faulting kernel poisons the context; teardown compl
   REQUIRE(axrt_mock_cuda_inject_error("cuCtxSynchronize", CUDA_ERROR_ECC_UNCORRECTABLE, 0) == 0);
   CHECK(c.cuCtxSynchronize() == CUDA_ERROR_ECC_UNCORRECTABLE);
   CHECK(c.cuMemAlloc(&more, 64) == CUDA_ERROR_ECC_UNCORRECTABLE);
+}
+
+TEST_CASE_METHOD(Fixture, "graphs: a launch runs the nodes in order as their own work would",
+                 "[mock_cuda]") {
+  const auto& c = cu();
+  REQUIRE(axrt_mock_cuda_register_kernel("saxpy_test", saxpy, nullptr, kSaxpySizes, 4) == 0);
+  CUmodule module = nullptr;
+  REQUIRE(c.cuModuleLoadDataEx(&module, kMockImage, 0, nullptr, nullptr) == CUDA_SUCCESS);
+  CUfunction f = nullptr;
+  REQUIRE(c.cuModuleGetFunction(&f, module, "saxpy_test") == CUDA_SUCCESS);
+  constexpr uint32_t n = 1000;
+  CUdeviceptr dx = 0, dy = 0, dz = 0, dw = 0;
+  for (CUdeviceptr* p : {&dx, &dy, &dz}) REQUIRE(c.cuMemAlloc(p, n * 4) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemAlloc(&dw, 64) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemsetD8Async(dw, 0, 64, nullptr) == CUDA_SUCCESS);
+  REQUIRE(c.cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+
+  // y = 1 (memset); y = 2x + y (parameters one by one); z = y (copy);
+  // y = 3x + y (a packed buffer); two rows of w = 0x0102 (a 2-D memset).
+  CUgraph graph = nullptr;
+  REQUIRE(c.cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  CUgraphNode nodes[5] = {};
+  CUDA_MEMSET_NODE_PARAMS fill = {};
+  fill.dst = dy;
+  fill.value = 0x3f800000;  // 1.0f
+  fill.elementSize = 4;
+  fill.width = n;
+  fill.height = 1;
+  REQUIRE(c.cuGraphAddMemsetNode(&nodes[0], graph, nullptr, 0, &fill, context) == CUDA_SUCCESS);
+  float a = 2.0f;
+  uint32_t count = n;
+  void* params[] = {&dx, &a, &dy, &count};
+  CUDA_KERNEL_NODE_PARAMS kernel = {};
+  kernel.func = f;
+  kernel.gridDimX = kernel.gridDimY = kernel.gridDimZ = 1;
+  kernel.gridDimX = 4;
+  kernel.blockDimX = 256;
+  kernel.blockDimY = kernel.blockDimZ = 1;
+  kernel.kernelParams = params;
+  REQUIRE(c.cuGraphAddKernelNode(&nodes[1], graph, &nodes[0], 1, &kernel) == CUDA_SUCCESS);
+  CUDA_MEMCPY3D copy = {};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = dy;
+  copy.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  copy.dstDevice = dz;
+  copy.WidthInBytes = n * 4;
+  copy.Height = 1;
+  copy.Depth = 1;
+  REQUIRE(c.cuGraphAddMemcpyNode(&nodes[2], graph, &nodes[1], 1, &copy, context) ==
+          CUDA_SUCCESS);
+  unsigned char packed[28] = {};
+  a = 3.0f;
+  std::memcpy(packed + 0, &dx, 8);
+  std::memcpy(packed + 8, &a, 4);
+  std::memcpy(packed + 16, &dy, 8);
+  std::memcpy(packed + 24, &count, 4);
+  size_t packed_size = sizeof(packed);
+  void* extra[] = {AXRT_CU_LAUNCH_PARAM_BUFFER_POINTER, packed, AXRT_CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &packed_size, AXRT_CU_LAUNCH_PARAM_END};
+  kernel.kernelParams = nullptr;
+  kernel.extra = extra;
+  REQUIRE(c.cuGraphAddKernelNode(&nodes[3], graph, &nodes[2], 1, &kernel) == CUDA_SUCCESS);
+  CUDA_MEMSET_NODE_PARAMS rows = {dw, 16, 0x0102, 2, 4, 2};
+  REQUIRE(c.cuGraphAddMemsetNode(&nodes[4], graph, nodes, 2, &rows, context) == CUDA_SUCCESS);
+  // The parameters were copied into the nodes.
+  a = 100.0f;
+  std::memset(packed, 0, sizeof(packed));
+
+  CUgraphExec exec = nullptr;
+  REQUIRE(c.cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  CHECK(live().graphs == 1);
+  CHECK(live().graph_execs == 1);
+  REQUIRE(c.cuGraphDestroy(graph) == CUDA_SUCCESS);  // the exec keeps its copy
+  CUstream stream = nullptr;
+  REQUIRE(c.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  std::vector<float> x(n), y(n), z(n);
+  for (int replay = 0; replay < 3; ++replay) {
+    // New inputs in stream order before each launch.
+    for (uint32_t i = 0; i < n; ++i) x[i] = static_cast<float>(i + replay);
+    REQUIRE(c.cuMemcpyHtoDAsync(dx, x.data(), n * 4, stream) == CUDA_SUCCESS);
+    REQUIRE(c.cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+    REQUIRE(c.cuMemcpyDtoHAsync(y.data(), dy, n * 4, stream) == CUDA_SUCCESS);
+    REQUIRE(c.cuMemcpyDtoHAsync(z.data(), dz, n * 4, stream) == CUDA_SUCCESS);
+    for (uint32_t i : {0u, 10u, 999u}) {
+      CHECK(y[i] == 5.0f * x[i] + 1.0f);
+      CHECK(z[i] == 2.0f * x[i] + 1.0f);
+    }
+  }
+  std::vector<uint16_t> w(32);
+  REQUIRE(c.cuMemcpyDtoHAsync(w.data(), dw, 64, stream) == CUDA_SUCCESS);
+  CHECK(w[0] == 0x0102);
+  CHECK(w[3] == 0x0102);
+  CHECK(w[4] == 0);
+  CHECK(w[8] == 0x0102);
+  CHECK(w[12] == 0);
+  CHECK(axrt_mock_cuda_call_count("cuGraphLaunch") == 3);
+  CHECK(axrt_mock_cuda_call_count("cuLaunchKernel") == 0);
+
+  CHECK(c.cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(c.cuStreamDestroy(stream) == CUDA_SUCCESS);
+  CHECK(c.cuModuleUnload(module) == CUDA_SUCCESS);
+  for (CUdeviceptr p : {dx, dy, dz, dw}) CHECK(c.cuMemFree(p) == CUDA_SUCCESS);
+  check_no_leaks();
+}
+
+TEST_CASE_METHOD(Fixture, "graphs: validation, faults, hiding, and destroying what is queued",
+                 "[mock_cuda]") {
+  const auto& c = cu();
+  REQUIRE(axrt_mock_cuda_register_kernel("noop_test", noop_kernel, nullptr, nullptr, 0) == 0);
+  CUmodule module = nullptr;
+  REQUIRE(c.cuModuleLoadDataEx(&module, "\x7f" "ELF", 0, nullptr, nullptr) == CUDA_SUCCESS);
+  CUfunction noop = nullptr;
+  REQUIRE(c.cuModuleGetFunction(&noop, module, "noop_test") == CUDA_SUCCESS);
+  CUdeviceptr d = 0;
+  REQUIRE(c.cuMemAlloc(&d, 256) == CUDA_SUCCESS);
+
+  CUgraph graph = nullptr, other = nullptr;
+  CHECK(c.cuGraphCreate(nullptr, 0) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.cuGraphCreate(&graph, 1) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(c.cuGraphCreate(&graph, 0) == CUDA_SUCCESS);
+  REQUIRE(c.cuGraphCreate(&other, 0) == CUDA_SUCCESS);
+  CUDA_KERNEL_NODE_PARAMS kernel = {};
+  kernel.func = noop;
+  kernel.gridDimX = kernel.gridDimY = kernel.gridDimZ = 1;
+  kernel.blockDimX = kernel.blockDimY = kernel.blockDimZ = 1;
+  CUgraphNode first = nullptr, foreign = nullptr, node = nullptr;
+  REQUIRE(c.cuGraphAddKernelNode(&first, graph, nullptr, 0, &kernel) == CUDA_SUCCESS);
+  REQUIRE(c.cuGraphAddKernelNode(&foreign, other, nullptr, 0, &kernel) == CUDA_SUCCESS);
+  // Null pointers, unknown handles, dependencies not of the graph or twice.
+  CHECK(c.cuGraphAddKernelNode(nullptr, graph, nullptr, 0, &kernel) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.cuGraphAddKernelNode(&node, graph, nullptr, 0, nullptr) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.cuGraphAddKernelNode(&node, reinterpret_cast<CUgraph>(&kernel), nullptr, 0, &kernel) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.cuGraphAddKernelNode(&node, graph, &foreign, 1, &kernel) == CUDA_ERROR_INVALID_VALUE);
+  const CUgraphNode twice[] = {first, first};
+  CHECK(c.cuGraphAddKernelNode(&node, graph, twice, 2, &kernel) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.cuGraphAddKernelNode(&node, graph, nullptr, 1, &kernel) == CUDA_ERROR_INVALID_VALUE);
+  // Launch limits and parameters as cuLaunchKernel checks them.
+  kernel.blockDimX = 1025;
+  CHECK(c.cuGraphAddKernelNode(&node, graph, nullptr, 0, &kernel) == CUDA_ERROR_INVALID_VALUE);
+  kernel.blockDimX = 1;
+  size_t wrong_size = 8;
+  void* extra[] = {AXRT_CU_LAUNCH_PARAM_BUFFER_POINTER, &d, AXRT_CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &wrong_size, AXRT_CU_LAUNCH_PARAM_END};
+  kernel.extra = extra;
+  CHECK(c.cuGraphAddKernelNode(&node, graph, nullptr, 0, &kernel) == CUDA_ERROR_INVALID_VALUE);
+  kernel.extra = nullptr;
+  // Copies and memsets: ranges in allocations, 2-D only, a context, 1/2/4 bytes.
+  CUDA_MEMCPY3D copy = {};
+  copy.srcMemoryType = copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = d;
+  copy.dstDevice = d + 128;
+  copy.WidthInBytes = 256;
+  copy.Height = copy.Depth = 1;
+  CHECK(c.cuGraphAddMemcpyNode(&node, graph, &first, 1, &copy, context) ==
+        CUDA_ERROR_INVALID_VALUE);
+  copy.WidthInBytes = 128;
+  copy.Depth = 2;
+  CHECK(c.cuGraphAddMemcpyNode(&node, graph, &first, 1, &copy, context) ==
+        CUDA_ERROR_INVALID_VALUE);
+  copy.Depth = 1;
+  CHECK(c.cuGraphAddMemcpyNode(&node, graph, &first, 1, &copy, nullptr) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CUgraphNode copied = nullptr;
+  REQUIRE(c.cuGraphAddMemcpyNode(&copied, graph, &first, 1, &copy, context) == CUDA_SUCCESS);
+  CUDA_MEMSET_NODE_PARAMS fill = {d, 0, 0, 8, 4, 1};
+  CHECK(c.cuGraphAddMemsetNode(&node, graph, &copied, 1, &fill, context) ==
+        CUDA_ERROR_INVALID_VALUE);
+  fill = {d + 2, 0, 0, 4, 4, 1};
+  CHECK(c.cuGraphAddMemsetNode(&node, graph, &copied, 1, &fill, context) ==
+        CUDA_ERROR_INVALID_VALUE);
+  // Instantiation: no flags, a current context.
+  CUgraphExec exec = nullptr;
+  CHECK(c.cuGraphInstantiateWithFlags(&exec, graph, 1) == CUDA_ERROR_INVALID_VALUE);
+  REQUIRE(c.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS);
+  CHECK(c.cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_ERROR_INVALID_CONTEXT);
+  REQUIRE(c.cuCtxSetCurrent(context) == CUDA_SUCCESS);
+  REQUIRE(c.cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  CHECK(c.cuGraphDestroy(other) == CUDA_SUCCESS);
+  CHECK(c.cuGraphDestroy(other) == CUDA_ERROR_INVALID_VALUE);
+
+  // An exec destroyed while its launches wait behind a host function: they
+  // still run. Then a launch of a destroyed exec is refused.
+  CUstream stream = nullptr;
+  REQUIRE(c.cuStreamCreate(&stream, 0) == CUDA_SUCCESS);
+  std::atomic<bool> go{false};
+  REQUIRE(c.cuLaunchHostFunc(stream, wait_until, &go) == CUDA_SUCCESS);
+  REQUIRE(c.cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  REQUIRE(c.cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  CHECK(c.cuGraphExecDestroy(exec) == CUDA_SUCCESS);
+  CHECK(c.cuGraphExecDestroy(exec) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.cuGraphLaunch(exec, stream) == CUDA_ERROR_INVALID_VALUE);
+  go = true;
+  CHECK(c.cuStreamSynchronize(stream) == CUDA_SUCCESS);
+
+  // Memory a node copies is checked again at each launch.
+  REQUIRE(c.cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  CUdeviceptr spare = 0;
+  REQUIRE(c.cuMemAlloc(&spare, 256) == CUDA_SUCCESS);
+  copy.srcDevice = spare;
+  CUgraph freed_later = nullptr;
+  REQUIRE(c.cuGraphCreate(&freed_later, 0) == CUDA_SUCCESS);
+  REQUIRE(c.cuGraphAddMemcpyNode(&node, freed_later, nullptr, 0, &copy, context) ==
+          CUDA_SUCCESS);
+  CUgraphExec stale = nullptr;
+  REQUIRE(c.cuGraphInstantiateWithFlags(&stale, freed_later, 0) == CUDA_SUCCESS);
+  REQUIRE(c.cuMemFree(spare) == CUDA_SUCCESS);
+  CHECK(c.cuGraphLaunch(stale, stream) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.cuGraphExecDestroy(stale) == CUDA_SUCCESS);
+  CHECK(c.cuGraphDestroy(freed_later) == CUDA_SUCCESS);
+
+  // A kernel made to fault during a launch poisons the context like a
+  // launch of its own; teardown still releases the exec.
+  REQUIRE(axrt_mock_cuda_fail_kernel("noop_test", CUDA_ERROR_ILLEGAL_ADDRESS) == 0);
+  REQUIRE(c.cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+  CHECK(c.cuStreamSynchronize(stream) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK(c.cuGraphLaunch(exec, stream) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK(c.cuGraphExecDestroy(exec) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK(c.cuGraphDestroy(graph) == CUDA_SUCCESS);
+  CHECK(c.cuStreamDestroy(stream) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK(c.cuModuleUnload(module) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK(c.cuMemFree(d) == CUDA_ERROR_ILLEGAL_ADDRESS);
+  check_no_leaks();
+  axrt_mock_cuda_reset();
+
+  // A driver without graphs, as AXRT_MOCK_CUDA_HIDE makes one.
+  void* pfn = nullptr;
+  int status = -1;
+  setenv("AXRT_MOCK_CUDA_HIDE", "cuGraphInstantiateWithFlags", 1);
+  CHECK(cuGetProcAddress_v2("cuGraphInstantiateWithFlags", &pfn, 12080, 0, &status) ==
+        CUDA_ERROR_NOT_FOUND);
+  CHECK(status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  unsetenv("AXRT_MOCK_CUDA_HIDE");
+  CHECK(cuGetProcAddress_v2("cuGraphAddKernelNode", &pfn, 11080, 0, &status) ==
+        CUDA_ERROR_NOT_FOUND);
+  CHECK(status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
 }
 
 TEST_CASE_METHOD(Fixture, "code images and the JIT logs", "[mock_cuda]") {

@@ -33,6 +33,11 @@ Q8_TOLERANCE = 0.1
 # tiny-llama in bf16, 1.7e-6 in fp8, whose steps are wider and so rarely
 # neared).
 KV_TOLERANCE = 1e-3
+# Tensor-core matmuls (bf16 weights), against transformers on the bf16 weights
+# with f32 activations: each projection rounds its input to bf16 (2^-8
+# relative), compounded over the layers (measured: 1.1e-2 on tiny-llama,
+# 6.4e-3 on tiny-llama3, 8.7e-3 on tiny-llama-tp).
+TENSOR_CORE_TOLERANCE = 2e-2
 
 
 
@@ -54,12 +59,15 @@ def converted(tmp_path_factory):
     cache = {}
 
     def get(model: str, weights: str, activations: str = "f32", kv: str = "f32",
-            fused: bool = False) -> Path:
-        key = (model, weights, activations, kv, fused)
+            fused: bool = False, splits: int = 0) -> Path:
+        """`splits` > 0: split attention in that many chunks."""
+        key = (model, weights, activations, kv, fused, splits)
         if key not in cache:
-            path = out / f"{model}.{weights}.{activations}.kv-{kv}{'.fused' if fused else ''}.axe"
+            path = out / (f"{model}.{weights}.{activations}.kv-{kv}{'.fused' if fused else ''}"
+                          f"{f'.split{splits}' if splits else ''}.axe")
             axrt.llm.convert(DATA / model, path, weights=weights, cuda=False,
-                             activations=activations, kv_cache_dtype=kv, fused_kernels=fused)
+                             activations=activations, kv_cache_dtype=kv, fused_kernels=fused,
+                             split_attention=splits > 0, attention_splits=splits or 8)
             cache[key] = path
         return cache[key]
 
@@ -231,6 +239,115 @@ def test_decode_matmuls_give_the_same_logits_bit_for_bit(tmp_path, converted, mo
                                                     "int8, not int4"):
         axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int4", cuda=False,
                          decode_matmuls=True)
+
+
+def near_tie(logits: np.ndarray, tolerance: float) -> bool:
+    """Whether the two largest logits lie within twice `tolerance` (of the largest |logit|)
+    of each other: logits that far off may rank them either way."""
+    top = np.sort(logits.astype(np.float64))[-2:]
+    return bool(top[1] - top[0] <= 2 * tolerance * np.max(np.abs(logits)))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_tensor_core_matmuls_match_transformers_on_the_bf16_weights(tmp_path, model, capsys):
+    """bf16 projections by axrt_matmul_bf16_tc_f32 (on the CPU its twin), which round the
+    activations to bf16: teacher-forced logits within TENSOR_CORE_TOLERANCE of transformers'
+    on the bf16 weights, the same greedy token wherever the reference's top two logits are
+    further apart than that allows, and generation equal to the reference's up to the
+    first step where they are not (measured: tiny-llama's first prompt parts at token 20,
+    whose top two logits are 3.6e-3 apart; the others give all 32 tokens)."""
+    ref = reference(model, "bf16")
+    path = tmp_path / "tc.axe"
+    axrt.llm.convert(DATA / model, path, weights="bf16", cuda=False, tensor_core_matmuls=True)
+    assert b"axrt_matmul_bf16_tc_f32" in path.read_bytes()
+    llm = axrt.llm.load(path)
+    assert llm.config.tensor_core_matmuls
+    worst, equal = 0.0, 0
+    for i, prompt in prompts(ref):
+        greedy, want = ref[f"prompt{i}_greedy"], ref[f"prompt{i}_greedy_logits"]
+        rows = teacher_forced(llm, prompt, greedy)
+        for step, row in enumerate(rows):
+            err = relative_error(row, want[step])
+            worst = max(worst, err)
+            assert err <= TENSOR_CORE_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
+            if not near_tie(want[step], TENSOR_CORE_TOLERANCE):
+                assert int(np.argmax(row)) == int(greedy[step]), f"prompt {i} step {step}"
+        tokens = llm.generate(prompt, 32, stop_ids=())
+        parted = next((j for j, (a, b) in enumerate(zip(tokens, greedy)) if a != b), None)
+        if parted is None:
+            equal += 1
+        else:
+            assert near_tie(want[parted], TENSOR_CORE_TOLERANCE), f"prompt {i} token {parted}"
+    with capsys.disabled():
+        print(f"\n{model} tensor-core matmuls: logits within {worst:.2e}, {equal} of "
+              f"{len(list(prompts(ref)))} generations equal", end="")
+    with pytest.raises(UnsupportedModelError, match="--tensor-core-matmuls needs --weights bf16, "
+                                                    "not int8"):
+        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int8", cuda=False,
+                         tensor_core_matmuls=True)
+    with pytest.raises(UnsupportedModelError, match="--tensor-core-matmuls and --decode-matmuls"):
+        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="bf16", cuda=False,
+                         tensor_core_matmuls=True, decode_matmuls=True)
+
+
+@pytest.mark.parametrize("model, kv, splits", [(m, "f32", 8) for m in MODELS] +
+                         [("tiny-llama", "bf16", 3), ("tiny-llama3", "fp8_e4m3", 3),
+                          ("tiny-llama", "f32", 1)])
+def test_split_attention_matches_transformers(converted, model, kv, splits, capsys):
+    """Attention split into chunks of the context and combined (docs/kernels.md, "Split
+    attention"): teacher-forced logits within the tolerance of the unsplit model's reference
+    (transformers, reading the keys and values as a bf16 or fp8 cache rounds them), greedy
+    tokens equal; the distance to the unsplit model's logits is reported."""
+    ref = reference(model, "f32" if kv == "f32" else f"kv-{kv}")
+    tolerance = F32_TOLERANCE if kv == "f32" else KV_TOLERANCE
+    split = axrt.llm.load(converted(model, "f32", kv=kv, splits=splits))
+    plain = axrt.llm.load(converted(model, "f32", kv=kv))
+    assert split.config.split_attention and split.config.attention_splits == splits
+    assert not plain.config.split_attention
+    worst = apart = 0.0
+    for i, prompt in prompts(ref):
+        rows = teacher_forced(split, prompt, ref[f"prompt{i}_greedy"])
+        for step, row in enumerate(rows):
+            err = relative_error(row, ref[f"prompt{i}_greedy_logits"][step])
+            worst = max(worst, err)
+            assert err <= tolerance, f"prompt {i} step {step}: off by {err:.2e}"
+        unsplit = teacher_forced(plain, prompt, ref[f"prompt{i}_greedy"])
+        apart = max(apart, max(relative_error(a, b.astype(np.float64))
+                               for a, b in zip(rows, unsplit)))
+        assert split.generate(prompt, 32, stop_ids=()) == ref[f"prompt{i}_greedy"].tolist(), (
+            f"prompt {i}")
+    with capsys.disabled():
+        print(f"\n{model} KV cache {kv}, {splits} chunk{'s' if splits > 1 else ''}: logits "
+              f"within {worst:.2e} of the reference, {apart:.2e} of the unsplit model's", end="")
+
+
+def test_split_attention_runs_on_the_mock_device(tmp_path, cuda_mock):
+    """The split kernels' CUDA variants load and launch on a grid of chunks (the mock runs
+    their CPU bodies): the CPU device's tokens and logits."""
+    from axrt.llm.convert import default_fatbin
+
+    if default_fatbin() is None:
+        pytest.skip("axrt was built without its CUDA kernels")
+    path = tmp_path / "split.axe"
+    axrt.llm.convert(DATA / "tiny-llama", path, weights="int8", split_attention=True)
+    prompt = [int(t) for t in reference("tiny-llama", "int8")["prompt0"]]
+    on_cuda, on_cpu = (axrt.llm.load(path, device=d) for d in (cuda_mock, "cpu:0"))
+    assert on_cuda.generate(prompt, 16, stop_ids=()) == on_cpu.generate(prompt, 16, stop_ids=())
+    with on_cuda.session() as a, on_cpu.session() as b:
+        assert np.array_equal(a.prefill(prompt), b.prefill(prompt))
+
+
+def test_split_attention_options_are_checked_and_on_the_command_line(tmp_path):
+    for bad in (0, 65536):
+        with pytest.raises(ValueError, match="attention_splits must be"):
+            axrt.llm.convert(DATA / "tiny-llama3", tmp_path / "x.axe", cuda=False,
+                             split_attention=True, attention_splits=bad)
+    out = tmp_path / "split.axe"
+    done = _cli("convert", DATA / "tiny-llama3", out, "--split-attention", "--attention-splits",
+                5, "--no-cuda")
+    assert done.returncode == 0, done.stderr
+    config = axrt.llm.load(out).config
+    assert config.split_attention and config.attention_splits == 5
 
 
 def test_the_engine_sizes_the_cache_from_its_element_type(converted):

@@ -31,7 +31,9 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_rope_kv_cache_write_fp8_e4m3", "axrt_matmul_bf16_f32_decode",
            "axrt_matmul_int8_pc_f32", "axrt_matmul_int8_pc_f32_decode",
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
-           "axrt_matmul_gptq_int4_q8_f32"]
+           "axrt_matmul_gptq_int4_q8_f32", "axrt_attention_decode_split_f32",
+           "axrt_attention_decode_split_kv_bf16", "axrt_attention_decode_split_kv_fp8_e4m3",
+           "axrt_attention_combine_f32", "axrt_matmul_bf16_tc_f32"]
 
 
 def params(kernel):
@@ -55,6 +57,13 @@ KV_KERNELS = {"bf16": ("axrt_kv_cache_write_bf16", "axrt_attention_decode_kv_bf1
               "fp8_e4m3": ("axrt_kv_cache_write_fp8_e4m3", "axrt_attention_decode_kv_fp8_e4m3")}
 assert all(params(w)[:3] == KV_CACHE_WRITE[:3] and params(d) == DECODE
            for w, d in KV_KERNELS.values())
+# Split decode by the cache's element type, and the combine (docs/kernels.md, "Split attention").
+SPLIT_KERNELS = {"f32": "axrt_attention_decode_split_f32",
+                 "bf16": "axrt_attention_decode_split_kv_bf16",
+                 "fp8_e4m3": "axrt_attention_decode_split_kv_fp8_e4m3"}
+SPLIT = params("axrt_attention_decode_split_f32")
+COMBINE = params("axrt_attention_combine_f32")
+assert all(params(k) == SPLIT for k in SPLIT_KERNELS.values())
 
 
 # ---------------------------------------------------------------------------
@@ -318,6 +327,74 @@ def test_matmul_bf16_decode(device, m, n, k):
                    {"x": x[:1], "w": stored, "bias": bias}, {"y": (np.float32, (1, n))},
                    lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), 1, n, k], device)
     np.testing.assert_array_equal(alone[0], y[0])
+
+
+TENSOR_CORE = "axrt_matmul_bf16_tc_f32"
+
+
+def run_tensor_core(x, stored, bias, device):
+    """axrt_matmul_bf16_tc_f32 on its grid of 128 x 128 tiles (docs/kernels.md)."""
+    (m, k), n = x.shape, stored.shape[0]
+    (y,) = run(TENSOR_CORE, params(TENSOR_CORE), (ceildiv(n, 128), ceildiv(m, 128)),
+               {"x": x, "w": stored, "bias": bias}, {"y": (np.float32, (m, n))},
+               lambda f: [f.input(0), f.input(1), f.input(2), f.output(0), m, n, k], device)
+    return y
+
+
+def bf16_weights(rng, n, k):
+    """Random bf16 weights (truncated f32, so the widening is exact): the stored bits and
+    their values in float64."""
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    stored = (w.view(np.uint32) >> 16).astype(np.uint16)
+    return stored, (stored.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("m, n, k", [(17, 200, 336), (64, 136, 40), (130, 200, 336),
+                                     (130, 9, 50), (1, 129, 8)])
+def test_matmul_bf16_tensor_core(device, m, n, k):
+    """x rounded to bf16 (nearest even), times the bf16 weights: within the f32 matmul bound of
+    the float64 product of the rounded x, on tiles of 128 x 128 that M and N end inside; K 40
+    ends inside the kernel's K tile of 32 and K 50 is not a multiple of 8 (element loads)."""
+    rng = np.random.default_rng(80 + m + k)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    stored, value = bf16_weights(rng, n, k)
+    bias = rng.standard_normal(n).astype(np.float32)
+    y = run_tensor_core(x, stored, bias, device)
+    xr = x.astype(ml_dtypes.bfloat16).astype(np.float64)
+    ref = xr @ value.T + bias
+    bound = 1e-5 * (np.abs(xr) @ np.abs(value.T) + np.abs(bias)) + 1e-6
+    assert np.all(np.abs(y - ref) <= bound)
+    # Against f32 activations, the rounding of x adds at most 2^-8 |x| . |W|.
+    exact = x.astype(np.float64) @ value.T + bias
+    assert np.all(np.abs(y - exact) <= bound + 2.0 ** -8 * (np.abs(x) @ np.abs(value.T)))
+
+
+def test_matmul_bf16_tensor_core_rounds_to_nearest_even(device):
+    """Through identity weights y is bf16(x) itself: ties go to the even neighbour, either
+    side of a tie to the nearer one, the largest values below a power of two up to it."""
+    bits = np.array([0x3f808000, 0x3f818000, 0xbf808000, 0xbf818000, 0x3f80ffff, 0x3f807fff,
+                     0x3f808001, 0x3f81ffff, 0x40490fdb, 0x3eaaaaab, 0xc2f6e979, 0x00000000,
+                     0x80000000, 0x3f800001, 0x7effffff, 0x0080c000], np.uint32)
+    k = bits.size
+    x = np.tile(bits.view(np.float32), (17, 1))
+    eye = (np.eye(k, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    y = run_tensor_core(x, eye, np.zeros(k, np.float32), device)
+    np.testing.assert_array_equal(y, x.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def test_matmul_bf16_tensor_core_is_batch_invariant(device):
+    """A row's bits do not depend on the step's size or on the other rows: rows computed in a
+    batch of 130 (two row tiles) equal, bit for bit, the same rows in a batch of 17, and
+    the first row alone."""
+    rng = np.random.default_rng(90)
+    n, k = 200, 336
+    x = rng.standard_normal((130, k)).astype(np.float32)
+    stored, _ = bf16_weights(rng, n, k)
+    bias = rng.standard_normal(n).astype(np.float32)
+    big = run_tensor_core(x, stored, bias, device)
+    np.testing.assert_array_equal(run_tensor_core(x[:17], stored, bias, device), big[:17])
+    np.testing.assert_array_equal(run_tensor_core(x[113:], stored, bias, device), big[113:])
+    np.testing.assert_array_equal(run_tensor_core(x[:1], stored, bias, device), big[:1])
 
 
 @pytest.mark.parametrize("m, n, k", [(1, 200, 336), (16, 67, 336), (21, 9, 50), (70, 200, 336)])
@@ -845,7 +922,7 @@ def test_fp8_rounding_ties_subnormals_and_signs_match_ml_dtypes(device):
 
 # Half a step of each element type, relative, and the smallest fp8 step's half
 # (of a row's scale): |stored - x| <= U |x| + SUB s.
-ROUNDING = {"bf16": (2.0 ** -9, 0.0), "fp8_e4m3": (2.0 ** -4, 2.0 ** -10)}
+ROUNDING = {"bf16": (2.0 ** -8, 0.0), "fp8_e4m3": (2.0 ** -4, 2.0 ** -10)}
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
@@ -908,6 +985,198 @@ def test_fp8_kv_cache_refuses_a_head_dim_off_16(cpu):
                                     kernel="axrt_kv_cache_write_fp8_e4m3"),
             r"head_dim 8: an fp8 KV cache needs a multiple of 16")
     np.testing.assert_array_equal(out, cache)
+
+
+# ---------------------------------------------------------------------------
+# Split decode and its combine (docs/kernels.md, "Split attention")
+
+
+def split_call(qkv, positions, tables, cache, *, heads, kv_heads, head_dim, layer, scale, splits,
+               device, kernel="axrt_attention_decode_split_f32", out=None, stream=None):
+    """The records [B, heads, splits, head_dim + 2] of `kernel` over `cache`."""
+    B, row_stride = qkv.shape
+    num_blocks, max_blocks = cache.shape[2], tables.shape[1]
+    (result,) = run(kernel, SPLIT, (B, kv_heads, splits),
+                    {"qkv": qkv, "positions": positions, "block_tables": tables, "cache": cache},
+                    {"partials": (np.float32, (B, heads, splits, head_dim + 2))},
+                    lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.output(0), B,
+                               heads, kv_heads, head_dim, layer, num_blocks, BS, max_blocks,
+                               row_stride, scale, splits],
+                    device, out=out, stream=stream)
+    return result
+
+
+def combine_call(partials, device, out=None, stream=None):
+    B, heads, splits, stride = partials.shape
+    (result,) = run("axrt_attention_combine_f32", COMBINE, (B, heads), {"partials": partials},
+                    {"out": (np.float32, (B, heads * (stride - 2)))},
+                    lambda f: [f.input(0), f.output(0), B, heads, stride - 2, splits],
+                    device, out=out, stream=stream)
+    return result
+
+
+def split_chunks(position, splits):
+    """[begin, end) of each chunk of positions 0 .. position: ceil((position + 1) / splits)
+    rounded up to whole blocks, empty past the context."""
+    n = position + 1
+    chunk = ceildiv(ceildiv(n, splits), BS) * BS
+    return [(min(s * chunk, n), min((s + 1) * chunk, n)) for s in range(splits)]
+
+
+def check_records(records, qkv, positions, tables, cache, heads, kv_heads, head_dim, layer,
+                  scale, splits):
+    """Each record against float64: an empty chunk exactly {-inf, 0, 0...}; otherwise m
+    within the scores' f32 bound, l within what that moves it, and acc / l within the
+    attention bound of the chunk's keys and values."""
+    group = heads // kv_heads
+    scale64 = np.float64(np.float32(scale))
+    for t, p in enumerate(positions):
+        for h in range(heads):
+            keys, values = cached(cache, layer, tables[t], h // group, p + 1)
+            q = qkv[t, h * head_dim: (h + 1) * head_dim].astype(np.float64)
+            for s, (begin, end) in enumerate(split_chunks(int(p), splits)):
+                m, l, acc = records[t, h, s, 0], records[t, h, s, 1], records[t, h, s, 2:]
+                where = (t, h, s)
+                if begin == end:
+                    assert m == -np.inf and l == 0 and np.all(acc == 0), where
+                    continue
+                k, v = keys[begin:end], values[begin:end]
+                scores = (k @ q) * scale64
+                spread = 1e-5 * scale64 * (np.abs(k) @ np.abs(q)).max() + 1e-7
+                want_m = scores.max()
+                assert abs(m - want_m) <= spread, where
+                want_l = np.exp(scores - want_m).sum()
+                assert abs(l / want_l - 1) <= np.expm1(2 * spread) + 1e-5, where
+                ref, weights = attention_reference(q, k, v, scale64)
+                bound = 1e-5 * (weights @ np.abs(v) + np.abs(v).max(axis=0)) + 1e-6
+                assert np.all(np.abs(acc / l - ref) <= bound), (where, np.abs(acc / l - ref).max())
+
+
+# GQA groups of 1 to 20 heads (the CPU takes 16 query heads a pass), head_dim up to 256 and
+# one (f32, bf16) that is no multiple of 4.
+SPLIT_SHAPES = [(4, 4, 64), (8, 2, 128), (4, 1, 128), (20, 1, 32), (32, 2, 256), (4, 2, 36)]
+
+
+# An fp8 cache takes head_dim a multiple of 16 only (the decode kernels' refusal of others is
+# tested above).
+SPLIT_CASES = [(dtype, *shape) for dtype in ("f32", "bf16", "fp8_e4m3") for shape in SPLIT_SHAPES
+               if dtype != "fp8_e4m3" or shape[2] % 16 == 0]
+
+
+@pytest.mark.parametrize("dtype, heads, kv_heads, head_dim", SPLIT_CASES)
+@pytest.mark.parametrize("splits", [1, 3, 8])
+def test_attention_decode_split_and_combine(device, dtype, heads, kv_heads, head_dim, splits,
+                                            capsys):
+    """Five tokens at positions 0 .. 130 (contexts shorter than `splits` chunks, chunks
+    ending mid-block, empty ones past the context): every record against float64 over the
+    keys and values the cache holds, the combine within the f32 attention bound, the
+    difference to the unsplit kernel reported; and a token's records alone the same bits
+    as among the others."""
+    rng = np.random.default_rng(19)
+    L, layer, max_blocks = 2, 1, 9
+    positions = np.array([0, 15, 16, 77, 130], np.int32)
+    B = len(positions)
+    num_blocks = B * max_blocks + 4
+    tables = scattered_tables(rng, B, max_blocks, num_blocks)
+    f32 = filled_cache(rng, L, num_blocks, kv_heads, head_dim, layer, tables, positions + 1)
+    stored, decoded = (f32, f32) if dtype == "f32" else stored_cache(f32, dtype)
+    row_stride = (heads + 2 * kv_heads) * head_dim + 3
+    qkv = (rng.standard_normal((B, row_stride)) * 2).astype(np.float32)
+    scale = 1.0 / math.sqrt(head_dim)
+    kernel = SPLIT_KERNELS[dtype]
+    records = split_call(qkv, positions, tables, stored, heads=heads, kv_heads=kv_heads,
+                         head_dim=head_dim, layer=layer, scale=scale, splits=splits,
+                         device=device, kernel=kernel)
+    check_records(records, qkv, positions, tables, decoded, heads, kv_heads, head_dim, layer,
+                  scale, splits)
+    out = combine_call(records, device)
+    check_attention(out, qkv, positions, tables, decoded, heads, kv_heads, head_dim, layer, scale)
+    unsplit = decode_call(qkv, positions, tables, stored, heads=heads, kv_heads=kv_heads,
+                          head_dim=head_dim, layer=layer, scale=scale, device=device,
+                          kernel="axrt_attention_decode_f32" if dtype == "f32"
+                          else KV_KERNELS[dtype][1])
+    if splits == 1 and device.type == "cpu":
+        # One chunk is the unsplit pass, normalised by the combine.
+        np.testing.assert_allclose(out, unsplit, rtol=4e-7, atol=1e-30)
+    if heads == 8 and kv_heads == 2 and head_dim == 128 and splits == 8:
+        with capsys.disabled():
+            print(f"\nsplit attention ({dtype}, 8 splits): within "
+                  f"{np.abs(out - unsplit).max():.2e} (max abs) of the unsplit kernel", end="")
+    # Batch invariance: token 3 alone.
+    alone = split_call(qkv[3:4], positions[3:4], tables[3:4], stored, heads=heads,
+                       kv_heads=kv_heads, head_dim=head_dim, layer=layer, scale=scale,
+                       splits=splits, device=device, kernel=kernel)
+    np.testing.assert_array_equal(alone.view(np.uint32), records[3:4].view(np.uint32))
+    np.testing.assert_array_equal(combine_call(alone, device), out[3:4])
+
+
+def test_attention_combine(device):
+    """Random records, empty ones (m = -inf, l = 0) among them: the float64 combine within
+    f32 rounding."""
+    rng = np.random.default_rng(20)
+    B, heads, splits, head_dim = 3, 5, 7, 40
+    records = np.empty((B, heads, splits, head_dim + 2), np.float32)
+    records[..., 0] = rng.uniform(-20, 20, (B, heads, splits))
+    records[..., 1] = rng.uniform(1, 50, (B, heads, splits))
+    records[..., 2:] = rng.standard_normal((B, heads, splits, head_dim)) * 10
+    empty = rng.random((B, heads, splits)) < 0.3
+    empty[..., 0] = False
+    records[empty, 0] = -np.inf
+    records[empty, 1:] = 0
+    out = combine_call(records, device).reshape(B, heads, head_dim)
+    r = records.astype(np.float64)
+    w = np.exp(r[..., 0] - r[..., 0].max(axis=-1, keepdims=True))
+    total = (r[..., 1] * w).sum(axis=-1)
+    want = (r[..., 2:] * w[..., None]).sum(axis=-2) / total[..., None]
+    bound = 1e-5 * (np.abs(r[..., 2:]) * w[..., None]).sum(axis=-2) / total[..., None] + 1e-6
+    assert np.all(np.abs(out - want) <= bound), np.abs(out - want).max()
+
+
+@pytest.mark.parametrize("position, entry, match", [
+    (80, None, r"position 80, outside the block table's \[0, 80\)"),
+    (-3, None, r"position -3, outside"),
+    (40, -1, r"block table entry 1 is -1, outside \[0, 12\)"),
+])
+def test_attention_decode_split_refuses_indices_out_of_range(cpu, position, entry, match):
+    """As the decode kernels: an index out of range fails before any record is written."""
+    rng = np.random.default_rng(21)
+    heads, kv_heads, head_dim, max_blocks, num_blocks, splits = 4, 2, 64, 5, 12, 4
+    tables = scattered_tables(rng, 1, max_blocks, num_blocks)
+    if entry is not None:
+        tables[0, 1] = entry
+    cache = rng.standard_normal((1, 2, num_blocks, kv_heads, BS, head_dim), dtype=np.float32)
+    qkv = rng.standard_normal((1, (heads + 2 * kv_heads) * head_dim), dtype=np.float32)
+    out = np.full((1, heads, splits, head_dim + 2), 7.0, np.float32)
+    refused(lambda s: split_call(qkv, np.array([position], np.int32), tables, cache,
+                                 heads=heads, kv_heads=kv_heads, head_dim=head_dim, layer=0,
+                                 scale=0.125, splits=splits, device=cpu, out=out, stream=s),
+            match)
+    np.testing.assert_array_equal(out, 7.0)
+
+
+def test_attention_split_and_combine_refuse_zero_splits(cpu):
+    rng = np.random.default_rng(22)
+    D = 16
+    tables = np.arange(2, dtype=np.int32).reshape(1, 2)
+    cache = rng.standard_normal((1, 2, 2, 1, BS, D), dtype=np.float32)
+    qkv = rng.standard_normal((1, 3 * D), dtype=np.float32)
+    partials = np.full((1, 1, 1, D + 2), 7.0, np.float32)
+    inputs = {"qkv": qkv, "positions": np.array([3], np.int32), "block_tables": tables,
+              "cache": cache}
+    refused(lambda s: run("axrt_attention_decode_split_f32", SPLIT, (1, 1, 1), inputs,
+                          {"partials": (np.float32, partials.shape)},
+                          lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.output(0),
+                                     1, 1, 1, D, 0, 2, BS, 2, 3 * D, 0.25, 0],
+                          cpu, out=partials, stream=s),
+            "splits must be at least 1")
+    np.testing.assert_array_equal(partials, 7.0)
+    out = np.full((1, D), 7.0, np.float32)
+    refused(lambda s: run("axrt_attention_combine_f32", COMBINE, (1, 1), {"partials": partials},
+                          {"out": (np.float32, out.shape)},
+                          lambda f: [f.input(0), f.output(0), 1, 1, D, 0], cpu, out=out,
+                          stream=s),
+            r"head_dim 16 and splits 0 must be positive")
+    np.testing.assert_array_equal(out, 7.0)
 
 
 # ---------------------------------------------------------------------------

@@ -182,6 +182,28 @@ def test_int8_activations_match_the_one_device_model(converted, report, tmp_path
            f"device's; logits within {worst:.2e} (max abs) of it")
 
 
+def test_split_attention_in_each_shard(report, tmp_path):
+    """Split attention (docs/kernels.md, "Split attention"): each shard splits the contexts of
+    its own query heads; transformers' greedy tokens and logits within the f32 bound."""
+    ref = reference("tiny-llama-tp", "f32")
+    path = tmp_path / "split.tp2"
+    axrt.llm.convert(DATA / "tiny-llama-tp", path, cuda=False, tensor_parallel=2,
+                     split_attention=True, attention_splits=4)
+    worst = 0.0
+    with axrt.llm.Engine(path, devices=devices(2)) as tp:
+        assert tp.config.split_attention and tp.config.attention_splits == 4
+        for i, prompt in prompts(ref):
+            tokens, rows = engine_logits(tp, prompt, 32)
+            assert tokens == ref[f"prompt{i}_greedy"].tolist(), f"prompt {i}"
+            for step, row in enumerate(rows):
+                want = ref[f"prompt{i}_greedy_logits"][step]
+                err = relative_error(row, want)
+                assert err <= F32_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
+                worst = max(worst, max_abs(row, want))
+    report(f"tiny-llama-tp f32, split attention in 4 chunks, on 2 ranks: greedy tokens equal; "
+           f"logits within {worst:.2e} (max abs) of transformers")
+
+
 def test_sampling_and_the_kv_cache_shards(converted):
     path = converted("tiny-llama-tp", ranks=2)
     one = axrt.llm.load(converted("tiny-llama-tp"))

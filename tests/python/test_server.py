@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import types
 import threading
 import time
 
@@ -446,6 +447,7 @@ def test_health_models_and_metrics(server, client):
                  "axrt_kv_blocks_free", "axrt_kv_blocks_cached", "axrt_kv_blocks_total",
                  "axrt_prefix_cache_hit_rate", "axrt_generated_tokens_total",
                  "axrt_prompt_tokens_total", "axrt_preemptions_total",
+                 "axrt_engine_graph_steps_total",
                  "axrt_requests_rejected_total",
                  'axrt_requests_finished_total{finish_reason="length"}',
                  "axrt_time_to_first_token_seconds_count", "axrt_inter_token_latency_seconds_count",
@@ -646,7 +648,8 @@ def test_serve_command_prints_its_url_and_stops_on_sigterm_and_sigint(model_path
     for sig in (signal.SIGTERM, signal.SIGINT):
         proc = subprocess.Popen([sys.executable, "-m", "axrt.llm", "serve", str(model_path),
                                  "--port", "0", "--api-key", KEY, "--max-waiting", "4",
-                                 "--num-blocks", "64", "--log-level", "warning"],
+                                 "--num-blocks", "64", "--graph-max-batch", "2",
+                                 "--log-level", "warning"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                 text=True)
         try:
@@ -659,6 +662,9 @@ def test_serve_command_prints_its_url_and_stops_on_sigterm_and_sigint(model_path
                 assert [m.id for m in c.models.list().data] == ["tiny-llama"]
                 assert c.completions.create(model="tiny-llama", prompt=[1, 2], max_tokens=3,
                                             temperature=0).usage.completion_tokens >= 1
+            # The decode steps replayed graphs (--graph-max-batch).
+            served = types.SimpleNamespace(port=port)
+            assert metrics(served)["axrt_engine_graph_steps_total"] >= 1
             proc.send_signal(sig)
             assert proc.wait(timeout=30) == 0, proc.stderr.read()
         finally:

@@ -24,12 +24,17 @@ def models(tmp_path_factory):
     out = tmp_path_factory.mktemp("serving-models")
     cache = {}
 
-    def get(weights: str, activations: str = "f32"):
-        key = (weights, activations)
+    def get(weights: str, activations: str = "f32", kv: str = "f32",
+            split_attention: bool = False, tensor_core_matmuls: bool = False):
+        key = (weights, activations, kv, split_attention, tensor_core_matmuls)
         if key not in cache:
-            path = out / f"tiny-llama.{weights}.{activations}.axe"
+            path = (out / f"tiny-llama.{weights}.{activations}.kv-{kv}"
+                    f"{'.split' if split_attention else ''}"
+                    f"{'.tc' if tensor_core_matmuls else ''}.axe")
             axrt.llm.convert(DATA / "tiny-llama", path, weights=weights, cuda=False,
-                             activations=activations)
+                             activations=activations, kv_cache_dtype=kv,
+                             split_attention=split_attention,
+                             tensor_core_matmuls=tensor_core_matmuls)
             cache[key] = axrt.llm.load(path)
         return cache[key]
 
@@ -75,7 +80,27 @@ def others(count: int, seed: int = 7):
 
 @pytest.mark.parametrize("weights,activations", INVARIANT_KINDS)
 def test_logits_do_not_depend_on_the_batch_or_on_chunking(models, weights, activations):
-    model = models(weights, activations)
+    check_invariance(models(weights, activations))
+
+
+def test_tensor_core_matmul_logits_do_not_depend_on_the_batch_or_on_chunking(models):
+    """The tensor-core matmul serves every step size, each row's bits its own
+    (docs/kernels.md, "Tensor-core matmul")."""
+    check_invariance(models("bf16", tensor_core_matmuls=True))
+
+
+@pytest.mark.parametrize("weights, kv", [("f32", "f32"), ("int4", "bf16"), ("f32", "fp8_e4m3")])
+def test_split_attention_logits_do_not_depend_on_the_batch_or_on_chunking(models, weights, kv):
+    """Split attention (docs/kernels.md, "Split attention"): a token's chunks follow from its
+    position alone."""
+    model = models(weights, kv=kv, split_attention=True)
+    assert model.config.split_attention
+    check_invariance(model)
+
+
+def check_invariance(model):
+    """The request's tokens and logits alone, and among 31 others, with and without chunked
+    prefill, bit for bit; its tokens those of Model.generate."""
     prompt = list(np.random.default_rng(3).integers(0, 1024, size=41))
     mine = [(1, prompt, {})]
     alone = run(model, mine, chunked_prefill=False)[1]

@@ -2570,6 +2570,102 @@ BAD_ARGUMENTS(axrt_function_invoke) {
   ExpectHealthy();
 }
 
+// A graph of the walk's function over its input and an output of the same
+// shape, and one already released.
+struct WalkGraph {
+  WalkGraph(const World& world, WalkExecutable& walk) {
+    EXPECT_OK(axrt_tensor_allocate(world.device, &kWalkDesc8, nullptr, &output));
+    axrt_tensor_t inputs[] = {walk.input};
+    axrt_tensor_t outputs[] = {output};
+    EXPECT_OK(axrt_function_capture(walk.function_handle, world.stream, inputs, 1, outputs, 1,
+                                    nullptr, &graph));
+    EXPECT_OK(axrt_function_capture(walk.function_handle, world.stream, inputs, 1, outputs, 1,
+                                    nullptr, &stale));
+    axrt_graph_release(stale);
+  }
+  ~WalkGraph() {
+    axrt_graph_release(graph);
+    axrt_tensor_release(output);
+  }
+  static constexpr int64_t kEight[] = {8};
+  static constexpr axrt_tensor_desc_t kWalkDesc8 = {sizeof(axrt_tensor_desc_t), nullptr,
+                                                    AXRT_DTYPE_FLOAT32, 1, kEight, nullptr};
+  axrt_tensor_t output = nullptr;
+  axrt_graph_t graph = nullptr;
+  axrt_graph_t stale = nullptr;
+};
+
+BAD_ARGUMENTS(axrt_function_capture) {
+  WalkExecutable walk(*this);
+  WalkGraph made(*this, walk);
+  axrt_tensor_t inputs[] = {walk.input};
+  axrt_tensor_t outputs[] = {made.output};
+  axrt_function_t fn = walk.function_handle;
+  axrt_graph_t graph = As<axrt_graph_t>(buffer);  // overwritten with NULL on failure
+  EXPECT_INVALID(axrt_function_capture(fn, stream, inputs, 1, outputs, 1, nullptr, nullptr),
+                 "out_graph");
+  EXPECT_INVALID(axrt_function_capture(nullptr, stream, inputs, 1, outputs, 1, nullptr, &graph),
+                 "function");
+  CHECK(graph == nullptr);
+  EXPECT_INVALID(axrt_function_capture(fn, nullptr, inputs, 1, outputs, 1, nullptr, &graph),
+                 "stream");
+  EXPECT_RELEASED(axrt_function_capture(fn, StaleStream(), inputs, 1, outputs, 1, nullptr, &graph),
+                  "released");
+  EXPECT_INVALID(axrt_function_capture(fn, stream, nullptr, 1, outputs, 1, nullptr, &graph),
+                 "inputs");
+  EXPECT_INVALID(axrt_function_capture(fn, stream, inputs, 1, nullptr, 1, nullptr, &graph),
+                 "outputs");
+  EXPECT_INVALID(axrt_function_capture(fn, stream, inputs, 0, outputs, 1, nullptr, &graph),
+                 "1 inputs");
+  axrt_tensor_t none[] = {nullptr};
+  EXPECT_INVALID(axrt_function_capture(fn, stream, inputs, 1, none, 1, nullptr, &graph),
+                 "`outputs[0]` ('y' of function");
+  axrt_tensor_t wrong_kind[] = {As<axrt_tensor_t>(buffer)};
+  EXPECT_INVALID(axrt_function_capture(fn, stream, wrong_kind, 1, outputs, 1, nullptr, &graph),
+                 "inputs[0]");
+  int reserved = 0;
+  EXPECT_INVALID(axrt_function_capture(fn, stream, inputs, 1, outputs, 1, &reserved, &graph),
+                 "`options` is reserved");
+  CHECK(graph == nullptr);
+}
+
+BAD_ARGUMENTS(axrt_graph_replay) {
+  WalkExecutable walk(*this);
+  WalkGraph made(*this, walk);
+  EXPECT_INVALID(axrt_graph_replay(nullptr), "graph");
+  EXPECT_RELEASED(axrt_graph_replay(made.stale), "released");
+  EXPECT_INVALID(axrt_graph_replay(As<axrt_graph_t>(buffer)), "buffer");
+  EXPECT_OK(axrt_graph_replay(made.graph));
+  EXPECT_OK(axrt_stream_synchronize(stream));
+}
+
+BAD_ARGUMENTS(axrt_graph_query_info) {
+  WalkExecutable walk(*this);
+  WalkGraph made(*this, walk);
+  axrt_graph_info_t info = AXRT_GRAPH_INFO_INIT;
+  EXPECT_INVALID(axrt_graph_query_info(nullptr, &info), "graph");
+  EXPECT_RELEASED(axrt_graph_query_info(made.stale, &info), "released");
+  EXPECT_INVALID(axrt_graph_query_info(As<axrt_graph_t>(buffer), &info), "buffer");
+  WalkQueryStruct<axrt_graph_info_t>("out_info", [&](axrt_graph_info_t* out) {
+    return axrt_graph_query_info(made.graph, out);
+  });
+}
+
+BAD_ARGUMENTS(axrt_graph_retain) {
+  WalkExecutable walk(*this);
+  WalkGraph made(*this, walk);
+  WalkRetainRelease(*this, &axrt_graph_retain, made.stale, As<axrt_graph_t>(buffer));
+}
+
+BAD_ARGUMENTS(axrt_graph_release) {
+  WalkExecutable walk(*this);
+  WalkGraph made(*this, walk);
+  WalkRetainRelease(*this, &axrt_graph_release, made.stale, As<axrt_graph_t>(buffer));
+  // The walk's own graph still works.
+  EXPECT_OK(axrt_graph_replay(made.graph));
+  EXPECT_OK(axrt_stream_synchronize(stream));
+}
+
 // ---------------------------------------------------------------------------
 // dlpack.h
 // ---------------------------------------------------------------------------

@@ -47,6 +47,7 @@ using axrt_test::BindScalar;
 using axrt_test::BufferParam;
 using axrt_test::CeilDiv;
 using axrt_test::Fixed;
+using axrt_test::Lit;
 using axrt_test::Param;
 using axrt_test::ScalarParam;
 using axrt_test::Sig;
@@ -1410,6 +1411,541 @@ TEST_CASE("cuda: a block freed in one stream's order goes to another allocation 
   done.store(true);
   watchdog.join();
   RequireNoLiveObjects();
+}
+
+// --- Graphs -------------------------------------------------------------------
+
+namespace {
+
+// A tensor of `n` elements of `dtype`, its memory as allocated.
+axrt_tensor_t NewTensorOf(axrt_device_t device, axrt_dtype_t dtype, size_t n) {
+  const int64_t shape[] = {static_cast<int64_t>(n)};
+  axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+  desc.dtype = dtype;
+  desc.rank = 1;
+  desc.shape = shape;
+  axrt_tensor_t tensor = nullptr;
+  REQUIRE_CALL_OK(axrt_tensor_allocate(device, &desc, nullptr, &tensor));
+  return tensor;
+}
+
+// Queues a copy of `bytes` bytes from `data` into `tensor` on `stream`.
+void WriteTensor(axrt_stream_t stream, axrt_tensor_t tensor, const void* data, size_t bytes) {
+  axrt_buffer_t buffer = nullptr;
+  REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
+  REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, data, buffer, 0, bytes));
+  axrt_buffer_release(buffer);
+}
+
+// `tensor`'s first `n` values of T, once `stream` got there.
+template <class T>
+std::vector<T> ReadAs(axrt_stream_t stream, axrt_tensor_t tensor, size_t n) {
+  axrt_buffer_t buffer = nullptr;
+  REQUIRE_CALL_OK(axrt_tensor_get_buffer(tensor, &buffer));
+  std::vector<T> out(n);
+  REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, buffer, 0, out.data(), n * sizeof(T)));
+  axrt_buffer_release(buffer);
+  REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+  return out;
+}
+
+axrt_graph_info_t GraphInfo(axrt_graph_t graph) {
+  axrt_graph_info_t info = AXRT_GRAPH_INFO_INIT;
+  REQUIRE_CALL_OK(axrt_graph_query_info(graph, &info));
+  return info;
+}
+
+axrt_graph_t Capture(axrt_function_t fn, axrt_stream_t stream,
+                     std::initializer_list<axrt_tensor_t> inputs,
+                     std::initializer_list<axrt_tensor_t> outputs) {
+  axrt_graph_t graph = nullptr;
+  REQUIRE_CALL_OK(axrt_function_capture(fn, stream, inputs.begin(), inputs.size(),
+                                        outputs.begin(), outputs.size(), nullptr, &graph));
+  return graph;
+}
+
+constexpr uint64_t kMixedMax = 1 << 12;
+
+// "mixed": ones = 1.0f (a 4-byte fill into the arena), sum = x + ones (a
+// kernel), out = sum (a copy), marks = 0xBEEF (a 2-byte fill): every kind of
+// command a CUDA graph takes. "wide": out = 2.5 by an 8-byte fill pattern.
+// "clustered": out = x + y by a kernel launched in 2x1x1 clusters.
+std::vector<uint8_t> MixedFile() {
+  AxeBuilder b;
+  const uint32_t code = b.AddCode(AXRT_AXE_CODE_OBJECT_KIND_CUDA_PTX, "compute_80",
+                                  MockImage({"axrt_add_f32"}));
+  const std::vector<Param> params = {BufferParam("a"), BufferParam("b"),
+                                     BufferParam("out", AXRT_AXE_ACCESS_WRITE),
+                                     ScalarParam("n", AXRT_AXE_DTYPE_UINT64)};
+  const uint32_t add = b.AddKernel("add", code, "axrt_add_f32", params, {256, 1, 1});
+  const uint32_t clustered_add =
+      b.AddKernel("clustered_add", code, "axrt_add_f32", params, {256, 1, 1}, 0, {2, 1, 1});
+  const Sig x{"x", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}};
+  const uint32_t mixed = b.AddFunction(
+      "mixed", {{"n", kMixedMax}}, {x},
+      {Sig{"out", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}},
+       Sig{"marks", AXRT_AXE_DTYPE_UINT16, {Symbolic(0)}}},
+      2 * kMixedMax * 4);
+  b.Fill(mixed, BindArena(0, kMixedMax * 4), {}, Sym(0) * Lit(4), 0x3f800000, 4);
+  b.Dispatch(mixed, add, {CeilDiv(Sym(0), 4096)},
+             {BindInput(0), BindArena(0, kMixedMax * 4), BindArena(kMixedMax * 4, kMixedMax * 4),
+              BindScalar(Sym(0))});
+  b.Copy(mixed, BindArena(kMixedMax * 4, kMixedMax * 4), {}, BindOutput(0), {}, Sym(0) * Lit(4));
+  b.Fill(mixed, BindOutput(1), {}, Sym(0) * Lit(2), 0xBEEF, 2);
+  const uint32_t wide = b.AddFunction("wide", {{"n", kMixedMax}}, {x},
+                                      {Sig{"out", AXRT_AXE_DTYPE_FLOAT64, {Symbolic(0)}}});
+  uint64_t bits = 0;
+  const double value = 2.5;
+  std::memcpy(&bits, &value, 8);
+  b.Fill(wide, BindOutput(0), {}, Sym(0) * Lit(8), bits, 8);
+  const uint32_t clustered = b.AddFunction(
+      "clustered", {{"n", kMixedMax}}, {x, Sig{"y", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}},
+      {Sig{"out", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(0)}}});
+  b.Dispatch(clustered, clustered_add, {Lit(2)},
+             {BindInput(0), BindInput(1), BindOutput(0), BindScalar(Sym(0))});
+  return b.Bytes();
+}
+
+// The floats i * scale + offset, i < n.
+std::vector<float> Ramp(size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * scale + offset;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a captured call replays as one CUDA graph launch", "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddMulFile());
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add_mul", &fn));
+    constexpr size_t kN = 3000;
+    // Copies from host memory read it when they run: it stays until then.
+    const std::vector<float> x0 = Ramp(kN, 1.0f, 0.0f), y = Ramp(kN, 0.5f, -2.0f);
+    axrt_tensor_t tx = NewTensor(in.device, stream, x0);
+    axrt_tensor_t ty = NewTensor(in.device, stream, y);
+    axrt_tensor_t out = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    const uint64_t nodes = axrt_mock_cuda_call_count("cuGraphAddKernelNode");
+    axrt_graph_t graph = Capture(fn, stream, {tx, ty}, {out});
+    const axrt_graph_info_t info = GraphInfo(graph);
+    CHECK(info.native == 1);
+    CHECK(info.command_count == 2);
+    CHECK(std::string(info.label).find("add_mul") != std::string::npos);
+    CHECK(info.arena_bytes > 0);
+    CHECK(axrt_mock_cuda_call_count("cuGraphAddKernelNode") == nodes + 2);
+    CHECK(axrt_mock_cuda_call_count("cuGraphInstantiateWithFlags") == 1);
+    axrt_mock_cuda_objects_t live{};
+    axrt_mock_cuda_live_objects(&live);
+    CHECK(live.graphs == 0);  // the template went once instantiated
+    CHECK(live.graph_execs == 1);
+
+    // Each replay sees the inputs written before it in stream order, and
+    // gives what an invoke gives.
+    constexpr int kReplays = 5;
+    const uint64_t launches = axrt_mock_cuda_call_count("cuLaunchKernel");
+    const uint64_t graph_launches = axrt_mock_cuda_call_count("cuGraphLaunch");
+    std::vector<std::vector<float>> replayed;
+    for (int r = 0; r < kReplays; ++r) {
+      const std::vector<float> x = Ramp(kN, 1.0f + r, static_cast<float>(r));
+      WriteTensor(stream, tx, x.data(), kN * sizeof(float));
+      REQUIRE_CALL_OK(axrt_graph_replay(graph));
+      replayed.push_back(ReadAs<float>(stream, out, kN));
+    }
+    CHECK(axrt_mock_cuda_call_count("cuGraphLaunch") == graph_launches + kReplays);
+    CHECK(axrt_mock_cuda_call_count("cuLaunchKernel") == launches);
+    for (int r = 0; r < kReplays; ++r) {
+      const std::vector<float> x = Ramp(kN, 1.0f + r, static_cast<float>(r));
+      WriteTensor(stream, tx, x.data(), kN * sizeof(float));
+      axrt_tensor_t inputs[] = {tx, ty};
+      axrt_tensor_t outputs[] = {nullptr};
+      REQUIRE_CALL_OK(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+      CHECK(ReadAs<float>(stream, outputs[0], kN) == replayed[r]);
+      axrt_tensor_release(outputs[0]);
+      for (size_t i : {size_t{0}, size_t{7}, kN - 1}) {
+        CHECK(replayed[r][i] == (x[i] + y[i]) * y[i]);
+      }
+    }
+    axrt_graph_release(graph);
+    axrt_tensor_release(out);
+    axrt_tensor_release(tx);
+    axrt_tensor_release(ty);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: fills and copies become memset and memcpy nodes; what graphs lack is resubmitted",
+          "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, MixedFile());
+    constexpr size_t kN = 2500;
+    const std::vector<float> y = Ramp(kN, -1.0f, 4.0f);
+    axrt_tensor_t tx = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_tensor_t ty = NewTensor(in.device, stream, y);
+
+    axrt_function_t mixed = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "mixed", &mixed));
+    axrt_tensor_t out = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_tensor_t marks = NewTensorOf(in.device, AXRT_DTYPE_UINT16, kN);
+    axrt_graph_t graph = Capture(mixed, stream, {tx}, {out, marks});
+    CHECK(GraphInfo(graph).native == 1);
+    CHECK(GraphInfo(graph).command_count == 4);
+    CHECK(axrt_mock_cuda_call_count("cuGraphAddMemsetNode") == 2);
+    CHECK(axrt_mock_cuda_call_count("cuGraphAddMemcpyNode") == 1);
+    CHECK(axrt_mock_cuda_call_count("cuGraphAddKernelNode") == 1);
+    for (int r = 0; r < 3; ++r) {
+      const std::vector<float> x = Ramp(kN, 2.0f, static_cast<float>(-r));
+      WriteTensor(stream, tx, x.data(), kN * sizeof(float));
+      REQUIRE_CALL_OK(axrt_graph_replay(graph));
+      const std::vector<float> got = ReadAs<float>(stream, out, kN);
+      for (size_t i : {size_t{0}, size_t{1}, kN - 1}) CHECK(got[i] == x[i] + 1.0f);
+      CHECK(ReadAs<uint16_t>(stream, marks, kN) == std::vector<uint16_t>(kN, 0xBEEF));
+    }
+    CHECK(axrt_mock_cuda_call_count("cuGraphLaunch") == 3);
+    axrt_graph_release(graph);
+
+    // An 8-byte fill pattern and a launch in clusters are not CUDA graph
+    // nodes here: their graphs replay by resubmitting the call's commands.
+    axrt_function_t wide = nullptr, clustered = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "wide", &wide));
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "clustered", &clustered));
+    axrt_tensor_t doubles = NewTensorOf(in.device, AXRT_DTYPE_FLOAT64, kN);
+    axrt_graph_t wide_graph = Capture(wide, stream, {tx}, {doubles});
+    CHECK(GraphInfo(wide_graph).native == 0);
+    axrt_graph_t clustered_graph = Capture(clustered, stream, {tx, ty}, {out});
+    CHECK(GraphInfo(clustered_graph).native == 0);
+    const std::vector<float> x = Ramp(kN, 3.0f, 1.0f);
+    WriteTensor(stream, tx, x.data(), kN * sizeof(float));
+    const uint64_t cluster_launches = axrt_mock_cuda_call_count("cuLaunchKernelEx");
+    REQUIRE_CALL_OK(axrt_graph_replay(wide_graph));
+    REQUIRE_CALL_OK(axrt_graph_replay(clustered_graph));
+    CHECK(ReadAs<double>(stream, doubles, kN) == std::vector<double>(kN, 2.5));
+    const std::vector<float> sums = ReadAs<float>(stream, out, kN);
+    for (size_t i : {size_t{0}, kN / 2, kN - 1}) CHECK(sums[i] == x[i] + y[i]);
+    CHECK(axrt_mock_cuda_call_count("cuLaunchKernelEx") == cluster_launches + 1);
+    CHECK(axrt_mock_cuda_call_count("cuGraphLaunch") == 3);
+    CHECK(axrt_mock_cuda_call_count("cuGraphInstantiateWithFlags") == 1);
+
+    axrt_graph_release(wide_graph);
+    axrt_graph_release(clustered_graph);
+    for (axrt_tensor_t t : {tx, ty, out, marks, doubles}) axrt_tensor_release(t);
+    for (axrt_function_t f : {mixed, wide, clustered}) axrt_function_release(f);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: a CUDA error while building a graph fails the capture or falls back",
+          "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, MixedFile());
+    axrt_function_t mixed = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "mixed", &mixed));
+    constexpr size_t kN = 100;
+    axrt_tensor_t tx = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_tensor_t out = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_tensor_t marks = NewTensorOf(in.device, AXRT_DTYPE_UINT16, kN);
+    const axrt_tensor_t inputs[] = {tx};
+    const axrt_tensor_t outputs[] = {out, marks};
+    axrt_graph_t graph = nullptr;
+    // A node CUDA refuses fails the capture, naming the command; the
+    // template graph goes.
+    REQUIRE(axrt_mock_cuda_inject_error("cuGraphAddMemcpyNode", 1 /* INVALID_VALUE */, 0) == 0);
+    const StatusCheck refused =
+        Take(axrt_function_capture(mixed, stream, inputs, 1, outputs, 2, nullptr, &graph));
+    CHECK(refused.code == AXRT_STATUS_CODE_INVALID_ARGUMENT);
+    CHECK(refused.message.find("command 2") != std::string::npos);
+    CHECK(refused.message.find("cuGraphAddMemcpyNode") != std::string::npos);
+    CHECK(graph == nullptr);
+    CHECK(axrt_mock_cuda_call_count("cuGraphDestroy") == 1);
+    // What CUDA does not support (CUDA_ERROR_NOT_SUPPORTED) falls back.
+    REQUIRE(axrt_mock_cuda_inject_error("cuGraphInstantiateWithFlags", 801, 0) == 0);
+    REQUIRE_CALL_OK(axrt_function_capture(mixed, stream, inputs, 1, outputs, 2, nullptr, &graph));
+    CHECK(GraphInfo(graph).native == 0);
+    const std::vector<float> x = Ramp(kN, 1.0f, 0.5f);
+    WriteTensor(stream, tx, x.data(), kN * sizeof(float));
+    REQUIRE_CALL_OK(axrt_graph_replay(graph));
+    const std::vector<float> got = ReadAs<float>(stream, out, kN);
+    for (size_t i : {size_t{0}, kN - 1}) CHECK(got[i] == x[i] + 1.0f);
+    CHECK(axrt_mock_cuda_call_count("cuGraphDestroy") == 2);
+    axrt_graph_release(graph);
+    for (axrt_tensor_t t : {tx, out, marks}) axrt_tensor_release(t);
+    axrt_function_release(mixed);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: replays wait behind host functions; a released graph finishes its replays",
+          "[mock]") {
+  MockScope mock;
+  std::atomic<bool> open{false};
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddFile(MockImage({"axrt_add_f32"})));
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add", &fn));
+    constexpr size_t kN = 2000;
+    constexpr int kReplays = 6;
+    const std::vector<float> start = Ramp(kN, 1.0f, 0.0f), quarters(kN, 0.25f);
+    axrt_tensor_t acc = NewTensor(in.device, stream, start);
+    axrt_tensor_t step = NewTensor(in.device, stream, quarters);
+    axrt_tensor_t sum = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_buffer_t acc_buffer = nullptr, sum_buffer = nullptr;
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(acc, &acc_buffer));
+    REQUIRE_CALL_OK(axrt_tensor_get_buffer(sum, &sum_buffer));
+    axrt_graph_t graph = Capture(fn, stream, {acc, step}, {sum});
+    REQUIRE(GraphInfo(graph).native == 1);
+    // Everything below is held back behind the host function: replays, each
+    // followed by sum -> acc, in order; the graph goes before any ran.
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, WaitForOpen, &open));
+    for (int r = 0; r < kReplays; ++r) {
+      REQUIRE_CALL_OK(axrt_graph_replay(graph));
+      REQUIRE_CALL_OK(axrt_stream_copy_buffer(stream, sum_buffer, 0, acc_buffer, 0, kN * 4));
+    }
+    const uint64_t launched = axrt_mock_cuda_call_count("cuGraphLaunch");
+    axrt_graph_release(graph);
+    CHECK(launched == 0);  // still held
+    open.store(true);
+    const std::vector<float> got = ReadAs<float>(stream, acc, kN);
+    for (size_t i : {size_t{0}, size_t{5}, kN - 1}) {
+      CHECK(got[i] == static_cast<float>(i) + 0.25f * kReplays);
+    }
+    CHECK(axrt_mock_cuda_call_count("cuGraphLaunch") == kReplays);
+
+    // Behind a host function that fails, replays are skipped, and the stream
+    // reports the failure. (The first host function holds the stream until
+    // the replay was enqueued.)
+    graph = Capture(fn, stream, {acc, step}, {sum});
+    const std::vector<float> before = ReadAs<float>(stream, sum, kN);
+    std::atomic<bool> reopen{false};
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, WaitForOpen, &reopen));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, GiveUp, nullptr));
+    REQUIRE_CALL_OK(axrt_graph_replay(graph));
+    reopen.store(true);
+    CHECK(Take(axrt_stream_synchronize(stream)).code == AXRT_STATUS_CODE_ABORTED);
+    CHECK(axrt_mock_cuda_call_count("cuGraphLaunch") == kReplays);
+    CHECK(ReadNow(in.device, sum_buffer, kN * 4) == FloatBytes(before));
+    CHECK(Take(axrt_graph_replay(graph)).code == AXRT_STATUS_CODE_ABORTED);
+
+    axrt_graph_release(graph);
+    axrt_buffer_release(acc_buffer);
+    axrt_buffer_release(sum_buffer);
+    for (axrt_tensor_t t : {acc, step, sum}) axrt_tensor_release(t);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: a graph and its stream released with replays in flight",
+          "[.mock-graph-released-with-stream]") {
+  // The replays keep the graph until they ran, and the graph keeps its
+  // stream: once both are released, nothing may keep the other alive.
+  MockScope mock;
+  std::atomic<bool> open{false};
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddMulFile());
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add_mul", &fn));
+    constexpr size_t kN = 1000;
+    const std::vector<float> ones(kN, 1.0f), twos(kN, 2.0f);
+    axrt_tensor_t tx = NewTensor(in.device, stream, ones);
+    axrt_tensor_t ty = NewTensor(in.device, stream, twos);
+    axrt_tensor_t out = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_graph_t graph = Capture(fn, stream, {tx, ty}, {out});
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+    // Replays in CUDA, and replays held back behind a host function.
+    for (int r = 0; r < 4; ++r) REQUIRE_CALL_OK(axrt_graph_replay(graph));
+    REQUIRE_CALL_OK(axrt_stream_launch_host_func(stream, WaitForOpen, &open));
+    for (int r = 0; r < 4; ++r) REQUIRE_CALL_OK(axrt_graph_replay(graph));
+    axrt_graph_release(graph);
+    axrt_stream_release(stream);
+    for (axrt_tensor_t t : {tx, ty, out}) axrt_tensor_release(t);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    open.store(true);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: a graph and its stream released with replays in flight leave nothing behind",
+          "[mock]") {
+  // In a process of its own: what leaks there stays there.
+  INFO("run with \"[.mock-graph-released-with-stream]\" (and the mock) for the child's report");
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf("[.mock-graph-released-with-stream]", 60)));
+}
+
+TEST_CASE("cuda: a replay's kernel fault loses the device; a failed graph launch fails the stream",
+          "[mock]") {
+  MockScope mock;
+  constexpr size_t kN = 1000;
+  for (const bool fault : {false, true}) {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddMulFile());
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add_mul", &fn));
+    const std::vector<float> twos(kN, 2.0f), threes(kN, 3.0f);
+    axrt_tensor_t tx = NewTensor(in.device, stream, twos);
+    axrt_tensor_t ty = NewTensor(in.device, stream, threes);
+    axrt_tensor_t out = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_graph_t graph = Capture(fn, stream, {tx, ty}, {out});
+    REQUIRE_CALL_OK(axrt_graph_replay(graph));
+    CHECK(ReadAs<float>(stream, out, kN) == std::vector<float>(kN, 15.0f));
+    if (fault) {
+      // The second kernel of the replay faults: the device is lost, as for a
+      // call (the mock reports the sticky error, not the kernel).
+      REQUIRE(axrt_mock_cuda_fail_kernel("axrt_mul_f32", 700 /* ILLEGAL_ADDRESS */) == 0);
+      const StatusCheck replayed = Take(axrt_graph_replay(graph));
+      CHECK((replayed.code == AXRT_STATUS_CODE_OK ||
+             replayed.code == AXRT_STATUS_CODE_DEVICE_LOST));
+      const StatusCheck lost = Take(axrt_stream_synchronize(stream));
+      CHECK(lost.code == AXRT_STATUS_CODE_DEVICE_LOST);
+      CHECK(lost.message.find("CUDA_ERROR_ILLEGAL_ADDRESS") != std::string::npos);
+      CHECK(Take(axrt_graph_replay(graph)).code == AXRT_STATUS_CODE_DEVICE_LOST);
+    } else {
+      // The launch itself fails: the replay says so, naming the function,
+      // and the stream fails with it.
+      REQUIRE(axrt_mock_cuda_inject_error("cuGraphLaunch", 701 /* LAUNCH_OUT_OF_RESOURCES */,
+                                          0) == 0);
+      const StatusCheck failed = Take(axrt_graph_replay(graph));
+      CHECK(failed.code != AXRT_STATUS_CODE_OK);
+      CHECK(failed.message.find("function 'add_mul'") != std::string::npos);
+      CHECK(failed.message.find("cuGraphLaunch") != std::string::npos);
+      CHECK(failed.message.find("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") != std::string::npos);
+      const StatusCheck sync = Take(axrt_stream_synchronize(stream));
+      CHECK(sync.code == failed.code);
+      CHECK(sync.message.find("cuGraphLaunch") != std::string::npos);
+    }
+    axrt_graph_release(graph);
+    for (axrt_tensor_t t : {tx, ty, out}) axrt_tensor_release(t);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: without CUDA graphs a captured call replays by resubmission",
+          "[.mock-no-graphs]") {
+  // Run with AXRT_MOCK_CUDA_HIDE=cuGraphInstantiateWithFlags: the driver
+  // loads without graphs, which create_graph answers UNIMPLEMENTED.
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddMulFile());
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add_mul", &fn));
+    constexpr size_t kN = 1500;
+    const std::vector<float> y(kN, 3.0f);
+    axrt_tensor_t tx = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_tensor_t ty = NewTensor(in.device, stream, y);
+    axrt_tensor_t out = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_graph_t graph = Capture(fn, stream, {tx, ty}, {out});
+    CHECK(GraphInfo(graph).native == 0);
+    CHECK(GraphInfo(graph).command_count == 2);
+    const uint64_t launches = axrt_mock_cuda_call_count("cuLaunchKernel");
+    for (int r = 0; r < 3; ++r) {
+      const std::vector<float> x = Ramp(kN, 1.0f, static_cast<float>(r));
+      WriteTensor(stream, tx, x.data(), kN * sizeof(float));
+      REQUIRE_CALL_OK(axrt_graph_replay(graph));
+      const std::vector<float> got = ReadAs<float>(stream, out, kN);
+      for (size_t i : {size_t{0}, kN - 1}) CHECK(got[i] == (x[i] + 3.0f) * 3.0f);
+    }
+    CHECK(axrt_mock_cuda_call_count("cuLaunchKernel") == launches + 6);
+    CHECK(axrt_mock_cuda_call_count("cuGraphCreate") == 0);
+    CHECK(axrt_mock_cuda_call_count("cuGraphLaunch") == 0);
+    axrt_graph_release(graph);
+    for (axrt_tensor_t t : {tx, ty, out}) axrt_tensor_release(t);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: calls share fence events, and what they keep goes once the stream is idle",
+          "[mock]") {
+  MockScope mock;
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device);
+    axrt_executable_t exe = Load(in.device, AddMulFile());
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "add_mul", &fn));
+    constexpr size_t kN = 1000;
+    const std::vector<float> x(kN, 2.0f), y(kN, 3.0f);
+    axrt_tensor_t tx = NewTensor(in.device, stream, x), ty = NewTensor(in.device, stream, y);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+    axrt_pool_statistics_t before = AXRT_POOL_STATISTICS_INIT;
+    REQUIRE_CALL_OK(axrt_device_query_pool_statistics(in.device, &before));
+    // 64 replays of a graph: one fence event per kCoalescedFences of them.
+    constexpr int kCalls = 64;
+    axrt_tensor_t out = NewTensorOf(in.device, AXRT_DTYPE_FLOAT32, kN);
+    axrt_graph_t graph = Capture(fn, stream, {tx, ty}, {out});
+    const uint64_t records = axrt_mock_cuda_call_count("cuEventRecord");
+    for (int c = 0; c < kCalls; ++c) REQUIRE_CALL_OK(axrt_graph_replay(graph));
+    CHECK(axrt_mock_cuda_call_count("cuEventRecord") - records <= kCalls / 8 + 1);
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+    axrt_graph_release(graph);
+    axrt_tensor_release(out);
+    REQUIRE_CALL_OK(axrt_device_query_pool_statistics(in.device, &before));
+    // 61 calls, each output released at once: the calls keep them, the
+    // last few unfenced.
+    axrt_tensor_t last = nullptr;
+    for (int c = 0; c < kCalls - 3; ++c) {
+      axrt_tensor_t inputs[] = {tx, ty};
+      axrt_tensor_t outputs[] = {nullptr};
+      REQUIRE_CALL_OK(axrt_function_invoke(fn, stream, inputs, 2, outputs, 1, nullptr));
+      if (c + 1 < kCalls - 3) {
+        axrt_tensor_release(outputs[0]);
+      } else {
+        last = outputs[0];
+      }
+    }
+    // Idle, the stream lets go of everything its calls kept.
+    bool idle = false;
+    for (int spin = 0; spin < 100000 && !idle; ++spin) {
+      REQUIRE_CALL_OK(axrt_stream_query(stream, &idle));
+    }
+    REQUIRE(idle);
+    axrt_tensor_release(last);
+    axrt_pool_statistics_t after = AXRT_POOL_STATISTICS_INIT;
+    REQUIRE_CALL_OK(axrt_device_query_pool_statistics(in.device, &after));
+    CHECK(after.bytes_in_use == before.bytes_in_use);
+    for (axrt_tensor_t t : {tx, ty}) axrt_tensor_release(t);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda: a driver without graphs replays captured calls by resubmission", "[mock]") {
+  INFO("run with \"[.mock-no-graphs]\", the mock and "
+       "AXRT_MOCK_CUDA_HIDE=cuGraphInstantiateWithFlags for the child's report");
+  CHECK(axrt_test::ExitedCleanly(axrt_test::RunSelf(
+      "[.mock-no-graphs]", 60, "AXRT_MOCK_CUDA_HIDE=cuGraphInstantiateWithFlags")));
 }
 
 namespace {

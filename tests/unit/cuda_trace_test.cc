@@ -1,7 +1,8 @@
 // Traces of the CUDA driver against the mock Driver API (tests/mock_cuda):
 // a CUDA stream's operations and a function call's commands are recorded
 // with times from timing events, nested and in order on the stream's track;
-// failures and a lost device show as instants and are counted; the bound on
+// failures and a lost device show as instants and are counted; a CUDA graph
+// replay is its function's slice without its commands; the bound on
 // traced work waiting to be recorded holds; and no timing event outlives the
 // instance, whether or not the trace was still running when work completed.
 //
@@ -499,4 +500,66 @@ TEST_CASE("cuda traces: traced work waiting to be recorded is bounded and never 
   }
   std::remove(path.c_str());
   RequireNoLiveObjects();
+}
+
+TEST_CASE("cuda traces: a graph replay is its function's slice, without commands", "[mock]") {
+  MockScope mock;
+  const std::string path = axrt_test::TempTracePath("axrt-cuda-trace-graph");
+  {
+    Instance in;
+    axrt_stream_t stream = NewStream(in.device, "replays");
+    axrt_executable_t exe = nullptr;
+    const std::vector<uint8_t> file = PipelineFile();
+    REQUIRE_CALL_OK(
+        axrt_executable_load_memory(in.device, file.data(), file.size(), nullptr, &exe));
+    axrt_function_t fn = nullptr;
+    REQUIRE_CALL_OK(axrt_executable_find_function(exe, "pipeline", &fn));
+    axrt_tensor_t tx = NewTensor(in.device), ty = NewTensor(in.device), out = NewTensor(in.device);
+    axrt_buffer_t bx = BufferOf(tx), by = BufferOf(ty), bout = BufferOf(out);
+    std::vector<float> x(kElements), y(kElements), got(kElements);
+    std::iota(x.begin(), x.end(), 1.0f);
+    std::iota(y.begin(), y.end(), -7.0f);
+    REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, x.data(), bx, 0, kBytes));
+    REQUIRE_CALL_OK(axrt_stream_copy_from_host(stream, y.data(), by, 0, kBytes));
+    const axrt_tensor_t inputs[] = {tx, ty};
+    const axrt_tensor_t outputs[] = {out};
+    axrt_graph_t graph = nullptr;
+    REQUIRE_CALL_OK(axrt_function_capture(fn, stream, inputs, 2, outputs, 1, nullptr, &graph));
+    axrt_graph_info_t info = AXRT_GRAPH_INFO_INIT;
+    REQUIRE_CALL_OK(axrt_graph_query_info(graph, &info));
+    REQUIRE(info.native == 1);
+
+    in.Start(path);
+    for (int replay = 0; replay < 2; ++replay) REQUIRE_CALL_OK(axrt_graph_replay(graph));
+    REQUIRE_CALL_OK(axrt_stream_copy_to_host(stream, bout, 0, got.data(), kBytes));
+    REQUIRE_CALL_OK(axrt_stream_synchronize(stream));
+    in.Stop();
+    for (size_t i = 0; i < kElements; ++i) REQUIRE(got[i] == x[i] + y[i]);
+
+    axrt_graph_release(graph);
+    for (axrt_buffer_t b : {bx, by, bout}) axrt_buffer_release(b);
+    for (axrt_tensor_t t : {tx, ty, out}) axrt_tensor_release(t);
+    axrt_function_release(fn);
+    axrt_executable_release(exe);
+    axrt_stream_release(stream);
+  }
+  RequireNoLiveObjects();
+
+  const std::vector<TraceEvent> events = Events(axrt_test::ReadWholeFile(path));
+  std::remove(path.c_str());
+  const int64_t pid = ProcessOf(events, "cuda:0");
+  REQUIRE(pid >= 0);
+  const std::vector<TraceEvent> slices = Slices(events, pid, TrackOf(events, pid, "'replays'"));
+  // The graph runs its commands unseen: only the function's slices.
+  CHECK(Count(slices, "pipeline") == 2);
+  CHECK(Count(slices, "first") == 0);
+  CHECK(Count(slices, "copy DtoD") == 0);
+  CHECK(Count(slices, "copy DtoH") == 1);
+  for (const TraceEvent& e : slices) {
+    if (e.name != "pipeline") continue;
+    INFO(e.line);
+    CHECK(e.cat == "function");
+    CHECK(e.line.find("\"commands\":4") != std::string::npos);
+  }
+  CheckNested(slices);
 }

@@ -16,13 +16,17 @@
 namespace axrt_test {
 
 // Every CUDA object the mock handed out has been given back. Streams
-// released with work queued are finished by the device in the background,
-// so this waits a little for the counts to settle.
+// released with work queued (and graphs their replays hold) are finished by
+// the device in the background, so this waits a little for the counts to
+// settle.
 inline void RequireNoLiveObjects() {
   axrt_mock_cuda_objects_t live{};
   for (int i = 0; i < 2500; ++i) {
     axrt_mock_cuda_live_objects(&live);
-    if (live.streams == 0 && live.events == 0 && live.context_retains == 0) break;
+    if (live.streams == 0 && live.events == 0 && live.context_retains == 0 &&
+        live.graph_execs == 0) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   CHECK(live.device_allocations == 0);
@@ -32,6 +36,8 @@ inline void RequireNoLiveObjects() {
   CHECK(live.events == 0);
   CHECK(live.modules == 0);
   CHECK(live.context_retains == 0);
+  CHECK(live.graphs == 0);
+  CHECK(live.graph_execs == 0);
 }
 
 // A mock code image providing `names`: the mock's magic line, the names,

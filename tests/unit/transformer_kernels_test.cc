@@ -28,6 +28,8 @@ namespace {
 
 namespace tx = axrt::kernels::cpu::transformer;
 using axrt::kernels::cpu::AttentionArgs;
+using axrt::kernels::cpu::AttentionCombineArgs;
+using axrt::kernels::cpu::AttentionSplitArgs;
 using axrt::kernels::cpu::SampleArgs;
 using axrt::kernels::cpu::SiluMulArgs;
 using tx::Isa;
@@ -454,6 +456,75 @@ TEST_CASE("axrt_attention_decode_kv_bf16 and _kv_fp8_e4m3 in every build") {
             check_query(qkv.data() + b * row_stride + h * c.head_dim,
                         out.data() + (b * c.heads + h) * c.head_dim, cache, b,
                         h / (c.heads / c.kv_heads), positions[b], scale);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Split decode then the combine (docs/kernels.md, "Split attention"), over
+// an f32, bf16 or fp8 cache: the combined output against the double
+// reference of the whole context. Blocks of 7 make chunks of odd lengths,
+// blocks of 100 chunks that start past a key chunk of the first block.
+TEST_CASE("axrt_attention_decode_split_* and axrt_attention_combine_f32 in every build") {
+  enum class Kind { kF32, kBf16, kFp8 };
+  const AttentionCase cases[] = {{20, 1, 80, 16}, {8, 2, 128, 100}, {4, 4, 32, 7}};
+  for (Kind kind : {Kind::kF32, Kind::kBf16, Kind::kFp8}) {
+    for (const AttentionCase& c : cases) {
+      for (uint64_t splits : {3, 8}) {
+        INFO("kind " << static_cast<int>(kind) << ", heads " << c.heads << ", kv_heads "
+                     << c.kv_heads << ", head_dim " << c.head_dim << ", block_size "
+                     << c.block_size << ", splits " << splits);
+        std::mt19937 rng(12);
+        const std::vector<int32_t> positions = {0, 6, 99, 100, 250};
+        std::vector<int32_t> lengths;
+        for (int32_t p : positions) lengths.push_back(p + 1);
+        const uint64_t B = positions.size();
+        const uint64_t max_blocks = 300 / c.block_size + 1;
+        PagedCache cache = make_cache(c, lengths, max_blocks, rng);
+        std::vector<uint8_t> stored;
+        if (kind != Kind::kF32) {
+          stored = stored_cache(kind == Kind::kBf16 ? Stored::kBf16 : Stored::kFp8, cache, rng);
+        }
+        const void* bytes = kind == Kind::kF32 ? static_cast<const void*>(cache.cache.data())
+                                               : stored.data();
+        const uint64_t row_stride = (c.heads + 2 * c.kv_heads) * c.head_dim;
+        std::vector<float> qkv(B * row_stride);
+        std::normal_distribution<float> normal(0.0f, 2.0f);
+        for (float& v : qkv) v = normal(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+        const axrt_cpu_kernel_fn_t split =
+            kind == Kind::kF32    ? axrt_attention_decode_split_f32
+            : kind == Kind::kBf16 ? axrt_attention_decode_split_kv_bf16
+                                  : axrt_attention_decode_split_kv_fp8_e4m3;
+        for (Isa isa : builds()) {
+          IsaLimit limit(isa);
+          INFO("build " << tx::transformer_isa_name());
+          std::vector<float> partials(B * c.heads * splits * (c.head_dim + 2), kNaN);
+          std::vector<float> out(B * c.heads * c.head_dim, kNaN);
+          const AttentionSplitArgs args{{qkv.data(), positions.data(), cache.tables.data(), bytes,
+                                         partials.data(), B, c.heads, c.kv_heads, c.head_dim, 0,
+                                         cache.num_blocks, c.block_size, max_blocks, row_stride,
+                                         scale},
+                                        splits};
+          Outcome outcome = dispatch(split, &args,
+                                     {static_cast<uint32_t>(B), static_cast<uint32_t>(c.kv_heads),
+                                      static_cast<uint32_t>(splits)});
+          INFO(outcome.message);
+          REQUIRE(outcome.code == AXRT_KERNEL_OK);
+          const AttentionCombineArgs combine{partials.data(), out.data(), B, c.heads,
+                                             c.head_dim, splits};
+          outcome = dispatch(axrt_attention_combine_f32, &combine,
+                             {static_cast<uint32_t>(B), static_cast<uint32_t>(c.heads), 1});
+          REQUIRE(outcome.code == AXRT_KERNEL_OK);
+          for (uint64_t b = 0; b < B; ++b) {
+            for (uint64_t h = 0; h < c.heads; ++h) {
+              INFO("sequence " << b << " head " << h);
+              check_query(qkv.data() + b * row_stride + h * c.head_dim,
+                          out.data() + (b * c.heads + h) * c.head_dim, cache, b,
+                          h / (c.heads / c.kv_heads), positions[b], scale);
+            }
           }
         }
       }

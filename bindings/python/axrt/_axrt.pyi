@@ -265,7 +265,8 @@ class Engine:
     def __init__(
         self, executable: Executable, *, num_blocks: int = 0, kv_cache_bytes: int = 0,
         max_step_tokens: int = 0, max_running: int = 0, max_waiting: int = 0,
-        chunked_prefill: bool = True, prefix_caching: bool = True,
+        chunked_prefill: bool = True, prefix_caching: bool = True, group: Any = None,
+        members: Any = None, graph_max_batch: int = 0,
     ) -> None: ...
     def add_request(
         self, id: int, prompt: Any, max_tokens: int, *, stop_ids: Sequence[int] = ...,

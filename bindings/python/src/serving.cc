@@ -77,7 +77,8 @@ class Engine {
  public:
   Engine(py::object executable, uint32_t num_blocks, uint64_t kv_cache_bytes,
          uint32_t max_step_tokens, uint32_t max_running, uint32_t max_waiting,
-         bool chunked_prefill, bool prefix_caching, py::object group, py::object members)
+         bool chunked_prefill, bool prefix_caching, py::object group, py::object members,
+         uint32_t graph_max_batch)
       : executable_(std::move(executable)), queue_(std::make_shared<EventQueue>()) {
     axrt_engine_options_t options = AXRT_ENGINE_OPTIONS_INIT;
     options.num_blocks = num_blocks;
@@ -85,6 +86,7 @@ class Engine {
     options.max_step_tokens = max_step_tokens;
     options.max_running = max_running;
     options.max_waiting = max_waiting;
+    options.graph_max_batch = graph_max_batch;
     options.flags = (chunked_prefill ? 0 : AXRT_ENGINE_FLAG_NO_CHUNKED_PREFILL) |
                     (prefix_caching ? 0 : AXRT_ENGINE_FLAG_NO_PREFIX_CACHING);
     options.callback = &on_event;
@@ -235,6 +237,8 @@ class Engine {
     d["requests_cancelled"] = s.requests_cancelled;
     d["requests_rejected"] = s.requests_rejected;
     d["failed"] = s.failed != 0;
+    d["graph_steps"] = s.graph_steps;
+    d["graphs_captured"] = s.graphs_captured;
     return d;
   }
 
@@ -291,12 +295,13 @@ contract. Low level: use axrt.llm.Engine. Events come from poll() as tuples
 (request_id, token, index, finish, error, logits, logprob, top, prompt_tokens,
 cached_tokens).)doc")
       .def(py::init<py::object, uint32_t, uint64_t, uint32_t, uint32_t, uint32_t, bool, bool,
-                    py::object, py::object>(),
+                    py::object, py::object, uint32_t>(),
            py::arg("executable"), py::kw_only(), py::arg("num_blocks") = 0,
            py::arg("kv_cache_bytes") = 0, py::arg("max_step_tokens") = 0,
            py::arg("max_running") = 0, py::arg("max_waiting") = 0,
            py::arg("chunked_prefill") = true, py::arg("prefix_caching") = true,
-           py::arg("group") = py::none(), py::arg("members") = py::none())
+           py::arg("group") = py::none(), py::arg("members") = py::none(),
+           py::arg("graph_max_batch") = 0)
       .def("add_request", &Engine::add_request, py::arg("id"), py::arg("prompt"),
            py::arg("max_tokens"), py::kw_only(), py::arg("stop_ids") = std::vector<int32_t>{},
            py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,

@@ -32,6 +32,9 @@ typedef struct CUstream_st* CUstream;
 typedef struct CUevent_st* CUevent;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef struct CUarray_st* CUarray;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef struct CUgraphExec_st* CUgraphExec;
 typedef void (*CUhostFn)(void* user_data);
 
 // Results (CUresult values).
@@ -246,6 +249,58 @@ typedef struct CUlaunchConfig_st {
   unsigned int numAttrs;
 } CUlaunchConfig;
 
+// Graphs. cuGraphAddKernelNode asked for at 12000 is cuGraphAddKernelNode_v2,
+// which takes this (v2) layout of the kernel node parameters.
+typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
+  CUfunction func;
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+  CUkernel kern;  // launched when `func` is null
+  CUcontext ctx;  // ignored when `func` is set
+} CUDA_KERNEL_NODE_PARAMS;
+typedef struct CUDA_MEMCPY3D_st {
+  size_t srcXInBytes;
+  size_t srcY;
+  size_t srcZ;
+  size_t srcLOD;
+  CUmemorytype srcMemoryType;
+  const void* srcHost;
+  CUdeviceptr srcDevice;
+  CUarray srcArray;
+  void* reserved0;  // null
+  size_t srcPitch;
+  size_t srcHeight;
+  size_t dstXInBytes;
+  size_t dstY;
+  size_t dstZ;
+  size_t dstLOD;
+  CUmemorytype dstMemoryType;
+  void* dstHost;
+  CUdeviceptr dstDevice;
+  CUarray dstArray;
+  void* reserved1;  // null
+  size_t dstPitch;
+  size_t dstHeight;
+  size_t WidthInBytes;
+  size_t Height;
+  size_t Depth;
+} CUDA_MEMCPY3D;
+typedef struct CUDA_MEMSET_NODE_PARAMS_st {
+  CUdeviceptr dst;
+  size_t pitch;  // unused when height is 1
+  unsigned int value;
+  unsigned int elementSize;  // 1, 2 or 4
+  size_t width;              // in elements
+  size_t height;
+} CUDA_MEMSET_NODE_PARAMS;
+
 }  // extern "C"
 
 // X(name, return type, (parameters), cudaVersion, required)
@@ -356,6 +411,24 @@ typedef struct CUlaunchConfig_st {
      CUstream stream),                                                                            \
     4000, false)                                                                                  \
   X(cuMemPoolSetAccess, CUresult,                                                                 \
-    (CUmemoryPool pool, const CUmemAccessDesc* descriptors, size_t count), 11020, false)
+    (CUmemoryPool pool, const CUmemAccessDesc* descriptors, size_t count), 11020, false)          \
+  X(cuGraphCreate, CUresult, (CUgraph * graph, unsigned int flags), 10000, false)                 \
+  X(cuGraphDestroy, CUresult, (CUgraph graph), 10000, false)                                      \
+  X(cuGraphAddKernelNode, CUresult,                                                               \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode* dependencies,                          \
+     size_t dependency_count, const CUDA_KERNEL_NODE_PARAMS* params),                             \
+    12000, false)                                                                                 \
+  X(cuGraphAddMemcpyNode, CUresult,                                                               \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode* dependencies,                          \
+     size_t dependency_count, const CUDA_MEMCPY3D* copy, CUcontext context),                      \
+    10000, false)                                                                                 \
+  X(cuGraphAddMemsetNode, CUresult,                                                               \
+    (CUgraphNode * node, CUgraph graph, const CUgraphNode* dependencies,                          \
+     size_t dependency_count, const CUDA_MEMSET_NODE_PARAMS* memset, CUcontext context),          \
+    10000, false)                                                                                 \
+  X(cuGraphInstantiateWithFlags, CUresult,                                                        \
+    (CUgraphExec * exec, CUgraph graph, unsigned long long flags), 11040, false)                  \
+  X(cuGraphLaunch, CUresult, (CUgraphExec exec, CUstream stream), 10000, false)                   \
+  X(cuGraphExecDestroy, CUresult, (CUgraphExec exec), 10000, false)
 
 #endif  // AXRT_RUNTIME_DRIVERS_CUDA_CUDA_API_H_

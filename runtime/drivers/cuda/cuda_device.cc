@@ -10,6 +10,7 @@
 #include "base/numa.h"
 #include "runtime/driver.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
+#include "runtime/drivers/cuda/cuda_graph.h"
 #include "runtime/drivers/cuda/cuda_nvtx.h"
 #include "runtime/drivers/cuda/nvml.h"
 
@@ -295,6 +296,7 @@ const DeviceVtable kCudaDeviceVtable = {
     .synchronize = device_synchronize,
     .load_code = load_code,
     .query_peer = query_peer,
+    .create_graph = create_graph,
 };
 
 axrt_status_t enumerate_devices(Instance*, DriverDevices* out) {

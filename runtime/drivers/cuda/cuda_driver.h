@@ -22,6 +22,10 @@
 // Tracing (cuda_trace.cc): work queued while a trace runs is bracketed by
 // timing events on its stream, and recorded once they completed, in trace
 // time (docs/cuda-driver.md, "Tracing and NVTX").
+//
+// Graphs (cuda_graph.cc): a captured call's batch made once into a CUDA
+// graph, each replay one cuGraphLaunch in the stream's order
+// (docs/cuda-driver.md, "Graphs").
 #ifndef AXRT_RUNTIME_DRIVERS_CUDA_CUDA_DRIVER_H_
 #define AXRT_RUNTIME_DRIVERS_CUDA_CUDA_DRIVER_H_
 
@@ -300,13 +304,34 @@ struct CudaStream : Stream {
   // device's counters and records it in a running trace as `what`.
   void count_failure(std::string_view what) noexcept;
 
+  // What operations handed to CUDA keep until they completed: the fence
+  // event recorded behind them (null while unfenced), and what they hold.
+  struct Retained {
+    CUevent fence = nullptr;
+    std::vector<Ref<Object>> keep;
+    std::vector<CommandBatchPtr> batches;
+    std::vector<Ref<Buffer>> returns;  // memory returned when done
+    bool empty() const noexcept { return keep.empty() && batches.empty() && returns.empty(); }
+  };
   // Keeps `keep` (buffers, batches) alive until the work handed to CUDA so
-  // far completed. Under `order_mutex`.
+  // far completed. Under `order_mutex`. With `coalesce` (the calls and graph
+  // replays, many a second), they may wait for the fence of a later
+  // operation: one fence event covers up to kCoalescedFences coalesced
+  // operations, recorded with the last of them or with the next operation
+  // that does not coalesce, which saves an event record and query a call.
   axrt_status_t retain_until_done(std::vector<Ref<Object>> keep, CommandBatchPtr batch,
-                                  std::vector<Ref<Buffer>> returns);
-  // Releases what completed work held; everything when `all`. Never under
-  // `order_mutex`: what it releases may finish streams.
+                                  std::vector<Ref<Buffer>> returns, bool coalesce = false);
+  static constexpr uint32_t kCoalescedFences = 8;
+  // Releases what completed work held; everything when `all` (the unfenced
+  // too). Never under `order_mutex`: what it releases may finish streams.
   void reap(bool all);
+  // What waits unfenced, taken out before the stream is asked whether it is
+  // idle (and released if it is), or put back.
+  Retained take_unfenced();
+  void restore_unfenced(Retained retained);
+  // Lets go of what `retained` held (its fence back to the device's pool);
+  // no lock held.
+  void release(Retained& retained);
 
   CUstream stream = nullptr;
   CUstream staging_stream = nullptr;  // copies through pinned chunks
@@ -357,14 +382,10 @@ struct CudaStream : Stream {
   std::shared_ptr<FailureState> failure_ = std::make_shared<FailureState>();
   std::atomic<bool> failure_counted_{false};
 
-  struct Pending {
-    CUevent fence = nullptr;
-    std::vector<Ref<Object>> keep;
-    CommandBatchPtr batch;
-    std::vector<Ref<Buffer>> returns;  // memory returned when done
-  };
   std::mutex pending_mutex_;
-  std::deque<Pending> pending_;
+  std::deque<Retained> pending_;  // fenced, in order
+  Retained unfenced_;             // coalesced since the last fence
+  uint32_t unfenced_count_ = 0;
 };
 
 struct CudaEvent : Event {
@@ -397,6 +418,21 @@ axrt_status_t create_event(Device* device, Event** out_event);
 axrt_status_t synchronize_device(CudaDevice* device);
 axrt_status_t load_code(Device* device, DeviceCodeKind kind, std::string_view target,
                         std::span<const std::byte> image, std::shared_ptr<DeviceCode>* out);
+
+// The steps each operation of a stream takes (cuda_stream.cc), also taken by
+// graph launches (cuda_graph.cc). First, before any lock: DEVICE_LOST, or
+// the stream's failure once it is known, else NULL.
+axrt_status_t begin_work(CudaStream* s);
+// Under order_mutex, once ready() (cuda_held.h) let the work go to CUDA: the
+// stream's failure if a host function that ran meanwhile failed it before
+// operation `sequence`.
+axrt_status_t failed_meanwhile(CudaStream* s, uint64_t sequence);
+// Under order_mutex, before work that touches device memory: the stream
+// waits on the device for the pool allocations made since it last did.
+axrt_status_t wait_for_allocations(CudaStream* s);
+// Fails the stream (from its next operation on) with `status`, when set,
+// and returns it.
+axrt_status_t fail_with(CudaStream* s, axrt_status_t status);
 
 }  // namespace axrt::cuda
 

@@ -21,6 +21,7 @@
 
 #include "runtime/drivers/cuda/cuda_copy.h"
 #include "runtime/drivers/cuda/cuda_driver.h"
+#include "runtime/drivers/cuda/cuda_graph.h"
 #include "runtime/drivers/cuda/cuda_held.h"
 #include "runtime/drivers/cuda/cuda_nvtx.h"
 #include "trace/trace.h"
@@ -84,30 +85,91 @@ void CudaStream::count_failure(std::string_view what) noexcept {
   }
 }
 
+namespace {
+
+void absorb(CudaStream::Retained& into, std::vector<Ref<Object>>& keep, CommandBatchPtr& batch,
+            std::vector<Ref<Buffer>>& returns) {
+  if (into.keep.empty()) {
+    into.keep = std::move(keep);
+  } else {
+    for (auto& k : keep) into.keep.push_back(std::move(k));
+  }
+  if (batch) into.batches.push_back(std::move(batch));
+  if (into.returns.empty()) {
+    into.returns = std::move(returns);
+  } else {
+    for (auto& r : returns) into.returns.push_back(std::move(r));
+  }
+}
+
+}  // namespace
+
 axrt_status_t CudaStream::retain_until_done(std::vector<Ref<Object>> keep, CommandBatchPtr batch,
-                                            std::vector<Ref<Buffer>> returns) {
+                                            std::vector<Ref<Buffer>> returns, bool coalesce) {
   if (keep.empty() && !batch && returns.empty()) return nullptr;
   CudaDevice* d = cuda_device();
-  Pending pending;
-  AXRT_RETURN_IF_ERROR(d->acquire_fence(&pending.fence));
-  const CUresult recorded = d->cu.cuEventRecord(pending.fence, stream);
+  Retained group;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    absorb(unfenced_, keep, batch, returns);
+    if (coalesce && ++unfenced_count_ < kCoalescedFences) return nullptr;
+    // Everything unfenced was handed to CUDA before this call: the fence
+    // recorded now follows all of it.
+    group = std::move(unfenced_);
+    unfenced_ = Retained();
+    unfenced_count_ = 0;
+  }
+  AXRT_RETURN_IF_ERROR(d->acquire_fence(&group.fence));
+  const CUresult recorded = d->cu.cuEventRecord(group.fence, stream);
   if (recorded != CUDA_SUCCESS) {
-    d->recycle_fence(pending.fence);
+    d->recycle_fence(group.fence);
+    group.fence = nullptr;
     // The work could not be fenced: wait for it instead.
     d->cu.cuStreamSynchronize(stream);
+    release(group);
     return d->check(recorded, "cuEventRecord");
   }
-  pending.keep = std::move(keep);
-  pending.batch = std::move(batch);
-  pending.returns = std::move(returns);
   std::lock_guard<std::mutex> lock(pending_mutex_);
-  pending_.push_back(std::move(pending));
+  pending_.push_back(std::move(group));
   return nullptr;
+}
+
+CudaStream::Retained CudaStream::take_unfenced() {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  Retained taken = std::move(unfenced_);
+  unfenced_ = Retained();
+  unfenced_count_ = 0;
+  return taken;
+}
+
+void CudaStream::restore_unfenced(Retained retained) {
+  if (retained.empty()) return;
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  CommandBatchPtr none;
+  for (auto& batch : retained.batches) {
+    std::vector<Ref<Object>> no_keep;
+    std::vector<Ref<Buffer>> no_returns;
+    absorb(unfenced_, no_keep, batch, no_returns);
+  }
+  absorb(unfenced_, retained.keep, none, retained.returns);
+}
+
+void CudaStream::release(Retained& retained) {
+  CudaDevice* d = cuda_device();
+  if (retained.fence) d->recycle_fence(retained.fence);
+  retained.fence = nullptr;
+  for (auto& buffer : retained.returns) buffer_return_memory(buffer.get());
+  for (auto& batch : retained.batches) {
+    if (Buffer* arena = batch->arena; arena && arena->claim_memory_return()) {
+      d->vtable->deallocate(d, arena->memory_type, arena->block);
+    }
+  }
+  retained = Retained();
 }
 
 void CudaStream::reap(bool all) {
   CudaDevice* d = cuda_device();
-  std::vector<Pending> done;
+  std::vector<Retained> done;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     while (!pending_.empty()) {
@@ -121,14 +183,13 @@ void CudaStream::reap(bool all) {
       done.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
-  }
-  for (Pending& p : done) {
-    d->recycle_fence(p.fence);
-    for (auto& buffer : p.returns) buffer_return_memory(buffer.get());
-    if (Buffer* arena = p.batch ? p.batch->arena : nullptr; arena && arena->claim_memory_return()) {
-      d->vtable->deallocate(d, arena->memory_type, arena->block);
+    if (all) {
+      done.push_back(std::move(unfenced_));
+      unfenced_ = Retained();
+      unfenced_count_ = 0;
     }
   }
+  for (Retained& r : done) release(r);
   done.clear();  // releases outside the lock
   {
     std::lock_guard<std::mutex> lock(host_calls_mutex);
@@ -145,8 +206,6 @@ void CudaStream::reap(bool all) {
   }
 }
 
-namespace {
-
 // Under order_mutex, before work that may touch device memory: the stream
 // waits, on the device, for the pool allocations made since it last did
 // (they are ordered on the device's allocation stream; see
@@ -161,6 +220,8 @@ axrt_status_t wait_for_allocations(CudaStream* s) {
   s->allocations_seen = epoch;
   return nullptr;
 }
+
+namespace {
 
 axrt_status_t launch(CudaStream* s, const DeviceKernel& kernel, const void* args,
                      const axrt_kernel_dim3_t& grid) {
@@ -198,6 +259,8 @@ axrt_status_t launch(CudaStream* s, const DeviceKernel& kernel, const void* args
                   "cuLaunchKernel");
 }
 
+}  // namespace
+
 // Fails the stream (from the next operation on) with `status` and returns it.
 axrt_status_t fail_with(CudaStream* s, axrt_status_t status) {
   if (!status) return nullptr;
@@ -206,6 +269,8 @@ axrt_status_t fail_with(CudaStream* s, axrt_status_t status) {
           make_failure(axrt_status_create(axrt_status_code(status), axrt_status_message(status))));
   return status;
 }
+
+namespace {
 
 // --- Trace records ------------------------------------------------------------
 //
@@ -287,8 +352,11 @@ axrt_status_t free_on_stream(CudaStream* s, Buffer* buffer, bool* out_freed) {
   return nullptr;
 }
 
-// What every copy, fill and batch checks first: the device is not lost, and
-// work enqueued once the stream is known to have failed never runs.
+}  // namespace
+
+// What every copy, fill, batch and graph launch checks first: the device is
+// not lost, and work enqueued once the stream is known to have failed never
+// runs.
 axrt_status_t begin_work(CudaStream* s) {
   AXRT_RETURN_IF_ERROR(s->cuda_device()->enter());
   if (FailurePtr failure = s->failure()) return status_from_failure(failure);
@@ -304,6 +372,8 @@ axrt_status_t failed_meanwhile(CudaStream* s, uint64_t sequence) {
   if (FailurePtr failure = s->failure_before(sequence)) return status_from_failure(failure);
   return nullptr;
 }
+
+namespace {
 
 void stream_destroy(Stream* stream) {
   CudaStream* s = cuda(stream);
@@ -831,15 +901,16 @@ axrt_status_t issue_batch(CudaStream* s, CommandBatchPtr batch, const trace::OpS
   }
   traced.finish();
   // The arena goes back on the stream, right behind the launches, when the
-  // pool takes it; otherwise when the stream got there (reap).
+  // pool takes it; otherwise when the stream got there (reap), so such a
+  // batch is fenced at once rather than with later calls.
+  bool freed = true;
   if (batch->arena) {
-    bool freed = false;
     if (axrt_status_t status = free_on_stream(s, batch->arena, &freed)) {
       StatusPtr(s->retain_until_done({}, std::move(batch), {}));
       return status;
     }
   }
-  return s->retain_until_done({}, std::move(batch), {});
+  return s->retain_until_done({}, std::move(batch), {}, /*coalesce=*/freed);
 }
 
 axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
@@ -907,6 +978,10 @@ axrt_status_t stream_query(Stream* stream, bool* out_idle) {
     drain(s, &done);
   }
   idle = !s->holding.load(std::memory_order_acquire);
+  // What waits for a later fence, taken before asking: an idle stream ran
+  // all of it (what is retained meanwhile stays for its fence).
+  CudaStream::Retained unfenced = s->take_unfenced();
+  axrt_status_t error = nullptr;
   for (CUstream stream : {s->stream, s->staging_stream}) {
     if (!stream || !idle) continue;
     const CUresult result = d->cu.cuStreamQuery(stream);
@@ -914,9 +989,15 @@ axrt_status_t stream_query(Stream* stream, bool* out_idle) {
       idle = false;
       break;
     }
-    AXRT_RETURN_IF_ERROR(d->check(result, "cuStreamQuery"));
+    if ((error = d->check(result, "cuStreamQuery"))) break;
   }
-  if (idle) s->reap(false);
+  if (idle && !error) {
+    s->reap(false);
+    s->release(unfenced);
+  } else {
+    s->restore_unfenced(std::move(unfenced));
+  }
+  if (error) return error;
   if (FailurePtr failure = s->failure()) return status_from_failure(failure);
   *out_idle = idle;
   return nullptr;
@@ -1008,6 +1089,7 @@ const StreamVtable kCudaStreamVtable = {
     .query = stream_query,
     .get_native_handle = stream_get_native_handle,
     .copy_peer = stream_copy_peer,
+    .launch_graph = launch_graph,
 };
 
 axrt_status_t create_stream(Device* device, Stream** out_stream) {

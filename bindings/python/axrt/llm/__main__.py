@@ -42,6 +42,17 @@ def _parser() -> argparse.ArgumentParser:
                          help="with --weights bf16 or int8: projections on the decode "
                               "matmuls' grid, "
                               "for a GPU's decode (off by default until validated on a GPU)")
+    convert.add_argument("--tensor-core-matmuls", action="store_true",
+                         help="with --weights bf16: projections on a GPU's tensor cores, "
+                              "activations rounded to bf16; not the same bits (docs/kernels.md, "
+                              "\"Tensor-core matmul\"; off by default until validated on a GPU)")
+    convert.add_argument("--split-attention", action="store_true",
+                         help="attention over chunks of each token's context, then combined: "
+                              "more parallel work for a GPU's decode, not the same bits "
+                              "(docs/kernels.md, \"Split attention\"; off by default until "
+                              "validated on a GPU)")
+    convert.add_argument("--attention-splits", type=int, default=8, metavar="N",
+                         help="with --split-attention: the chunks of each context (default 8)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
@@ -111,6 +122,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="prefill each prompt in one step")
     serve.add_argument("--no-prefix-caching", action="store_true",
                        help="never share KV blocks between requests")
+    serve.add_argument("--graph-max-batch", type=int, default=0,
+                       help="decode steps of up to this many requests replay graphs "
+                            "captured per batch-size bucket: one launch per step on a CUDA "
+                            "device (default 0: off)")
     serve.add_argument("--max-body-bytes", type=int, default=1 << 20,
                        help="larger request bodies get 413 (default 1 MiB)")
     serve.add_argument("--log-level", default="info",
@@ -137,7 +152,8 @@ def _serve(args: argparse.Namespace) -> int:
               max_running=args.max_running, max_waiting=args.max_waiting,
               max_step_tokens=args.max_step_tokens,
               chunked_prefill=not args.no_chunked_prefill,
-              prefix_caching=not args.no_prefix_caching)
+              prefix_caching=not args.no_prefix_caching,
+              graph_max_batch=args.graph_max_batch)
     except KeyboardInterrupt:
         pass
     return 0
@@ -163,6 +179,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                              kv_cache_dtype=args.kv_cache_dtype,
                              fused_kernels=args.fused_kernels,
                              decode_matmuls=args.decode_matmuls,
+                             tensor_core_matmuls=args.tensor_core_matmuls,
+                             split_attention=args.split_attention,
+                             attention_splits=args.attention_splits,
                              tensor_parallel=args.tensor_parallel)
             shards = (f" ({args.tensor_parallel} tensor-parallel shards)"
                       if args.tensor_parallel > 1 else "")

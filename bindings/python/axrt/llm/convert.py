@@ -50,6 +50,12 @@ _FP8_HEAD_DIM_MULTIPLE = 16
 _MATMUL_TILE = 64
 # The decode matmuls' workgroup: output columns by rows (docs/kernels.md).
 _DECODE_COLS, _DECODE_ROWS = 8, 16
+# The tensor-core matmul's workgroup: a tile of 128 x 128 (docs/kernels.md).
+_TENSOR_CORE_TILE = 128
+# The chunks split attention cuts each token's context into by default
+# (docs/kernels.md, "Split attention").
+ATTENTION_SPLITS = 8
+_MAX_ATTENTION_SPLITS = 65535
 _ELEMENTWISE_CHUNK = 4096
 _F32 = 4
 _EMBED = "model.embed_tokens.weight"
@@ -312,7 +318,10 @@ class _Converter:
         raise UnsupportedModelError(f"--weights {mode} is not supported ({', '.join(WEIGHT_MODES)})")
 
     def bf16_kernel(self) -> str:
-        """The kernel of bf16 [N, K] projections: on the decode grid with decode matmuls."""
+        """The kernel of bf16 [N, K] projections: on tensor cores with tensor-core matmuls, on
+        the decode grid with decode matmuls."""
+        if self.cfg.tensor_core_matmuls:
+            return "axrt_matmul_bf16_tc_f32"
         return ("axrt_matmul_bf16_f32_decode" if self.cfg.decode_matmuls
                 else "axrt_matmul_bf16_f32")
 
@@ -364,6 +373,8 @@ class _Converter:
             args.append(quantize.INT4_GROUP)
         if lin.kernel.endswith("_decode"):  # 8 columns by 16 rows a workgroup
             grid = [ceildiv(lin.n, _DECODE_COLS), ceildiv(m, _DECODE_ROWS)]
+        elif lin.kernel == "axrt_matmul_bf16_tc_f32":  # 128 x 128 a workgroup
+            grid = [ceildiv(lin.n, _TENSOR_CORE_TILE), ceildiv(m, _TENSOR_CORE_TILE)]
         else:
             grid = [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)]
         f.dispatch(k, grid, args)
@@ -486,6 +497,10 @@ class _Converter:
 
         sizes = dict(h=rows_max * H, xn=rows_max * H, qkv=rows_max * QKV, attn=rows_max * nh * D,
                      tmp=rows_max * H, gu=rows_max * 2 * I, act=rows_max * I)
+        splits = cfg.attention_splits
+        if cfg.split_attention:
+            # Each chunk's record {m, l, acc[D]} per token and query head.
+            sizes["partials"] = rows_max * nh * splits * (D + 2)
         offsets, arena = _arena(sizes)
         f = self.b.function("step", inputs, outputs, symbols=symbols, arena_size=arena,
                             mutable=("kv_cache",), channels=channels)
@@ -517,9 +532,16 @@ class _Converter:
                 f.dispatch(self.kernel(f"axrt_kv_cache_write_{written}"), [rows],
                            [buf("qkv"), positions, tables, cache, rows, 1, l, nb,
                             nkv, BS, D, MBS, QKV, nh * D])
-            f.dispatch(self.kernel(f"axrt_attention_decode_{read}"), [rows, nkv],
-                       [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D, l,
-                        nb, BS, MBS, QKV, scale])
+            if cfg.split_attention:
+                f.dispatch(self.kernel(f"axrt_attention_decode_split_{read}"), [rows, nkv, splits],
+                           [buf("qkv"), positions, tables, cache, buf("partials"), rows, nh, nkv,
+                            D, l, nb, BS, MBS, QKV, scale, splits])
+                f.dispatch(self.kernel("axrt_attention_combine_f32"), [rows, nh],
+                           [buf("partials"), buf("attn"), rows, nh, D, splits])
+            else:
+                f.dispatch(self.kernel(f"axrt_attention_decode_{read}"), [rows, nkv],
+                           [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D,
+                            l, nb, BS, MBS, QKV, scale])
             self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
             all_reduce("tmp", rows * H)
             self.add_rmsnorm(f, buf("h"), buf("tmp"), layer["ln2"], buf("xn"), rows)
@@ -561,6 +583,8 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
             cuda: bool = True, activations: str = "f32", kv_cache_dtype: str = "f32",
             fused_kernels: bool = False, decode_matmuls: bool = False,
+            tensor_core_matmuls: bool = False,
+            split_attention: bool = False, attention_splits: int = ATTENTION_SPLITS,
             tensor_parallel: int = 1) -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
@@ -583,6 +607,21 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     whose grid of 8 columns by 16 rows a workgroup suits a GPU's decode (on
     the CPU, the same bits as the default kernels); off by default until
     their CUDA bodies have passed a GPU run.
+    `tensor_core_matmuls` (bf16 weights): the projections take
+    ``axrt_matmul_bf16_tc_f32``, which multiplies on a GPU's tensor cores
+    with the activations rounded to bf16: within the f32 matmul bound of
+    that product, not the same bits as the default kernel (on the CPU
+    either). One dispatch serves every step size, so decode steps take it
+    as well and logits stay batch-invariant (docs/kernels.md, "Tensor-core
+    matmul"); not with `decode_matmuls`. Off by default until its CUDA body
+    has passed a GPU run.
+    `split_attention`: attention cuts each token's context into
+    `attention_splits` chunks of whole KV blocks, attended by workgroups of
+    their own (``axrt_attention_decode_split_*``) and then combined
+    (``axrt_attention_combine_f32``): more workgroups for a GPU's decode at
+    small batches, within the f32 bound of the default kernels, not the
+    same bits (docs/kernels.md, "Split attention"); off by default until
+    its CUDA body has passed a GPU run.
     `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
@@ -609,9 +648,13 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
         raise UnsupportedModelError(f"--kv-cache-dtype {kv_cache_dtype!r} is not supported "
                                     f"(supported: {', '.join(KV_CACHE_DTYPES)})")
     for what, value in (("block_size", block_size), ("prefill_chunk", prefill_chunk),
-                        ("max_batch", max_batch), ("tensor_parallel", tensor_parallel)):
+                        ("max_batch", max_batch), ("tensor_parallel", tensor_parallel),
+                        ("attention_splits", attention_splits)):
         if int(value) < 1:
             raise ValueError(f"{what} must be at least 1, not {value}")
+    if int(attention_splits) > _MAX_ATTENTION_SPLITS:
+        raise ValueError(f"attention_splits must be at most {_MAX_ATTENTION_SPLITS} (a CUDA "
+                         f"grid's z count), not {attention_splits}")
     checkpoint = Checkpoint(hf_dir)
     config = from_hf_config(checkpoint.config, max_context=max_context)
     config.weights = weights
@@ -619,9 +662,18 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     config.kv_cache_dtype = kv_cache_dtype
     config.fused_kernels = bool(fused_kernels)
     config.decode_matmuls = bool(decode_matmuls)
+    config.tensor_core_matmuls = bool(tensor_core_matmuls)
+    config.split_attention = bool(split_attention)
+    config.attention_splits = int(attention_splits)
     if decode_matmuls and weights not in ("bf16", "int8"):
         raise UnsupportedModelError(f"--decode-matmuls needs --weights bf16 or int8, not "
                                     f"{weights} (the decode matmuls cover those so far)")
+    if tensor_core_matmuls and weights != "bf16":
+        raise UnsupportedModelError(f"--tensor-core-matmuls needs --weights bf16, not {weights} "
+                                    "(the tensor-core matmul covers bf16 weights so far)")
+    if tensor_core_matmuls and decode_matmuls:
+        raise UnsupportedModelError("--tensor-core-matmuls and --decode-matmuls both choose the "
+                                    "bf16 projections' kernel, for every step size; pass one")
     if kv_cache_dtype == "fp8_e4m3" and config.head_dim % _FP8_HEAD_DIM_MULTIPLE != 0:
         raise UnsupportedModelError(
             f"--kv-cache-dtype fp8_e4m3 needs a head size that is a multiple of "

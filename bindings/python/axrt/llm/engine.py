@@ -334,6 +334,10 @@ class Engine:
       ``axrt.UnavailableError`` (0: no limit).
     - `chunked_prefill`: split long prompts over several steps.
     - `prefix_caching`: share the KV blocks of identical prompt prefixes.
+    - `graph_max_batch`: decode steps of up to this many sequences replay
+      graphs captured per batch-size bucket (1, 2, 4, ... up to it): one
+      launch per step on a CUDA device instead of one per kernel, the same
+      tokens (0: off; docs/serving.md, "Graphs").
 
     One dispatcher thread delivers the events. :meth:`close` (or leaving a
     ``with`` block) cancels what is left and stops it.
@@ -343,7 +347,8 @@ class Engine:
                  devices: Optional[Sequence] = None, num_blocks: int = 0,
                  kv_cache_bytes: int = 0, max_step_tokens: int = 0, max_running: int = 0,
                  max_waiting: int = 0, chunked_prefill: bool = True,
-                 prefix_caching: bool = True, group_timeout: float = 60.0) -> None:
+                 prefix_caching: bool = True, group_timeout: float = 60.0,
+                 graph_max_batch: int = 0) -> None:
         group = None
         members = [None]
         if _is_loaded_model(model):
@@ -381,7 +386,8 @@ class Engine:
                                      max_running=int(max_running), max_waiting=int(max_waiting),
                                      chunked_prefill=bool(chunked_prefill),
                                      prefix_caching=bool(prefix_caching), group=group,
-                                     members=members if group is not None else None)
+                                     members=members if group is not None else None,
+                                     graph_max_batch=int(graph_max_batch))
         except BaseException:
             if group is not None:
                 group.close()

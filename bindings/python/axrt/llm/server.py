@@ -129,6 +129,8 @@ class _EngineCollector:
              "computed_tokens"),
             ("axrt_generated_tokens", "Tokens generated.", "generated_tokens"),
             ("axrt_engine_steps", "Steps the engine ran.", "steps"),
+            ("axrt_engine_graph_steps", "Of those, steps replayed from graphs "
+             "(--graph-max-batch).", "graph_steps"),
             ("axrt_preemptions", "Requests preempted to free KV blocks.", "preemptions"),
             ("axrt_requests_rejected", "Requests the engine refused (queue full, too long).",
              "requests_rejected"),
