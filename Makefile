@@ -13,7 +13,7 @@ FUZZ_DIR    ?= build/fuzz
 VENV        ?= build/venv
 # How long `make fuzz` runs the fuzzer, and the short run `make test` does.
 FUZZ_SECONDS       ?= 600
-FUZZ_SMOKE_SECONDS ?= 30
+FUZZ_SMOKE_SECONDS ?= 15
 CMAKE       ?= cmake
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -172,7 +172,7 @@ fuzz: fuzz-build build
 	SEEDS_TOOL=$(FUZZ_SEEDS_TOOL) ./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 fuzz-smoke: fuzz-build build
-	SEEDS_TOOL=$(FUZZ_SEEDS_TOOL) ./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS)
+	SEEDS_TOOL=$(FUZZ_SEEDS_TOOL) ./fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SMOKE_SECONDS) -fork=$(JOBS)
 
 .PHONY: bench-build bench-check bench-baseline
 
