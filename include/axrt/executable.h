@@ -461,7 +461,10 @@ typedef struct axrt_graph_info_t {
  * capture while a debugging mode of the environment (AXRT_CHECK_FINITE,
  * AXRT_DUMP_DIR) is on (FAILED_PRECONDITION: those check each call). A
  * driver that cannot make this call a graph of its own is not an error:
- * the graph then resubmits the commands (axrt_graph_info_t.native is 0). */
+ * the graph then resubmits the commands (axrt_graph_info_t.native is 0).
+ * The tensors and handles passed are borrowed for the call (the graph takes
+ * its own references); `*out_graph` is the caller's to release, and is NULL
+ * on failure. Thread-safe. */
 AXRT_API axrt_status_t axrt_function_capture(axrt_function_t function, axrt_stream_t stream,
                                              const axrt_tensor_t* inputs, size_t input_count,
                                              const axrt_tensor_t* outputs, size_t output_count,
@@ -475,10 +478,14 @@ AXRT_API axrt_status_t axrt_function_capture(axrt_function_t function, axrt_stre
  * fails the stream as a call's would. Thread-safe. */
 AXRT_API axrt_status_t axrt_graph_replay(axrt_graph_t graph);
 
+/* Fills `*out_info` (whose struct_size the caller sets). Thread-safe. */
 AXRT_API axrt_status_t axrt_graph_query_info(axrt_graph_t graph, axrt_graph_info_t* out_info);
 
+/* Reference counting, as for every handle: NULL, released and mistyped
+ * handles are ignored. Thread-safe. */
 AXRT_API void axrt_graph_retain(axrt_graph_t graph);
-/* Replays already queued still run: they hold the graph until done. */
+/* Replays already queued still run: they hold what the graph replays until
+ * done. */
 AXRT_API void axrt_graph_release(axrt_graph_t graph);
 
 #ifdef __cplusplus

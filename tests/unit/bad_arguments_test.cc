@@ -2574,7 +2574,13 @@ BAD_ARGUMENTS(axrt_function_invoke) {
 // shape, and one already released.
 struct WalkGraph {
   WalkGraph(const World& world, WalkExecutable& walk) {
-    EXPECT_OK(axrt_tensor_allocate(world.device, &kWalkDesc8, nullptr, &output));
+    // The shape of the walk's input: its output has the same.
+    const int64_t shape[] = {8};
+    axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
+    desc.dtype = AXRT_DTYPE_FLOAT32;
+    desc.rank = 1;
+    desc.shape = shape;
+    EXPECT_OK(axrt_tensor_allocate(world.device, &desc, nullptr, &output));
     axrt_tensor_t inputs[] = {walk.input};
     axrt_tensor_t outputs[] = {output};
     EXPECT_OK(axrt_function_capture(walk.function_handle, world.stream, inputs, 1, outputs, 1,
@@ -2587,9 +2593,6 @@ struct WalkGraph {
     axrt_graph_release(graph);
     axrt_tensor_release(output);
   }
-  static constexpr int64_t kEight[] = {8};
-  static constexpr axrt_tensor_desc_t kWalkDesc8 = {sizeof(axrt_tensor_desc_t), nullptr,
-                                                    AXRT_DTYPE_FLOAT32, 1, kEight, nullptr};
   axrt_tensor_t output = nullptr;
   axrt_graph_t graph = nullptr;
   axrt_graph_t stale = nullptr;
