@@ -259,24 +259,13 @@ axrt_status_t create_graph(Device* device, const CommandBatch& batch,
 axrt_status_t launch_graph(Stream* stream, DeviceGraph* graph, Ref<Object> keep) {
   auto* s = static_cast<CudaStream*>(stream);
   const auto* g = static_cast<const CudaGraph*>(graph);
-  AXRT_RETURN_IF_ERROR(begin_work(s));
-  ContextScope scope(s->cuda_device());
-  s->reap(false);
-  const trace::OpStamp stamp = trace::stamp(s->trace_track);
   // `keep` may hold the last reference to the graph's owner (and so to
-  // streams): it is let go, if not handed to the stream, only once no lock
-  // is held: here after the locks below, held work by HeldDone.
-  HeldDone done;
-  std::lock_guard<std::mutex> order(s->order_mutex);
-  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) {
-    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
-    return fail_with(s, issue_replay(s, *g, &keep, stamp));
-  }
-  return hold(s, make_held(sequence, [s, g, keep = std::move(keep),
-                                      stamp](Disposition how) mutable -> axrt_status_t {
+  // streams): queue_in_order lets it go, if not handed to the stream, only
+  // once no lock is held.
+  return queue_in_order<true>(s, [s, g, keep = std::move(keep)](
+                                     Disposition how, const trace::OpStamp& stamp) mutable {
     return how == Disposition::kIssue ? issue_replay(s, *g, &keep, stamp) : nullptr;
-  }));
+  });
 }
 
 }  // namespace axrt::cuda

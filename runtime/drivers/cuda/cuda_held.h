@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/drivers/cuda/cuda_driver.h"
+#include "trace/trace.h"
 
 namespace axrt::cuda {
 
@@ -164,6 +165,36 @@ void run_abandoned_calls(CudaStream* stream);
 bool ready(CudaStream* s, HeldDone* done);
 // Under s->order_mutex: queues `op` behind the work the stream holds.
 axrt_status_t hold(CudaStream* s, std::unique_ptr<HeldOp> op);
+// The steps every queued operation of a stream takes (copies, fills and
+// batches in cuda_stream.cc, graph launches in cuda_graph.cc): begin_work();
+// under the stream's context, finished work reaped and the operation
+// stamped; then, under order_mutex, `work(Disposition::kIssue, stamp)` at
+// once when ready() lets it go (after failed_meanwhile()), else `work` held
+// behind what the stream holds, called with its disposition when drained.
+// With kFailsStream an error issuing at once fails the stream from then on,
+// as held work's does. What `work` owns is let go only once no lock is held
+// (the held work a drain finished goes with `done`, declared before the
+// lock; `work` itself is a parameter, destroyed after every local).
+template <bool kFailsStream, class Work>
+axrt_status_t queue_in_order(CudaStream* s, Work work) {
+  AXRT_RETURN_IF_ERROR(begin_work(s));
+  ContextScope scope(s->cuda_device());
+  s->reap(false);
+  const trace::OpStamp stamp = trace::stamp(s->trace_track);
+  HeldDone done;
+  std::lock_guard<std::mutex> order(s->order_mutex);
+  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (ready(s, &done)) {
+    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
+    axrt_status_t status = work(Disposition::kIssue, stamp);
+    if constexpr (kFailsStream) status = fail_with(s, status);
+    return status;
+  }
+  return hold(s, make_held(sequence, [work = std::move(work), stamp](Disposition how) mutable {
+    return work(how, stamp);
+  }));
+}
+
 // Under s->order_mutex: hands held work to CUDA in order, as far as it may
 // go: up to a host function that may fail the stream and has not run yet, or
 // up to a wait for a record that another stream still holds back (the

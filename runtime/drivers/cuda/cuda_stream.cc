@@ -303,24 +303,13 @@ axrt_status_t issue_copy(CudaStream* s, const CopyCommand& copy, std::vector<Ref
 
 axrt_status_t stream_copy(Stream* stream, const CopyCommand& copy) {
   CudaStream* s = cuda(stream);
-  AXRT_RETURN_IF_ERROR(begin_work(s));
-  ContextScope scope(s->cuda_device());
-  s->reap(false);
-  const trace::OpStamp stamp = trace::stamp(s->trace_track);
   std::vector<Ref<Object>> keep;
   if (copy.src.buffer) keep.emplace_back(copy.src.buffer);
   if (copy.dst.buffer) keep.emplace_back(copy.dst.buffer);
-  HeldDone done;
-  std::lock_guard<std::mutex> order(s->order_mutex);
-  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) {
-    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
-    return issue_copy(s, copy, std::move(keep), stamp);
-  }
-  return hold(s, make_held(sequence, [s, copy, keep = std::move(keep), stamp](
-                                         Disposition how) mutable -> axrt_status_t {
+  return queue_in_order<false>(s, [s, copy, keep = std::move(keep)](
+                                      Disposition how, const trace::OpStamp& stamp) mutable {
     return how == Disposition::kIssue ? issue_copy(s, copy, std::move(keep), stamp) : nullptr;
-  }));
+  });
 }
 
 // A copy with memory of another CUDA device (StreamVtable::copy_peer): this
@@ -355,23 +344,12 @@ axrt_status_t issue_fill(CudaStream* s, Ref<Buffer> buffer, uint64_t offset, uin
 axrt_status_t stream_fill(Stream* stream, Buffer* buffer, uint64_t offset, uint64_t length,
                           uint64_t pattern, uint32_t pattern_size) {
   CudaStream* s = cuda(stream);
-  AXRT_RETURN_IF_ERROR(begin_work(s));
-  ContextScope scope(s->cuda_device());
-  s->reap(false);
-  const trace::OpStamp stamp = trace::stamp(s->trace_track);
-  Ref<Buffer> target(buffer);
-  HeldDone done;
-  std::lock_guard<std::mutex> order(s->order_mutex);
-  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) {
-    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
-    return issue_fill(s, std::move(target), offset, length, pattern, pattern_size, stamp);
-  }
-  return hold(s, make_held(sequence, [=, target = std::move(target)](
-                                         Disposition how) mutable -> axrt_status_t {
+  return queue_in_order<false>(s, [=, target = Ref<Buffer>(buffer)](
+                                      Disposition how, const trace::OpStamp& stamp) mutable
+                                      -> axrt_status_t {
     if (how != Disposition::kIssue) return nullptr;
     return issue_fill(s, std::move(target), offset, length, pattern, pattern_size, stamp);
-  }));
+  });
 }
 
 axrt_status_t issue_host_func(CudaStream* s, axrt_host_func_t func, void* user_data,
@@ -795,23 +773,13 @@ axrt_status_t issue_batch(CudaStream* s, CommandBatchPtr batch, const trace::OpS
 
 axrt_status_t stream_submit_batch(Stream* stream, CommandBatchPtr batch) {
   CudaStream* s = cuda(stream);
-  AXRT_RETURN_IF_ERROR(begin_work(s));
-  ContextScope scope(s->cuda_device());
-  s->reap(false);
-  const trace::OpStamp stamp = trace::stamp(s->trace_track);
-  HeldDone done;
-  std::lock_guard<std::mutex> order(s->order_mutex);
-  const uint64_t sequence = s->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (ready(s, &done)) {
-    AXRT_RETURN_IF_ERROR(failed_meanwhile(s, sequence));
-    return fail_with(s, issue_batch(s, std::move(batch), stamp));
-  }
-  return hold(s, make_held(sequence, [s, batch = std::move(batch),
-                                      stamp](Disposition how) mutable -> axrt_status_t {
+  return queue_in_order<true>(s, [s, batch = std::move(batch)](
+                                     Disposition how, const trace::OpStamp& stamp) mutable
+                                     -> axrt_status_t {
     if (how == Disposition::kIssue) return issue_batch(s, std::move(batch), stamp);
     return_arena(s, *batch);
     return nullptr;
-  }));
+  });
 }
 
 axrt_status_t stream_synchronize(Stream* stream) {
