@@ -12,7 +12,8 @@ temporary folder, removed at the end): about 2.2 GB for the checkpoint and as mu
 per converted precision at TinyLlama's shape.
 
 A variant is a weight precision, with `+decode` (the decode matmuls), `+fused` (the fused
-kernels), `+split` (split-K decode attention), `+tc` (the tensor-core matmul), `+kv-bf16` or
+kernels), `+split` (split-K decode attention), `+tc` (the tensor-core matmuls), `+flash`
+(flash attention), `+kv-bf16` or
 `+kv-fp8_e4m3` (the KV cache's element type) and `+graphs` (decode steps of up to 64
 sequences replayed from graphs, graph_max_batch=64) where wanted: what is not yet the
 default, timed beside the defaults. A variant that fails is recorded with its error, and the
@@ -272,6 +273,7 @@ def time_variant(work: Path, variant: str, shape: dict, device, bandwidth: float
                      decode_matmuls="decode" in options, fused_kernels="fused" in options,
                      split_attention="split" in options,
                      tensor_core_matmuls="tc" in options,
+                     flash_attention="flash" in options,
                      kv_cache_dtype=next((o[len("kv-"):] for o in options
                                           if o.startswith("kv-")), "f32"))
     convert_s = time.perf_counter() - start
@@ -294,8 +296,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--shape", default="tinyllama", choices=sorted(SHAPES))
-    parser.add_argument("--variants", default="bf16,bf16+decode+fused,bf16+decode+fused+graphs,"
-                        "bf16+decode+fused+split,bf16+tc+fused,bf16+kv-fp8_e4m3,int4")
+    # The defaults first, then each opt-in path, most wanted first: a step cut short by
+    # its time limit keeps the variants it finished.
+    parser.add_argument("--variants", default="bf16,int4,fp8,bf16+decode+fused+graphs,"
+                        "int4+decode+fused+graphs,fp8+decode+fused+graphs,bf16+tc+flash+fused,"
+                        "bf16+decode+fused+split,int8+tc+flash,int4+tc+flash,"
+                        "bf16+kv-fp8_e4m3,bf16+decode+fused")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
 

@@ -204,6 +204,8 @@ const axrt_axe_quant_layout_t kGptqV1 =
     Int4Layout("gptq.int4.g128", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 1);
 const axrt_axe_quant_layout_t kFp8PerTensor = Fp8Layout("fp8.e4m3fn.per_tensor", kWholeTensorBlock);
 const axrt_axe_quant_layout_t kFp8B128 = Fp8Layout("fp8.e4m3fn.b128x128", kBlock128x128);
+const axrt_axe_quant_layout_t kFp8PerChannel =
+    Fp8Layout("fp8.e4m3fn.per_channel", kPerChannelBlock);
 
 // ---------------------------------------------------------------------------
 // Packers
@@ -453,30 +455,118 @@ KernelCase MatmulBf16(bool decode = false) {
   return c;
 }
 
-// axrt_matmul_bf16_tc_f32 (docs/kernels.md, "Tensor-core matmul"), on its
-// grid of 128 x 128 tiles: the reference rounds x to bf16 (nearest even)
-// first, as the kernel does. M, N and K (a multiple of 8, not of the
-// kernel's K tile of 32) each end inside a tile.
-KernelCase MatmulBf16TensorCore() {
-  const uint64_t M = 130, N = 136, K = 40;
-  const uint32_t seed = 37;
+// axrt_matmul_bf16_f32_decode_silu: the rows of w are 4 gate rows, then
+// their 4 up rows, a block of 8; act [M, N / 2] = silu(gate) * up. The
+// reference is that of the double matmul; the bound is axrt_silu_mul_f32's
+// plus each factor's matmul bound carried through (|silu'| < 1.1).
+KernelCase MatmulBf16DecodeSilu() {
+  const uint64_t M = 21, N = 72, K = 40, cols = N / 2;
+  const uint32_t seed = 38;
   const Bf16Weights weights = RandomBf16Weights(N, K, 36);
-  KernelCase c = MatmulCase("axrt_matmul_bf16_tc_f32", M, N, K, {InputBuffer(BytesOf(weights.w))},
-                            weights.widened, {}, seed);
+  KernelCase c = MatmulCase("axrt_matmul_bf16_f32_decode_silu", M, N, K,
+                            {InputBuffer(BytesOf(weights.w))}, weights.widened, {}, seed);
+  c.grid = {CeilDiv(N, 8), CeilDiv(M, 16), 1};
+  c.buffers.back() = OutputBuffer(M * cols * sizeof(float));
+  // MatmulCase's x and bias.
+  const MatmulReference h =
+      Matmul(RandomFloats(M * K, seed), weights.widened, RandomFloats(N, seed + 1), M, N, K);
+  std::vector<double> want(M * cols), bound(M * cols);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t j = 0; j < cols; ++j) {
+      const uint64_t gate = m * N + 8 * (j / 4) + j % 4, up = gate + 4;
+      const double g = h.y[gate], u = h.y[up];
+      want[m * cols + j] = Silu(g) * u;
+      bound[m * cols + j] = 1.1e-5 * std::fabs(Silu(g) * u) + 1e-6 * std::fabs(u) +
+                            1.1 * h.bound[gate] * (std::fabs(u) + h.bound[up]) +
+                            std::fabs(Silu(g)) * h.bound[up];
+    }
+  }
+  c.check = [want, bound](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), want, bound, "axrt_matmul_bf16_f32_decode_silu");
+  };
+  return c;
+}
+
+// `v` rounded to bf16 (nearest even) and widened back, as the tensor-core
+// matmuls stage their operands.
+float Bf16Rounded(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// A tensor-core matmul (docs/kernels.md, "Tensor-core matmul") on its grid
+// of 128 x 128 tiles, its weights `weights`, whose values as the kernel
+// multiplies them (after its own rounding) are `w` [K, N]: the reference
+// rounds x to bf16 first, as the kernel does. M, N and K each end inside a
+// tile.
+KernelCase MatmulTensorCore(const std::string& kernel, uint64_t M, uint64_t N, uint64_t K,
+                            std::vector<CaseBuffer> weights, const std::vector<double>& w,
+                            std::vector<uint64_t> extra, uint32_t seed) {
+  KernelCase c = MatmulCase(kernel, M, N, K, std::move(weights), w, std::move(extra), seed);
   c.grid = {CeilDiv(N, 128), CeilDiv(M, 128), 1};
   std::vector<float> x = RandomFloats(M * K, seed);  // MatmulCase's x and bias
   const std::vector<float> bias = RandomFloats(N, seed + 1);
-  for (float& v : x) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-    std::memcpy(&v, &bits, sizeof v);
-  }
-  const MatmulReference ref = Matmul(x, weights.widened, bias, M, N, K);
-  c.check = [ref](std::span<const std::vector<uint8_t>> buffers) {
-    CheckNear(ValuesOf<float>(buffers.back()), ref.y, ref.bound, "axrt_matmul_bf16_tc_f32");
+  for (float& v : x) v = Bf16Rounded(v);
+  const MatmulReference ref = Matmul(x, w, bias, M, N, K);
+  c.check = [ref, kernel](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), ref.y, ref.bound, kernel);
   };
   return c;
+}
+
+// axrt_matmul_bf16_tc_f32: K a multiple of 8, not of the kernel's K tile of
+// 32.
+KernelCase MatmulBf16TensorCore() {
+  const Bf16Weights weights = RandomBf16Weights(136, 40, 36);
+  return MatmulTensorCore("axrt_matmul_bf16_tc_f32", 130, 136, 40,
+                          {InputBuffer(BytesOf(weights.w))}, weights.widened, {}, 37);
+}
+
+// axrt_matmul_int8_pc_tc_f32: the codes are exact in bf16, the column's
+// scale comes after the sum.
+KernelCase MatmulInt8TensorCore() {
+  const uint64_t M = 130, N = 136, K = 40;
+  const std::vector<int> codes = RandomInts(N * K, 61, -127, 127);
+  const std::vector<float> scale = RandomFloats(N, 62, 0.005f, 0.02f);
+  std::vector<int8_t> w(N * K);
+  std::vector<double> dequantized(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) {
+      w[n * K + k] = static_cast<int8_t>(codes[n * K + k]);
+      dequantized[k * N + n] = codes[n * K + k] * double{scale[n]};
+    }
+  }
+  return MatmulTensorCore(
+      "axrt_matmul_int8_pc_tc_f32", M, N, K,
+      {InputBuffer(BytesOf(w), &kInt8PerChannel), InputBuffer(BytesOf(scale))}, dequantized, {},
+      63);
+}
+
+// axrt_matmul_awq_int4_tc_f32: each weight (q - z) s (exact in f32) rounded
+// to bf16 as it is staged; two groups of 128.
+KernelCase MatmulAwqInt4TensorCore() {
+  const uint64_t M = 130, N = 136, K = 256, group = 128, groups = K / group;
+  const std::vector<int> q = RandomInts(K * N, 64, 0, 15);
+  const std::vector<int> z = RandomInts(groups * N, 65, 0, 15);
+  const std::vector<int> s = RandomInts(groups * N, 66, 0, 7);
+  const PackedInt4 packed = PackInt4(Int4Format::kAwq, q, z, K, N, groups);
+  std::vector<uint16_t> scales(groups * N);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = HalfScaleBits(s[i]);
+  std::vector<double> rounded(K * N);
+  for (uint64_t k = 0; k < K; ++k) {
+    for (uint64_t n = 0; n < N; ++n) {
+      const uint64_t g = k / group;
+      const double w = (q[k * N + n] - z[g * N + n]) * HalfScaleValue(s[g * N + n]);
+      rounded[k * N + n] = Bf16Rounded(static_cast<float>(w));
+    }
+  }
+  return MatmulTensorCore("axrt_matmul_awq_int4_tc_f32", M, N, K,
+                          {InputBuffer(BytesOf(packed.qweight), &kAwq),
+                           InputBuffer(BytesOf(scales)), InputBuffer(BytesOf(packed.qzeros))},
+                          rounded, {group}, 67);
 }
 
 // `decode`: axrt_matmul_int8_pc_f32_decode, on its grid of 8 columns by 16 rows.
@@ -500,8 +590,9 @@ KernelCase MatmulInt8(bool decode = false) {
   return c;
 }
 
+// `decode_cols` > 0: on a decode grid of that many columns by 16 rows.
 KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
-                      const axrt_axe_quant_layout_t* layout) {
+                      const axrt_axe_quant_layout_t* layout, uint64_t decode_cols = 0) {
   const uint64_t M = 5, N = 72, K = 256, group = 128, groups = K / group;
   const std::vector<int> q = RandomInts(K * N, 51, 0, 15);
   // GPTQ v1 stores z - 1, so its zero points start at 1.
@@ -517,10 +608,12 @@ KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
       dequantized[k * N + n] = (q[k * N + n] - z[g * N + n]) * HalfScaleValue(s[g * N + n]);
     }
   }
-  return MatmulCase(kernel, M, N, K,
-                    {InputBuffer(BytesOf(packed.qweight), layout), InputBuffer(BytesOf(scales)),
-                     InputBuffer(BytesOf(packed.qzeros))},
-                    dequantized, {group}, 54);
+  KernelCase c = MatmulCase(kernel, M, N, K,
+                            {InputBuffer(BytesOf(packed.qweight), layout),
+                             InputBuffer(BytesOf(scales)), InputBuffer(BytesOf(packed.qzeros))},
+                            dequantized, {group}, 54);
+  if (decode_cols != 0) c.grid = {CeilDiv(N, decode_cols), CeilDiv(M, 16), 1};
+  return c;
 }
 
 // GPTQ v2 weights times x quantized to int8 per group. The reference
@@ -615,6 +708,31 @@ KernelCase MatmulFp8(const std::string& kernel, uint64_t M, uint64_t N, uint64_t
   }
   return MatmulCase(kernel, M, N, K, {InputBuffer(BytesOf(w), layout), InputBuffer(BytesOf(scale))},
                     dequantized, {block, block}, 63);
+}
+
+// fp8 e4m3fn [N, K] with a scale per output channel; `decode`:
+// axrt_matmul_fp8_e4m3_pc_f32_decode, on its grid of 8 columns by 16 rows.
+KernelCase MatmulFp8PerChannel(bool decode) {
+  const uint64_t M = 67, N = 72, K = 40;
+  std::vector<int> codes = RandomInts(N * K, 64, 0, 253);
+  std::vector<uint8_t> w(N * K);
+  for (size_t i = 0; i < w.size(); ++i) {
+    // Skip the NaN codes 0x7f and 0xff.
+    w[i] = static_cast<uint8_t>(codes[i] >= 0x7f ? codes[i] + 1 : codes[i]);
+  }
+  const std::vector<float> scale = RandomFloats(N, 65, 0.005f, 0.02f);
+  std::vector<double> dequantized(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) {
+      dequantized[k * N + n] = E4m3Value(w[n * K + k]) * double{scale[n]};
+    }
+  }
+  KernelCase c = MatmulCase(
+      decode ? "axrt_matmul_fp8_e4m3_pc_f32_decode" : "axrt_matmul_fp8_e4m3_pc_f32", M, N, K,
+      {InputBuffer(BytesOf(w), &kFp8PerChannel), InputBuffer(BytesOf(scale))}, dequantized, {},
+      66);
+  if (decode) c.grid = {CeilDiv(N, 8), CeilDiv(M, 16), 1};
+  return c;
 }
 
 // ---------------------------------------------------------------------------
@@ -1150,6 +1268,75 @@ KernelCase AttentionLow(LowKv kind) {
   return c;
 }
 
+// Flash attention (docs/kernels.md, "Flash attention"): a prefill chunk of 17
+// tokens at positions 3..19 of one sequence (two workgroups, the second of
+// one token) and three decode tokens at positions 0, 9, 22 of others, a
+// block-table row a token, over an f32 cache or one of random bf16 or fp8
+// contents. Against double over bf16(q) and the keys and values as the
+// kernel reads them (an f32 cache's rounded to bf16): within 2^-8 sum_j w_j
+// |v_j| plus the f32 attention bound, taken here as the f32 bound times
+// 1 + 2^-8 / 1e-5, which covers it.
+KernelCase AttentionFlash(std::optional<LowKv> kind) {
+  LowLayout layout{PagedShape{}, kind.value_or(LowKv::kBf16)};
+  PagedShape& s = layout.s;
+  s.head_dim = 16;
+  const uint64_t rows = 20;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const std::vector<float> qkv = RandomFloats(rows * s.row_stride(), 171, -2.0f, 2.0f);
+  std::vector<int32_t> positions;
+  for (int32_t t = 0; t < 17; ++t) positions.push_back(3 + t);
+  for (const int32_t p : {0, 9, 22}) positions.push_back(p);
+  const std::vector<int32_t> sequences = BlockTables(s, 4, 172);
+  std::vector<int32_t> tables;
+  for (uint64_t t = 0; t < rows; ++t) {
+    const uint64_t sequence = t < 17 ? 0 : t - 16;
+    tables.insert(tables.end(), sequences.begin() + sequence * s.max_blocks,
+                  sequences.begin() + (sequence + 1) * s.max_blocks);
+  }
+  const auto bf16 = [](float x) {
+    const uint32_t bits = uint32_t{Bf16Nearest(x)} << 16;
+    float widened;
+    std::memcpy(&widened, &bits, 4);
+    return widened;
+  };
+  std::vector<uint8_t> bytes;
+  std::vector<float> read;
+  if (kind) {
+    LowCache cache = RandomLowCache(layout, 173);
+    bytes = std::move(cache.bytes);
+    read = std::move(cache.values);
+  } else {
+    const std::vector<float> cache = RandomFloats(s.cache_size(), 173, -2.0f, 2.0f);
+    bytes = BytesOf(cache);
+    read = cache;
+    for (float& x : read) x = bf16(x);
+  }
+  std::vector<float> rounded_q = qkv;
+  for (float& x : rounded_q) x = bf16(x);
+  KernelCase c;
+  c.kernel = !kind                  ? "axrt_attention_flash_f32"
+             : *kind == LowKv::kBf16 ? "axrt_attention_flash_kv_bf16"
+                                     : "axrt_attention_flash_kv_fp8_e4m3";
+  c.description = "17 tokens at positions 3..19 and 3 at 0, 9, 22, 4 heads over 2 KV heads of 16";
+  c.grid = {CeilDiv(rows, 16), static_cast<uint32_t>(s.kv_heads), 1};
+  const uint64_t width = s.heads * s.head_dim;
+  c.buffers = {InputBuffer(BytesOf(qkv)), InputBuffer(BytesOf(positions)),
+               InputBuffer(BytesOf(tables)), InputBuffer(bytes), OutputBuffer(rows * width * 4)};
+  c.scalars = {rows,         s.heads,      s.kv_heads,   s.head_dim,     s.layer,
+               s.num_blocks, s.block_size, s.max_blocks, s.row_stride(), F32Bits(scale)};
+  std::vector<double> want(rows * width), bound(rows * width);
+  for (uint64_t r = 0; r < rows; ++r) {
+    AttentionReference(s, rounded_q, read, tables, r, r, static_cast<uint64_t>(positions[r]),
+                       scale, &want[r * width], &bound[r * width]);
+  }
+  for (double& b : bound) b *= 1.0 + 0x1p-8 / 1e-5;
+  const std::string name = c.kernel;
+  c.check = [want, bound, name](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers[4]), want, bound, name);
+  };
+  return c;
+}
+
 // Split decode (docs/kernels.md, "Split attention"): three sequences at
 // positions 0, 9 and 22 in 3 chunks each (chunks of 4, 4 and 8 positions:
 // empty chunks, and one ending mid-block), over an f32 cache or one of
@@ -1391,17 +1578,24 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(MatmulF32Nk());
   cases.push_back(MatmulBf16());
   cases.push_back(MatmulBf16(/*decode=*/true));
+  cases.push_back(MatmulBf16DecodeSilu());
   cases.push_back(MatmulBf16TensorCore());
+  cases.push_back(MatmulInt8TensorCore());
+  cases.push_back(MatmulAwqInt4TensorCore());
   cases.push_back(MatmulInt8());
   cases.push_back(MatmulInt8(/*decode=*/true));
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2));
+  cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32_decode", Int4Format::kGptqV2, &kGptqV2,
+                             /*decode_cols=*/16));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_v1_int4_f32", Int4Format::kGptqV1, &kGptqV1));
   cases.push_back(MatmulInt4Q8());
   // Per tensor: one scale. 128 x 128 blocks: N and K past one block, so the
   // scale grid is [2, 2] and both edges are partial.
   cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_f32", 67, 72, 40, 0, &kFp8PerTensor));
   cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_b128_f32", 5, 136, 200, 128, &kFp8B128));
+  cases.push_back(MatmulFp8PerChannel(/*decode=*/false));
+  cases.push_back(MatmulFp8PerChannel(/*decode=*/true));
   cases.push_back(Embedding(false));
   cases.push_back(Embedding(true));
   cases.push_back(Rope());
@@ -1417,6 +1611,9 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(AttentionSplit(LowKv::kBf16));
   cases.push_back(AttentionSplit(LowKv::kFp8));
   cases.push_back(AttentionCombine());
+  cases.push_back(AttentionFlash(std::nullopt));
+  cases.push_back(AttentionFlash(LowKv::kBf16));
+  cases.push_back(AttentionFlash(LowKv::kFp8));
   cases.push_back(RopeKvCacheWrite(std::nullopt));
   cases.push_back(RopeKvCacheWrite(LowKv::kBf16));
   cases.push_back(RopeKvCacheWrite(LowKv::kFp8));

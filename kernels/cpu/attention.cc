@@ -23,6 +23,7 @@
 #include <limits>
 #include <utility>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/transformer_simd.h"
@@ -413,6 +414,18 @@ struct AttendBody {
 };
 
 }  // namespace
+
+axrt_kernel_result_t check_attention_shapes(kv::Kind kind, const AttentionArgs* a,
+                                            const axrt_kernel_workgroup_t* workgroup) {
+  return check_shapes(kind, a, workgroup);
+}
+
+axrt_kernel_result_t check_attention_sequence(const AttentionArgs* a, const int32_t* table,
+                                              int64_t last, const char* what, uint64_t index,
+                                              const axrt_kernel_workgroup_t* workgroup) {
+  return check_sequence(a, table, last, what, index, workgroup);
+}
+
 }  // namespace axrt::kernels::cpu
 
 using namespace axrt::kernels::cpu;

@@ -125,6 +125,19 @@ struct MatmulInt8Args {
 };
 static_assert(sizeof(MatmulInt8Args) == 64);
 
+// w fp8 e4m3fn [N, K], scale f32 [N, 1].
+struct MatmulFp8PcArgs {
+  const float* x;
+  const uint8_t* w;
+  const float* scale;
+  const float* bias;
+  float* y;
+  uint64_t M;
+  uint64_t N;
+  uint64_t K;
+};
+static_assert(sizeof(MatmulFp8PcArgs) == 64);
+
 // AWQ and GPTQ (v1, v2) int4: qweight u32, scales f16 [K/g, N], qzeros u32
 // [K/g, N/8].
 struct MatmulInt4Args {
@@ -250,7 +263,8 @@ struct RopeKvCacheWriteArgs {
 static_assert(sizeof(RopeKvCacheWriteArgs) == 136);
 
 // Prefill (`count` = T, one block table) and decode (`count` = B, a block
-// table per sequence) take the same block.
+// table per sequence) take the same block, and so does flash attention
+// (`count` = T, a block table per token; docs/kernels.md, "Flash attention").
 struct AttentionArgs {
   const float* qkv;
   const int32_t* positions;
@@ -339,9 +353,27 @@ axrt_kernel_result_t axrt_matmul_bf16_f32_decode(const void* args,
 axrt_kernel_result_t axrt_matmul_bf16_tc_f32(const void* args,
                                              const axrt_kernel_dispatch_t* dispatch,
                                              const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_int8_pc_tc_f32(const void* args,
+                                                const axrt_kernel_dispatch_t* dispatch,
+                                                const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_awq_int4_tc_f32(const void* args,
+                                                 const axrt_kernel_dispatch_t* dispatch,
+                                                 const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_bf16_f32_decode_silu(const void* args,
+                                                      const axrt_kernel_dispatch_t* dispatch,
+                                                      const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_int8_pc_f32_decode(const void* args,
                                                     const axrt_kernel_dispatch_t* dispatch,
                                                     const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_fp8_e4m3_pc_f32(const void* args,
+                                                 const axrt_kernel_dispatch_t* dispatch,
+                                                 const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_fp8_e4m3_pc_f32_decode(const void* args,
+                                                        const axrt_kernel_dispatch_t* dispatch,
+                                                        const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_f32_decode(const void* args,
+                                                      const axrt_kernel_dispatch_t* dispatch,
+                                                      const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_f32_nk(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                         const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,
@@ -405,6 +437,15 @@ axrt_kernel_result_t axrt_attention_decode_kv_bf16(const void* args,
 axrt_kernel_result_t axrt_attention_decode_kv_fp8_e4m3(const void* args,
                                                        const axrt_kernel_dispatch_t* dispatch,
                                                        const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_flash_f32(const void* args,
+                                              const axrt_kernel_dispatch_t* dispatch,
+                                              const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_flash_kv_bf16(const void* args,
+                                                  const axrt_kernel_dispatch_t* dispatch,
+                                                  const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_attention_flash_kv_fp8_e4m3(const void* args,
+                                                      const axrt_kernel_dispatch_t* dispatch,
+                                                      const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_attention_decode_split_f32(const void* args,
                                                      const axrt_kernel_dispatch_t* dispatch,
                                                      const axrt_kernel_workgroup_t* workgroup);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matmul_tuning.h"
+#include "kernels/cpu/silu_mul.h"
 #include "kernels/cpu/skinny_matmul.h"
 
 namespace axrt::kernels::cpu {
@@ -130,6 +131,38 @@ extern "C" axrt_kernel_result_t axrt_matmul_bf16_f32(const void* args,
 extern "C" axrt_kernel_result_t axrt_matmul_bf16_f32_decode(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
   return run_matmul_nk<MatmulBf16Args, true>(args, workgroup);
+}
+
+// The decode matmul with the gated SiLU in its epilogue (docs/kernels.md,
+// "Decode matmuls"): workgroup j's 8 columns are 4 gate rows and their 4 up
+// rows, computed as axrt_matmul_bf16_f32_decode computes them (a column's
+// products do not depend on the others), then act[m][4 j + i] as
+// axrt_silu_mul_f32 computes it for that column of a row of N / 2.
+extern "C" axrt_kernel_result_t axrt_matmul_bf16_f32_decode_silu(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const MatmulBf16Args*>(args);
+  if (a->N % kDecodeCols != 0) {
+    return invalid_argument(workgroup,
+                            "axrt_matmul_bf16_f32_decode_silu: N = %" PRIu64
+                            " is not a multiple of 8 (4 gate and 4 up rows a workgroup)",
+                            a->N);
+  }
+  Tile tile;
+  if (!locate_decode_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
+  float h[kDecodeRows * kDecodeCols];
+  const MatmulBf16Args part{a->x + tile.m0 * a->K, a->w + tile.n0 * a->K, a->bias + tile.n0,
+                            h, static_cast<uint64_t>(tile.rows), kDecodeCols, a->K};
+  Tile local = tile;
+  local.m0 = 0;
+  local.n0 = 0;
+  run_matmul_isa<MatmulNkBody>(matmul_isa(), &part, &local, &tile_scratch());
+  const uint64_t half = kDecodeCols / 2;
+  const uint64_t cols = a->N / 2;
+  for (int r = 0; r < tile.rows; ++r) {
+    silu_mul_columns(h + r * kDecodeCols, h + r * kDecodeCols + half,
+                     a->y + (tile.m0 + r) * cols + tile.n0 / 2, tile.n0 / 2, half, cols);
+  }
+  return AXRT_KERNEL_OK;
 }
 
 extern "C" axrt_kernel_result_t axrt_matmul_f32_nk(const void* args, const axrt_kernel_dispatch_t*,

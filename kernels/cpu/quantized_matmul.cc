@@ -1,6 +1,6 @@
-// The quantized matmuls. int8 takes the dot products of skinny_matmul.h for
-// every tile, widening the weights in registers (batch-invariant, as
-// matmul.cc's [N, K] kinds). int4 tiles decode rows in registers (up to 4
+// The quantized matmuls. int8 and fp8 per channel take the dot products of
+// skinny_matmul.h for every tile, widening the weights in registers
+// (batch-invariant, as matmul.cc's [N, K] kinds). int4 tiles decode rows in registers (up to 4
 // rows, Int4Rows::fused) or, whatever their row count, into a small panel
 // for the k-major engine of skinny_matmul.h: one running sum per output
 // over K either way, so they are batch-invariant too. fp8 tiles dequantise
@@ -33,6 +33,20 @@ struct MatmulInt8Body {
                                   TileScratch* scratch) {
     for (int n = 0; n < tile->cols; ++n) scratch->column_scale[n] = args->scale[tile->n0 + n];
     skinny_nmajor_tile<kLanes>(args->x, args->w, args->K, *tile, *scratch);
+    store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/true);
+  }
+};
+
+// fp8 e4m3fn per output channel: W[k][n] = e4m3(w[n][k]) x scale[n]. As
+// int8: the dot products take the codes' values (exact in f32), then the
+// scale once per output.
+struct MatmulFp8PcBody {
+  template <int kLanes>
+  AXRT_CPU_INLINE static void run(const MatmulFp8PcArgs* args, const Tile* tile,
+                                  TileScratch* scratch) {
+    for (int n = 0; n < tile->cols; ++n) scratch->column_scale[n] = args->scale[tile->n0 + n];
+    skinny_nmajor_tile<kLanes>(args->x, reinterpret_cast<const E4m3*>(args->w), args->K, *tile,
+                               *scratch);
     store_tile(*tile, *scratch, args->bias, args->y, args->N, /*scaled=*/true);
   }
 };
@@ -269,17 +283,26 @@ struct MatmulInt4Body {
   }
 };
 
+// The int4 decode matmul's grid (docs/kernels.md, "Decode matmuls"):
+// workgroup (j, i) has columns [16 j, 16 j + 16), rows [16 i, 16 i + 16).
+constexpr uint64_t kInt4DecodeCols = 16;
+
+// `decode`: on the decode grid, where GPTQ's groups must also be whole
+// words (group_size % 8 == 0), as the CUDA body needs.
 template <Int4Format kFormat>
 axrt_kernel_result_t matmul_int4(const char* name, const void* raw_args,
-                                 const axrt_kernel_workgroup_t* workgroup) {
+                                 const axrt_kernel_workgroup_t* workgroup, bool decode = false) {
   const auto* args = static_cast<const MatmulInt4Args*>(raw_args);
   if (const axrt_kernel_result_t r = check_int4_shape(
-          name, *args, /*group_multiple_of_8=*/false,
+          name, *args, /*group_multiple_of_8=*/decode,
           /*k_multiple_of_8=*/kFormat != Int4Format::kAwq, workgroup)) {
     return r;
   }
   Tile tile;
-  if (!locate_tile(workgroup, args->M, args->N, &tile)) return AXRT_KERNEL_OK;
+  const bool located = decode ? locate_tile(workgroup, args->M, args->N, kInt4DecodeCols,
+                                            kDecodeRows, &tile)
+                              : locate_tile(workgroup, args->M, args->N, &tile);
+  if (!located) return AXRT_KERNEL_OK;
   const MatmulIsa isa = matmul_isa();
   run_matmul_isa<MatmulInt4Body<kFormat>>(isa, args, &tile, &tile_scratch(), &matmul_tuning(isa));
   return AXRT_KERNEL_OK;
@@ -369,6 +392,26 @@ extern "C" axrt_kernel_result_t axrt_matmul_int8_pc_f32_decode(
   return AXRT_KERNEL_OK;
 }
 
+// fp8 e4m3fn per output channel, and the same on the decode grid (8
+// columns by 16 rows a workgroup): the same bits.
+extern "C" axrt_kernel_result_t axrt_matmul_fp8_e4m3_pc_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const MatmulFp8PcArgs*>(args);
+  Tile tile;
+  if (!locate_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
+  run_matmul_isa<MatmulFp8PcBody>(matmul_isa(), a, &tile, &tile_scratch());
+  return AXRT_KERNEL_OK;
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_fp8_e4m3_pc_f32_decode(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  const auto* a = static_cast<const MatmulFp8PcArgs*>(args);
+  Tile tile;
+  if (!locate_decode_tile(workgroup, a->M, a->N, &tile)) return AXRT_KERNEL_OK;
+  run_matmul_isa<MatmulFp8PcBody>(matmul_isa(), a, &tile, &tile_scratch());
+  return AXRT_KERNEL_OK;
+}
+
 extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_f32(const void* args,
                                                          const axrt_kernel_dispatch_t*,
                                                          const axrt_kernel_workgroup_t* workgroup) {
@@ -379,6 +422,14 @@ extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_f32(const void* args,
                                                           const axrt_kernel_dispatch_t*,
                                                           const axrt_kernel_workgroup_t* workgroup) {
   return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_f32", args, workgroup);
+}
+
+// GPTQ v2 on the int4 decode grid (16 columns by 16 rows a workgroup): the
+// same bits as axrt_matmul_gptq_int4_f32.
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_f32_decode(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_f32_decode", args, workgroup,
+                                          /*decode=*/true);
 }
 
 extern "C" axrt_kernel_result_t axrt_matmul_gptq_v1_int4_f32(

@@ -9,7 +9,7 @@
 //     quantized_matmul.cc) or into a small f32 panel in L1 first. A
 //     register tile of up to 6 (or 12) rows x 64 (or 32) columns
 //     accumulates x[m][k] W[k][:] over k.
-//   - n-major weights (f32, bf16 and int8 [N, K]), for every tile of those
+//   - n-major weights (f32, bf16, int8 and fp8 e4m3 [N, K]), for every tile of those
 //     kernels: each output is a dot product of an x row with a weight row.
 //     Up to 8 weight rows are widened in registers and multiplied against
 //     up to 4 x rows (6 in K blocks), one accumulator per (row, column)
@@ -317,6 +317,25 @@ struct Widen<kLanes, int8_t> {
   AXRT_CPU_INLINE static float scalar(int8_t v) { return static_cast<float>(v); }
 };
 
+// An fp8 e4m3fn code, as its own type so that the dot products widen it
+// through kE4m3fnValues (exact) rather than as an integer.
+struct E4m3 {
+  uint8_t code;
+};
+static_assert(sizeof(E4m3) == 1);
+
+template <int kLanes>
+struct Widen<kLanes, E4m3> {
+  using F = typename Simd<kLanes>::F;
+  AXRT_CPU_INLINE static F load(const E4m3* p) {
+    F v;
+#pragma GCC unroll 16
+    for (int i = 0; i < kLanes; ++i) v[i] = kE4m3fnValues[p[i].code];
+    return v;
+  }
+  AXRT_CPU_INLINE static float scalar(E4m3 v) { return kE4m3fnValues[v.code]; }
+};
+
 // The sum of a vector's lanes, halving it each step.
 template <int kLanes>
 AXRT_CPU_INLINE float lane_sum(typename Simd<kLanes>::F v) {
@@ -404,9 +423,10 @@ AXRT_CPU_INLINE void dot_step(typename Simd<kLanes>::F (&acc)[MR][NC], const flo
 // that their instruction set is their own. Every multiply-add is fused,
 // the scalar tail's too, whatever the contraction flags.
 
-// 16 weights as floats, exactly: f32 as they are, int8 sign-extended, bf16
-// shifted into the top half (the zero-masked forms: GCC's unmasked ones warn
-// about their unused merge operand).
+// 16 weights as floats, exactly: f32 as they are, int8 sign-extended, e4m3
+// looked up in kE4m3fnValues, bf16 shifted into the top half (the
+// zero-masked forms: GCC's unmasked ones warn about their unused merge
+// operand).
 template <class T>
 [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_TARGET)]] inline __m512 widen_x16(const T* p) {
   if constexpr (std::is_same_v<T, float>) {
@@ -414,6 +434,11 @@ template <class T>
   } else if constexpr (std::is_same_v<T, int8_t>) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm512_maskz_cvtepi32_ps(0xffff, _mm512_maskz_cvtepi8_epi32(0xffff, bytes));
+  } else if constexpr (std::is_same_v<T, E4m3>) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff,
+                                    _mm512_maskz_cvtepu8_epi32(0xffff, bytes),
+                                    kE4m3fnValues.data(), 4);
   } else {
     const __m256i halves = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(
@@ -428,6 +453,9 @@ template <class T>
   } else if constexpr (std::is_same_v<T, int8_t>) {
     const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+  } else if constexpr (std::is_same_v<T, E4m3>) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return _mm256_i32gather_ps(kE4m3fnValues.data(), _mm256_cvtepu8_epi32(bytes), 4);
   } else {
     const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(halves), 16));

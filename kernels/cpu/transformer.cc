@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/kv_cache.h"
+#include "kernels/cpu/silu_mul.h"
 #include "kernels/cpu/transformer_simd.h"
 
 namespace axrt::kernels::cpu {
@@ -58,6 +59,40 @@ struct SiluMulBody {
     }
   }
 };
+
+// silu_mul_columns: SiluMulBody's arithmetic for each column, a vector's
+// lane at a time (exp_floats works lane by lane) up to the last whole
+// vector of the row, its scalar tail after.
+struct SiluMulColumnsBody {
+  template <int kLanes>
+  AXRT_CPU_INLINE static void run(const float* gate, const float* up, float* out, uint64_t first,
+                                  uint64_t count, uint64_t cols) {
+    using F = typename Floats<kLanes>::F;
+    const F one = splat<F>(1.0f);
+    const uint64_t vector_end = cols - cols % kLanes;
+    for (uint64_t i = 0; i < count; ++i) {
+      const float g = gate[i];
+      if (first + i < vector_end) {
+        const F gv = splat<F>(g);
+        const F e = transformer::exp_floats<kLanes>(-gv);
+        alignas(64) float lanes[kLanes];
+        store(lanes, gv / (one + e) * splat<F>(up[i]));
+        out[i] = lanes[0];
+      } else {
+        out[i] = g / (1.0f + std::exp(-g)) * up[i];
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void silu_mul_columns(const float* gate, const float* up, float* out, uint64_t first,
+                      uint64_t count, uint64_t cols) noexcept {
+  run_transformer_isa<SiluMulColumnsBody>(gate, up, out, first, count, cols);
+}
+
+namespace {
 
 // Frequencies a rope workgroup turns into cosines and sines at a time.
 constexpr uint64_t kRopeChunk = 64;

@@ -92,6 +92,12 @@ __device__ __forceinline__ uint8_t float_to_e4m3fn(float x) {
   return sign | static_cast<uint8_t>(code > 0x7eu ? 0x7eu : code);
 }
 
+// silu(g) * u, the one expression of axrt_silu_mul_f32 and of the matmuls
+// that fuse it (the same bits wherever it is compiled into this fatbin).
+__device__ __forceinline__ float silu_mul(float g, float u) {
+  return g / (1.0f + expf(-g)) * u;
+}
+
 // f32 -> bf16 bits, rounding to nearest even; NaN stays NaN.
 __device__ __forceinline__ uint16_t float_to_bf16_bits(float x) {
   const uint32_t bits = __float_as_uint(x);

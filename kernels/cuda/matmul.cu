@@ -1,5 +1,9 @@
 // Matmuls on f32, bf16, int8 and fp8 weights (docs/kernels.md, "Matrix
 // multiplication"); the tiling is matmul_tile.cuh's.
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
 #include "matmul_tile.cuh"
 
 namespace axrt_cuda {
@@ -72,6 +76,27 @@ struct Int8PerChannelWeights {
   }
 };
 
+// w e4m3fn [N, K], scale f32 [N, 1]: W[k][n] = e4m3(w[n][k]) * scale[n], as
+// Int8PerChannelWeights.
+struct Fp8PerChannelWeights {
+  const uint8_t* __restrict__ w;
+  const float* __restrict__ scale;
+  uint64_t N;
+  uint64_t K;
+
+  __device__ __forceinline__ void operator()(WeightTile& tile, uint64_t k0, uint64_t n0) const {
+#pragma unroll
+    for (unsigned l = 0; l < kTileK * kTileMN / kBlockThreads; ++l) {
+      const unsigned idx = threadIdx.x + l * kBlockThreads;
+      const unsigned c = idx / kTileK;
+      const unsigned kk = idx % kTileK;
+      const uint64_t k = k0 + kk;
+      const uint64_t n = n0 + c;
+      tile[kk][c] = (k < K && n < N) ? e4m3fn_to_float(w[n * K + k]) * scale[n] : 0.0f;
+    }
+  }
+};
+
 // w e4m3fn [N, K], scale f32 [ceil(N / bn), ceil(K / bk)] with bn, bk the
 // block extents (the whole dimension where the scalar is 0):
 // W[k][n] = e4m3(w[n][k]) * scale[n / bn][k / bk].
@@ -137,29 +162,61 @@ struct FloatAdd {
 constexpr uint64_t kDecodeCols = 8;   // output columns of a block: one a warp
 constexpr unsigned kDecodeRows = 16;  // rows of x a block serves
 
-// Weights [N, K] of type W (bf16 bits or int8, then times the column's
-// scale) on the decode grid (docs/kernels.md, "Decode matmuls"): block
-// (j, i) computes columns [8 j, 8 j + 8), a warp each, for rows
-// [16 i, 16 i + 16). A lane reads 16 bytes of weights at a time (8 bf16 or 16
-// int8), at k = E lane + 32 E t, and keeps a sum per row; the warp then adds
-// its lanes' sums in a fixed tree, and int8 multiplies the sum by the
-// column's scale, as the CPU does. Each output's arithmetic is the same
-// whatever M and the other rows, so results do not depend on the batch. K a
-// multiple of E takes 16-byte loads (the rows 16-byte aligned); another K,
-// one element at a time in the same order.
+// An fp8 e4m3fn code, as its own type for matmul_decode.
+struct E4m3 {
+  uint8_t code;
+};
+
+// Two e4m3fn codes, the first in the low byte, as floats, exactly: through
+// f16 (which holds every e4m3fn value) by the conversion instruction of
+// sm_89 and later, else one code at a time.
+__device__ __forceinline__ float2 e4m3fn_pair_to_float2(uint32_t pair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t halves;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(static_cast<uint16_t>(pair)));
+  return make_float2(__half2float(__ushort_as_half(static_cast<uint16_t>(halves))),
+                     __half2float(__ushort_as_half(static_cast<uint16_t>(halves >> 16))));
+#else
+  return make_float2(e4m3fn_to_float(static_cast<uint8_t>(pair)),
+                     e4m3fn_to_float(static_cast<uint8_t>(pair >> 8)));
+#endif
+}
+
+// Weights [N, K] of type W (bf16 bits; int8 or e4m3fn, then times the
+// column's scale) on the decode grid (docs/kernels.md, "Decode matmuls"):
+// block (j, i) computes columns [8 j, 8 j + 8), a warp each, for rows
+// [16 i, 16 i + 16). A lane reads 16 bytes of weights at a time (8 bf16 or
+// 16 int8 or e4m3fn, widened exactly), at k = E lane + 32 E t, and keeps a
+// sum per row; the warp then adds its lanes' sums in a fixed tree, and int8
+// and fp8 multiply the sum by the column's scale, as the CPU does. Each
+// output's arithmetic is the same whatever M and the other rows, so results
+// do not depend on the batch. K a multiple of E takes 16-byte loads (the
+// rows 16-byte aligned); another K, one element at a time in the same
+// order.
 template <class W>
 __device__ __forceinline__ float widen(W v) {
-  if constexpr (sizeof(W) == 2) {
+  if constexpr (std::is_same_v<W, E4m3>) {
+    return e4m3fn_to_float(v.code);
+  } else if constexpr (sizeof(W) == 2) {
     return __uint_as_float(static_cast<uint32_t>(v) << 16);
   } else {
     return static_cast<float>(v);
   }
 }
 
-template <class W>
+// The output y[m][n] = (sum (times scale[n])) + bias[n] of matmul_decode.
+struct StoreOutput {
+  float* y;
+  uint64_t N;
+  __device__ __forceinline__ void operator()(uint64_t m, uint64_t n, unsigned, float v) const {
+    y[m * N + n] = v;
+  }
+};
+
+template <class W, class Store = StoreOutput>
 __device__ __forceinline__ void matmul_decode(const float* x, const W* w, const float* scale,
-                                              const float* bias, float* y, uint64_t M,
-                                              uint64_t N, uint64_t K) {
+                                              const float* bias, uint64_t M, uint64_t N,
+                                              uint64_t K, const Store& store) {
   constexpr int E = 16 / sizeof(W);  // weights a lane reads at a time
   if (blockDim.x != kBlockThreads || blockDim.y != 1 || blockDim.z != 1) return;
   const uint64_t n = static_cast<uint64_t>(blockIdx.x) * kDecodeCols + threadIdx.x / kWarpSize;
@@ -183,7 +240,13 @@ __device__ __forceinline__ void matmul_decode(const float* x, const W* w, const 
       for (int e = 0; e < E; ++e) {
         const uint32_t word = words[e * sizeof(W) / 4];
         const unsigned shift = 8 * ((e * sizeof(W)) % 4);
-        if constexpr (sizeof(W) == 2) {
+        if constexpr (std::is_same_v<W, E4m3>) {
+          if (e % 2 == 0) {
+            const float2 pair = e4m3fn_pair_to_float2(word >> shift);
+            wf[e] = pair.x;
+            wf[e + 1] = pair.y;
+          }
+        } else if constexpr (sizeof(W) == 2) {
           wf[e] = __uint_as_float(((word >> shift) & 0xffffu) << 16);
         } else {
           wf[e] = static_cast<float>(static_cast<int8_t>((word >> shift) & 0xffu));
@@ -217,8 +280,41 @@ __device__ __forceinline__ void matmul_decode(const float* x, const W* w, const 
   for (unsigned r = 0; r < kDecodeRows; ++r) {
     const float sum = warp_reduce(acc[r], FloatAdd{});
     if (lane == 0 && r < rows) {
-      y[(m0 + r) * N + n] = (scale != nullptr ? sum * scale[n] : sum) + bias[n];
+      store(m0 + r, n, r, (scale != nullptr ? sum * scale[n] : sum) + bias[n]);
     }
+  }
+}
+
+// The gate/up outputs of a decode block into shared memory, h[r][warp].
+struct StoreShared {
+  float (*h)[kDecodeCols];
+  __device__ __forceinline__ void operator()(uint64_t, uint64_t, unsigned r, float v) const {
+    h[r][threadIdx.x / kWarpSize] = v;
+  }
+};
+
+// bf16 gate/up weights interleaved 4 and 4 on the decode grid, then the
+// gated SiLU (docs/kernels.md, "Decode matmuls"): block (j, i)'s warps 0..3
+// compute the gate columns 8 j .. 8 j + 3 and warps 4..7 their up columns
+// as matmul_decode does; act[m][4 j + c] = silu_mul(gate, up) through
+// shared memory. N % 8 == 0, so a block's warps are all in range or none.
+__device__ __forceinline__ void matmul_bf16_decode_silu(const float* x, const uint16_t* w,
+                                                        const float* bias, float* act,
+                                                        uint64_t M, uint64_t N, uint64_t K) {
+  __shared__ float h[kDecodeRows][kDecodeCols];
+  if (blockDim.x != kBlockThreads || blockDim.y != 1 || blockDim.z != 1) return;
+  const uint64_t m0 = static_cast<uint64_t>(blockIdx.y) * kDecodeRows;
+  if (N % kDecodeCols != 0 || blockIdx.z != 0 || blockIdx.x * kDecodeCols >= N || m0 >= M) {
+    return;
+  }
+  matmul_decode<uint16_t>(x, w, nullptr, bias, M, N, K, StoreShared{h});
+  __syncthreads();
+  const unsigned rows = M - m0 < kDecodeRows ? static_cast<unsigned>(M - m0) : kDecodeRows;
+  constexpr unsigned kHalf = kDecodeCols / 2;
+  const unsigned r = threadIdx.x / kHalf;
+  const unsigned c = threadIdx.x % kHalf;
+  if (r < rows) {
+    act[(m0 + r) * (N / 2) + blockIdx.x * kHalf + c] = silu_mul(h[r][c], h[r][kHalf + c]);
   }
 }
 
@@ -229,7 +325,15 @@ __device__ __forceinline__ void matmul_decode(const float* x, const W* w, const 
 extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_bf16_f32_decode(const float* x, const uint16_t* w, const float* bias, float* y,
                                 uint64_t M, uint64_t N, uint64_t K) {
-  axrt_cuda::matmul_decode<uint16_t>(x, w, nullptr, bias, y, M, N, K);
+  axrt_cuda::matmul_decode<uint16_t>(x, w, nullptr, bias, M, N, K, axrt_cuda::StoreOutput{y, N});
+}
+
+// bf16 gate/up weights, interleaved, on the decode grid with the gated SiLU
+// in the epilogue (opt-in: docs/kernels.md): act [M, N / 2].
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_matmul_bf16_f32_decode_silu(const float* x, const uint16_t* w, const float* bias,
+                                     float* act, uint64_t M, uint64_t N, uint64_t K) {
+  axrt_cuda::matmul_bf16_decode_silu(x, w, bias, act, M, N, K);
 }
 
 // Layout int8.per_channel on the decode grid (opt-in: docs/kernels.md).
@@ -237,7 +341,16 @@ extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_int8_pc_f32_decode(const float* x, const int8_t* w, const float* scale,
                                    const float* bias, float* y, uint64_t M, uint64_t N,
                                    uint64_t K) {
-  axrt_cuda::matmul_decode<int8_t>(x, w, scale, bias, y, M, N, K);
+  axrt_cuda::matmul_decode<int8_t>(x, w, scale, bias, M, N, K, axrt_cuda::StoreOutput{y, N});
+}
+
+// Layout fp8.e4m3fn.per_channel on the decode grid (opt-in: docs/kernels.md).
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_matmul_fp8_e4m3_pc_f32_decode(const float* x, const uint8_t* w, const float* scale,
+                                       const float* bias, float* y, uint64_t M, uint64_t N,
+                                       uint64_t K) {
+  axrt_cuda::matmul_decode<axrt_cuda::E4m3>(x, reinterpret_cast<const axrt_cuda::E4m3*>(w),
+                                            scale, bias, M, N, K, axrt_cuda::StoreOutput{y, N});
 }
 
 // f32 weights [N, K], no quantization layout.
@@ -252,6 +365,14 @@ extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_int8_pc_f32(const float* x, const int8_t* w, const float* scale,
                             const float* bias, float* y, uint64_t M, uint64_t N, uint64_t K) {
   axrt_cuda::matmul_tile(x, bias, y, M, N, K, axrt_cuda::Int8PerChannelWeights{w, scale, N, K});
+}
+
+// Layout fp8.e4m3fn.per_channel.
+extern "C" __global__ void __launch_bounds__(256)
+    axrt_matmul_fp8_e4m3_pc_f32(const float* x, const uint8_t* w, const float* scale,
+                                const float* bias, float* y, uint64_t M, uint64_t N, uint64_t K) {
+  axrt_cuda::matmul_tile(x, bias, y, M, N, K,
+                         axrt_cuda::Fp8PerChannelWeights{w, scale, N, K});
 }
 
 // Layout fp8.e4m3fn.per_tensor (bound with block_n = block_k = 0).

@@ -97,10 +97,7 @@ extern "C" __global__ void __launch_bounds__(256)
   const float* gate = gate_up + r * 2 * cols;
   const float* up = gate + cols;
   float* o = out + r * cols;
-  for (uint64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const float g = gate[c];
-    o[c] = g / (1.0f + expf(-g)) * up[c];
-  }
+  for (uint64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = silu_mul(gate[c], up[c]);
 }
 
 namespace axrt_cuda {

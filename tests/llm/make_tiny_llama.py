@@ -148,7 +148,7 @@ def greedy_margin(reference: dict) -> float:
     return min(margins)
 
 
-WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
+WEIGHT_MODES = ("f32", "bf16", "int8", "fp8", "int4")
 KV_MODES = ("kv-bf16", "kv-fp8_e4m3")
 KV_MODELS = ("tiny-llama", "tiny-llama3")
 
@@ -215,6 +215,9 @@ def dequantized(weight: np.ndarray, mode: str, q) -> np.ndarray:
     if mode == "int8":
         codes, scale = q.int8_per_channel(weight)
         return codes.astype(np.float64) * scale.astype(np.float64)
+    if mode == "fp8":
+        codes, scale = q.fp8_e4m3_per_channel(weight)
+        return codes.astype(np.float64) * scale.astype(np.float64)
     if mode == "int4":
         qweight, scales, qzeros = q.int4_awq(weight)
         codes = _unpack_awq(qweight)                       # [K, N]
@@ -252,7 +255,7 @@ def load_model(model_dir: Path, mode: str):
             module.weight.copy_(torch.from_numpy(dequantized(w, mode, q).astype(np.float32)))
         if model.config.tie_word_embeddings:
             # Tied: with bf16 weights the head is the bf16 embedding table
-            # itself; with int8 and int4 it is the checkpoint's table
+            # itself; with int8, fp8 and int4 it is the checkpoint's table
             # quantized like the other projections. Untie so the two can
             # differ.
             head = (embed.numpy().copy() if mode == "bf16"

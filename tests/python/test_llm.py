@@ -120,7 +120,7 @@ def test_greedy_step_logits_match_transformers(converted, model):
 
 
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("weights", ["bf16", "int8", "int4"])
+@pytest.mark.parametrize("weights", ["bf16", "int8", "fp8", "int4"])
 def test_low_precision_weights_match_transformers_on_the_dequantized_weights(
         converted, model, weights, capsys):
     """The reference is transformers run on the weights as stored, dequantized;
@@ -220,10 +220,11 @@ def test_fused_kernels_give_the_same_logits_bit_for_bit(converted, model, weight
 
 
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("weights", ["bf16", "int8"])
+@pytest.mark.parametrize("weights", ["bf16", "int8", "fp8", "int4"])
 def test_decode_matmuls_give_the_same_logits_bit_for_bit(tmp_path, converted, model, weights):
-    """bf16 and int8 projections on the decode grid: on the CPU the same bits as the tile
-    grid's."""
+    """bf16, int8, fp8 and int4 projections on the decode grids: on the CPU the same bits as
+    the tile grid's (int4: GPTQ's layout on its decode grid, AWQ's on the tile grid, the
+    same values and the same arithmetic)."""
     ref = reference(model, weights)
     path = tmp_path / "decode.axe"
     axrt.llm.convert(DATA / model, path, weights=weights, cuda=False, decode_matmuls=True)
@@ -235,10 +236,13 @@ def test_decode_matmuls_give_the_same_logits_bit_for_bit(tmp_path, converted, mo
             assert np.array_equal(a.prefill(prompt), b.prefill(prompt)), f"prompt {i}"
             for t in ref[f"prompt{i}_greedy"][:4]:
                 assert np.array_equal(a.decode(int(t)), b.decode(int(t))), f"prompt {i}"
-    with pytest.raises(UnsupportedModelError, match="--decode-matmuls needs --weights bf16 or "
-                                                    "int8, not int4"):
-        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int4", cuda=False,
+    with pytest.raises(UnsupportedModelError, match="--decode-matmuls needs --weights bf16, "
+                                                    "int8, fp8 or int4, not f32"):
+        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="f32", cuda=False,
                          decode_matmuls=True)
+    with pytest.raises(UnsupportedModelError, match="--decode-matmuls needs --activations f32"):
+        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int4", activations="int8",
+                         cuda=False, decode_matmuls=True)
 
 
 def near_tie(logits: np.ndarray, tolerance: float) -> bool:
@@ -282,8 +286,8 @@ def test_tensor_core_matmuls_match_transformers_on_the_bf16_weights(tmp_path, mo
         print(f"\n{model} tensor-core matmuls: logits within {worst:.2e}, {equal} of "
               f"{len(list(prompts(ref)))} generations equal", end="")
     with pytest.raises(UnsupportedModelError, match="--tensor-core-matmuls needs --weights bf16, "
-                                                    "not int8"):
-        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="int8", cuda=False,
+                                                    "int8 or int4, not f32"):
+        axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="f32", cuda=False,
                          tensor_core_matmuls=True)
     with pytest.raises(UnsupportedModelError, match="--tensor-core-matmuls and --decode-matmuls"):
         axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="bf16", cuda=False,

@@ -33,7 +33,9 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
            "axrt_matmul_gptq_int4_q8_f32", "axrt_attention_decode_split_f32",
            "axrt_attention_decode_split_kv_bf16", "axrt_attention_decode_split_kv_fp8_e4m3",
-           "axrt_attention_combine_f32", "axrt_matmul_bf16_tc_f32"]
+           "axrt_attention_combine_f32", "axrt_matmul_bf16_tc_f32",
+           "axrt_attention_flash_f32", "axrt_attention_flash_kv_bf16",
+           "axrt_attention_flash_kv_fp8_e4m3"]
 
 
 def params(kernel):

@@ -133,10 +133,11 @@ def test_every_position_and_chunked_prefill(converted, ranks):
             assert relative_error(rows[0], want[-1]) <= F32_TOLERANCE, f"chunks of {chunk}"
 
 
-@pytest.mark.parametrize("weights, ranks", [("int8", 2), ("int8", 4), ("int4", 2), ("bf16", 4)])
+@pytest.mark.parametrize("weights, ranks", [("int8", 2), ("int8", 4), ("fp8", 2), ("int4", 2),
+                                            ("bf16", 4)])
 def test_quantized_shards_are_the_one_device_weights(converted, report, weights, ranks):
     """A quantized set holds exactly the codes and scales of the one-device file
-    (int8's row-parallel shards keep each whole row's scale; int4's split at
+    (int8's and fp8's row-parallel shards keep each whole row's scale; int4's split at
     group boundaries), so it matches transformers on the dequantized weights
     within the f32 bound, and the one-device model's tokens."""
     ref = reference("tiny-llama-tp", weights)

@@ -21,7 +21,7 @@ def _script():
 
 
 CASES = ([(model, weights) for model in ("tiny-llama", "tiny-llama3", "tiny-llama-tp")
-          for weights in ("f32", "bf16", "int8", "int4")] +
+          for weights in ("f32", "bf16", "int8", "fp8", "int4")] +
          [(model, kv) for model in ("tiny-llama", "tiny-llama3")
           for kv in ("kv-bf16", "kv-fp8_e4m3")])
 

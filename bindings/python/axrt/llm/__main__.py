@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     convert = commands.add_parser("convert", help="convert a Hugging Face checkpoint to an .axe")
     convert.add_argument("hf_dir", help="the checkpoint directory (config.json, *.safetensors)")
     convert.add_argument("out", help="the .axe file to write")
-    convert.add_argument("--weights", default="f32", choices=["f32", "bf16", "int8", "int4"],
+    convert.add_argument("--weights", default="f32",
+                         choices=["f32", "bf16", "int8", "fp8", "int4"],
                          help="precision of the stored weights (default f32)")
     convert.add_argument("--activations", default="f32", choices=["f32", "int8"],
                          help="int8 (with --weights int4): projections quantize their inputs "
@@ -36,15 +37,18 @@ def _parser() -> argparse.ArgumentParser:
                               "\"KV cache\"; default f32)")
     convert.add_argument("--fused-kernels", action="store_true",
                          help="run each residual add and the norm after it, and rope and "
-                              "the KV-cache write, as one kernel each (the same results, fewer "
-                              "passes over memory; off by default until validated on a GPU)")
+                              "the KV-cache write (with --decode-matmuls and --weights bf16, "
+                              "also the gate/up projection and its gated SiLU), as one kernel "
+                              "each (the same results, fewer passes over memory; off by "
+                              "default until validated on a GPU)")
     convert.add_argument("--decode-matmuls", action="store_true",
-                         help="with --weights bf16 or int8: projections on the decode "
-                              "matmuls' grid, "
+                         help="with --weights bf16, int8, fp8 or int4 (f32 activations): "
+                              "projections on the decode matmuls' grid, "
                               "for a GPU's decode (off by default until validated on a GPU)")
     convert.add_argument("--tensor-core-matmuls", action="store_true",
-                         help="with --weights bf16: projections on a GPU's tensor cores, "
-                              "activations rounded to bf16; not the same bits (docs/kernels.md, "
+                         help="with --weights bf16, int8 or int4 (f32 activations): "
+                              "projections on a GPU's tensor cores, activations (and int4 "
+                              "weights) rounded to bf16; not the same bits (docs/kernels.md, "
                               "\"Tensor-core matmul\"; off by default until validated on a GPU)")
     convert.add_argument("--split-attention", action="store_true",
                          help="attention over chunks of each token's context, then combined: "
@@ -53,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
                               "validated on a GPU)")
     convert.add_argument("--attention-splits", type=int, default=8, metavar="N",
                          help="with --split-attention: the chunks of each context (default 8)")
+    convert.add_argument("--flash-attention", action="store_true",
+                         help="attention on a GPU's tensor cores, queries, keys, values and "
+                              "probabilities rounded to bf16; not the same bits "
+                              "(docs/kernels.md, \"Flash attention\"; off by default until "
+                              "validated on a GPU)")
     convert.add_argument("--max-context", type=int, default=None,
                          help="longest sequence (default: the checkpoint's)")
     convert.add_argument("--block-size", type=int, default=16, help="tokens per KV-cache block")
@@ -182,6 +191,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                              tensor_core_matmuls=args.tensor_core_matmuls,
                              split_attention=args.split_attention,
                              attention_splits=args.attention_splits,
+                             flash_attention=args.flash_attention,
                              tensor_parallel=args.tensor_parallel)
             shards = (f" ({args.tensor_parallel} tensor-parallel shards)"
                       if args.tensor_parallel > 1 else "")

@@ -56,10 +56,11 @@ class ModelConfig:
     activations: str = "f32"
     kv_cache_dtype: str = "f32"  # "f32", "bf16" or "fp8_e4m3" (docs/kernels.md, "KV cache")
     fused_kernels: bool = False  # add + RMSNorm, rope + cache write as one kernel each
-    decode_matmuls: bool = False  # bf16/int8 projections on the decode grid (docs/kernels.md)
+    decode_matmuls: bool = False  # projections on the decode grids (docs/kernels.md)
     tensor_core_matmuls: bool = False  # bf16 projections on tensor cores, x rounded to bf16
     split_attention: bool = False  # attention split over chunks of the context, then combined
     attention_splits: int = 8  # the chunks of split attention (docs/kernels.md)
+    flash_attention: bool = False  # attention on tensor cores, bf16 operands (docs/kernels.md)
     block_size: int = 16
     prefill_chunk: int = 512
     max_batch: int = 64

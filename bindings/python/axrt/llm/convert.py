@@ -32,7 +32,7 @@ from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardI
                      UnsupportedModelError, check_tensor_parallel, from_hf_config,
                      shard_file_name)
 
-WEIGHT_MODES = ("f32", "bf16", "int8", "int4")
+WEIGHT_MODES = ("f32", "bf16", "int8", "fp8", "int4")
 ACTIVATION_MODES = ("f32", "int8")
 # The KV cache's element types: the step's `kv_cache` dtype, its last
 # dimension beyond head_dim (fp8 rows carry an f32 scale), and the suffix of
@@ -50,12 +50,20 @@ _FP8_HEAD_DIM_MULTIPLE = 16
 _MATMUL_TILE = 64
 # The decode matmuls' workgroup: output columns by rows (docs/kernels.md).
 _DECODE_COLS, _DECODE_ROWS = 8, 16
+_INT4_DECODE_COLS = 16  # the int4 decode matmul's columns a workgroup
+# Gate rows, then as many up rows, a workgroup of the gated decode matmul.
+_GATED_ROWS = _DECODE_COLS // 2
 # The tensor-core matmul's workgroup: a tile of 128 x 128 (docs/kernels.md).
 _TENSOR_CORE_TILE = 128
 # The chunks split attention cuts each token's context into by default
 # (docs/kernels.md, "Split attention").
 ATTENTION_SPLITS = 8
 _MAX_ATTENTION_SPLITS = 65535
+# Flash attention's workgroup: 16 tokens of one KV group (grid x = ceil(T /
+# 16), y = kv_heads), and the head sizes it takes (docs/kernels.md, "Flash
+# attention").
+_FLASH_TOKENS = 16
+_FLASH_HEAD_DIMS = range(16, 129, 16)
 _ELEMENTWISE_CHUNK = 4096
 _F32 = 4
 _EMBED = "model.embed_tokens.weight"
@@ -97,6 +105,8 @@ def _rw(name: str, dtype: str = "float32") -> Buffer:
 
 
 INT8_LAYOUT = QuantLayout("int8.per_channel", "int8", "f32", (1, 0), scale=ScaleRef(dtype="f32"))
+FP8_LAYOUT = QuantLayout("fp8.e4m3fn.per_channel", "fp8_e4m3fn", "f32", (1, 0),
+                         scale=ScaleRef(dtype="f32"))
 _AWQ_PACKING = Packing(4, 32, axis=1, order="awq")
 INT4_LAYOUT = QuantLayout("awq.int4.g128", "uint4", "f32", (quantize.INT4_GROUP, 1),
                           scale=ScaleRef(dtype="f16"),
@@ -110,7 +120,8 @@ GPTQ_LAYOUT = QuantLayout("gptq_v2.int4.g128", "uint4", "f32", (quantize.INT4_GR
                           packing=Packing(4, 32, axis=0, order="sequential"))
 
 # The layouts the converter writes, by the id a kernel's contract declares.
-_LAYOUTS = {layout.layout_id: layout for layout in (INT8_LAYOUT, INT4_LAYOUT, GPTQ_LAYOUT)}
+_LAYOUTS = {layout.layout_id: layout
+            for layout in (INT8_LAYOUT, FP8_LAYOUT, INT4_LAYOUT, GPTQ_LAYOUT)}
 
 
 def contracts_path() -> Path:
@@ -227,7 +238,8 @@ class _Converter:
 
     def linear(self, label: str, names: Sequence[str], bias_names: Sequence[str], *,
                rows: Optional[Sequence[Tuple[int, int]]] = None,
-               cols: Optional[Tuple[int, int]] = None, with_bias: bool = True) -> _Linear:
+               cols: Optional[Tuple[int, int]] = None, with_bias: bool = True,
+               gated: bool = False) -> _Linear:
         """A projection from the [out, in] weights `names`, stacked along out.
 
         A tensor-parallel shard keeps part of it: `rows`, for each name, the
@@ -235,6 +247,10 @@ class _Converter:
         inputs (row-parallel); `with_bias` False leaves the bias out (all
         ranks but one of a row-parallel projection). Quantized, the part
         holds exactly the codes and scales of the whole projection there.
+        `gated` (gate and up, in that order): with bf16 weights, fused
+        kernels and decode matmuls, no bias and a multiple of 4 rows each,
+        the rows interleaved 4 gate, 4 up for axrt_matmul_bf16_f32_decode_silu,
+        whose output is the gated SiLU.
         """
         shapes = [self.tensor(n).shape for n in names]
         k = shapes[0][1]
@@ -256,17 +272,27 @@ class _Converter:
             w = self.constant(label, weight, "f32", (n, k))
             return _Linear("axrt_matmul_f32_nk", (w,), bias, n, k)
         if mode == "bf16":
+            if (gated and self.cfg.fused_kernels and self.cfg.decode_matmuls
+                    and bias is self.zero_bias and n % (2 * _GATED_ROWS) == 0):
+                def interleaved() -> np.ndarray:
+                    halves = weight().reshape(2, n // (2 * _GATED_ROWS), _GATED_ROWS, k)
+                    return halves.transpose(1, 0, 2, 3).reshape(n, k)
+
+                w = self.constant(label, lambda: quantize.bf16(interleaved()), "bf16", (n, k))
+                return _Linear("axrt_matmul_bf16_f32_decode_silu", (w,), bias, n, k)
             w = self.constant(label, lambda: quantize.bf16(weight()), "bf16", (n, k))
             return _Linear(self.bf16_kernel(), (w,), bias, n, k)
-        if mode == "int8":
+        if mode in ("int8", "fp8"):
             cache: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
+            per_channel = (quantize.int8_per_channel if mode == "int8"
+                           else quantize.fp8_e4m3_per_channel)
 
             def q8():
                 if "q" not in cache:
                     # Part of the inputs: each row's scale is still its whole row's.
                     peak = (None if cols is None else
                             np.max(np.abs(self.stacked(names, rows)), axis=1, keepdims=True))
-                    cache["q"] = quantize.int8_per_channel(weight(), peak)
+                    cache["q"] = per_channel(weight(), peak)
                 return cache["q"]
 
             def take_scale():
@@ -278,8 +304,15 @@ class _Converter:
                 return q
 
             scale = self.constant(label + ".scale", take_scale, "f32", (n, 1))
+            if mode == "fp8":
+                w = self.constant(label, take_q, "fp8_e4m3fn", (n, k),
+                                  FP8_LAYOUT.with_constants(scale=scale))
+                kernel = ("axrt_matmul_fp8_e4m3_pc_f32_decode" if self.cfg.decode_matmuls
+                          else "axrt_matmul_fp8_e4m3_pc_f32")
+                return _Linear(kernel, (w, scale), bias, n, k)
             w = self.constant(label, take_q, "int8", (n, k), INT8_LAYOUT.with_constants(scale=scale))
-            kernel = ("axrt_matmul_int8_pc_f32_decode" if self.cfg.decode_matmuls
+            kernel = ("axrt_matmul_int8_pc_tc_f32" if self.cfg.tensor_core_matmuls
+                      else "axrt_matmul_int8_pc_f32_decode" if self.cfg.decode_matmuls
                       else "axrt_matmul_int8_pc_f32")
             return _Linear(kernel, (w, scale), bias, n, k)
         if mode == "int4":
@@ -291,13 +324,15 @@ class _Converter:
                     f"a multiple of {quantize.INT4_GROUP} and outputs a multiple of 8")
             cache4: Dict[str, Tuple[np.ndarray, ...]] = {}
 
-            # With int8 activations: GPTQ's storage (packed along K), which
-            # the integer dot products read directly.
+            # With int8 activations or decode matmuls: GPTQ's storage
+            # (packed along K), which the integer dot products read directly
+            # and whose word rows a warp of the decode matmul reads across.
             q8 = self.activations == "int8"
+            gptq = q8 or self.cfg.decode_matmuls
 
             def q4():
                 if "q" not in cache4:
-                    pack = quantize.int4_gptq if q8 else quantize.int4_awq
+                    pack = quantize.int4_gptq if gptq else quantize.int4_awq
                     cache4["q"] = pack(weight())
                 return cache4["q"]
 
@@ -310,10 +345,13 @@ class _Converter:
                 cache4.clear()
                 return q
 
-            layout = (GPTQ_LAYOUT if q8 else INT4_LAYOUT).with_constants(scale=scales,
-                                                                         zero_point=qzeros)
+            layout = (GPTQ_LAYOUT if gptq else INT4_LAYOUT).with_constants(scale=scales,
+                                                                           zero_point=qzeros)
             w = self.constant(label, take_qweight, "uint4", (k, n), layout)
-            kernel = "axrt_matmul_gptq_int4_q8_f32" if q8 else "axrt_matmul_awq_int4_f32"
+            kernel = ("axrt_matmul_gptq_int4_q8_f32" if q8
+                      else "axrt_matmul_gptq_int4_f32_decode" if gptq
+                      else "axrt_matmul_awq_int4_tc_f32" if self.cfg.tensor_core_matmuls
+                      else "axrt_matmul_awq_int4_f32")
             return _Linear(kernel, (w, scales, qzeros), bias, n, k)
         raise UnsupportedModelError(f"--weights {mode} is not supported ({', '.join(WEIGHT_MODES)})")
 
@@ -369,11 +407,14 @@ class _Converter:
     def matmul(self, f, lin: _Linear, x, y, m) -> None:
         k = self.kernel(lin.kernel)
         args = [x, *lin.weights, lin.bias, y, m, lin.n, lin.k]
-        if lin.kernel in ("axrt_matmul_awq_int4_f32", "axrt_matmul_gptq_int4_q8_f32"):
+        if lin.kernel in ("axrt_matmul_awq_int4_f32", "axrt_matmul_awq_int4_tc_f32",
+                          "axrt_matmul_gptq_int4_q8_f32", "axrt_matmul_gptq_int4_f32_decode"):
             args.append(quantize.INT4_GROUP)
-        if lin.kernel.endswith("_decode"):  # 8 columns by 16 rows a workgroup
+        if lin.kernel == "axrt_matmul_gptq_int4_f32_decode":  # 16 columns by 16 rows
+            grid = [ceildiv(lin.n, _INT4_DECODE_COLS), ceildiv(m, _DECODE_ROWS)]
+        elif lin.kernel.endswith(("_decode", "_decode_silu")):  # 8 columns by 16 rows
             grid = [ceildiv(lin.n, _DECODE_COLS), ceildiv(m, _DECODE_ROWS)]
-        elif lin.kernel == "axrt_matmul_bf16_tc_f32":  # 128 x 128 a workgroup
+        elif lin.kernel.endswith("_tc_f32"):  # 128 x 128 a workgroup
             grid = [ceildiv(lin.n, _TENSOR_CORE_TILE), ceildiv(m, _TENSOR_CORE_TILE)]
         else:
             grid = [ceildiv(lin.n, _MATMUL_TILE), ceildiv(m, _MATMUL_TILE)]
@@ -443,7 +484,7 @@ class _Converter:
                 gate_up=self.linear(f"layers.{l}.gate_up", [mlp + "gate_proj.weight",
                                                             mlp + "up_proj.weight"],
                                     [mlp + "gate_proj.bias", mlp + "up_proj.bias"],
-                                    rows=[mlp_rows, mlp_rows] if split else None),
+                                    rows=[mlp_rows, mlp_rows] if split else None, gated=True),
                 down=self.linear(f"layers.{l}.down_proj", [mlp + "down_proj.weight"],
                                  [mlp + "down_proj.bias"], cols=mlp_rows if split else None,
                                  with_bias=info.rank == 0),
@@ -538,6 +579,11 @@ class _Converter:
                             D, l, nb, BS, MBS, QKV, scale, splits])
                 f.dispatch(self.kernel("axrt_attention_combine_f32"), [rows, nh],
                            [buf("partials"), buf("attn"), rows, nh, D, splits])
+            elif cfg.flash_attention:
+                f.dispatch(self.kernel(f"axrt_attention_flash_{read}"),
+                           [ceildiv(rows, _FLASH_TOKENS), nkv],
+                           [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D,
+                            l, nb, BS, MBS, QKV, scale])
             else:
                 f.dispatch(self.kernel(f"axrt_attention_decode_{read}"), [rows, nkv],
                            [buf("qkv"), positions, tables, cache, buf("attn"), rows, nh, nkv, D,
@@ -545,8 +591,12 @@ class _Converter:
             self.matmul(f, layer["o"], buf("attn"), buf("tmp"), rows)
             all_reduce("tmp", rows * H)
             self.add_rmsnorm(f, buf("h"), buf("tmp"), layer["ln2"], buf("xn"), rows)
-            self.matmul(f, layer["gate_up"], buf("xn"), buf("gu"), rows)
-            f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows], [buf("gu"), buf("act"), rows, I])
+            if layer["gate_up"].kernel.endswith("_silu"):  # the gated SiLU in its epilogue
+                self.matmul(f, layer["gate_up"], buf("xn"), buf("act"), rows)
+            else:
+                self.matmul(f, layer["gate_up"], buf("xn"), buf("gu"), rows)
+                f.dispatch(self.kernel("axrt_silu_mul_f32"), [rows],
+                           [buf("gu"), buf("act"), rows, I])
             self.matmul(f, layer["down"], buf("act"), buf("tmp"), rows)
             all_reduce("tmp", rows * H)
             if l + 1 < len(layers):  # the residual, and the next layer's first norm
@@ -585,11 +635,13 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             fused_kernels: bool = False, decode_matmuls: bool = False,
             tensor_core_matmuls: bool = False,
             split_attention: bool = False, attention_splits: int = ATTENTION_SPLITS,
+            flash_attention: bool = False,
             tensor_parallel: int = 1) -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
-    `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` (per output channel) or
-    ``"int4"`` (AWQ layout, groups of 128). `activations`: ``"f32"``, or
+    `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` or ``"fp8"`` (e4m3fn; both
+    with a scale per output channel) or ``"int4"`` (AWQ layout, groups of
+    128). `activations`: ``"f32"``, or
     ``"int8"`` with int4 weights: the projections quantize their inputs to
     int8 per group of 128 and multiply integers (GPTQ layout; faster, not
     exact: docs/kernels.md states its bound). `kv_cache_dtype`: the KV cache's
@@ -600,21 +652,29 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     `fused_kernels`: each residual add and the norm after it run as one
     kernel (``axrt_add_rmsnorm_f32``), and so do rope and the KV-cache write
     (``axrt_rope_kv_cache_write_*``), the same bits as the kernels they
-    replace (docs/kernels.md, "Fused kernels"); off by default until their
-    CUDA bodies have passed a GPU run (docs/gpu-validation.md).
-    `decode_matmuls` (bf16 and int8 weights): the projections take
-    ``axrt_matmul_bf16_f32_decode`` or ``axrt_matmul_int8_pc_f32_decode``,
-    whose grid of 8 columns by 16 rows a workgroup suits a GPU's decode (on
-    the CPU, the same bits as the default kernels); off by default until
-    their CUDA bodies have passed a GPU run.
-    `tensor_core_matmuls` (bf16 weights): the projections take
-    ``axrt_matmul_bf16_tc_f32``, which multiplies on a GPU's tensor cores
-    with the activations rounded to bf16: within the f32 matmul bound of
-    that product, not the same bits as the default kernel (on the CPU
-    either). One dispatch serves every step size, so decode steps take it
-    as well and logits stay batch-invariant (docs/kernels.md, "Tensor-core
-    matmul"); not with `decode_matmuls`. Off by default until its CUDA body
-    has passed a GPU run.
+    replace (docs/kernels.md, "Fused kernels"); with `decode_matmuls` and
+    bf16 weights, the gate/up projection also computes the gated SiLU
+    (``axrt_matmul_bf16_f32_decode_silu``, its rows interleaved). Off by
+    default until their CUDA bodies have passed a GPU run
+    (docs/gpu-validation.md).
+    `decode_matmuls` (bf16, int8, fp8 and int4 weights, f32 activations):
+    the projections take ``axrt_matmul_bf16_f32_decode``,
+    ``axrt_matmul_int8_pc_f32_decode``,
+    ``axrt_matmul_fp8_e4m3_pc_f32_decode`` or (int4, stored in GPTQ's
+    layout) ``axrt_matmul_gptq_int4_f32_decode``, whose grids of 8 (int4:
+    16) columns by 16 rows a workgroup suit a GPU's decode (on the CPU, the
+    same bits as the matching tile kernels); off by default until their
+    CUDA bodies have passed a GPU run.
+    `tensor_core_matmuls` (bf16, int8 and int4 weights, f32 activations):
+    the projections take ``axrt_matmul_bf16_tc_f32``,
+    ``axrt_matmul_int8_pc_tc_f32`` or ``axrt_matmul_awq_int4_tc_f32``,
+    which multiply on a GPU's tensor cores with the activations rounded to
+    bf16 (and int4 weights each rounded to bf16 as well): within the f32
+    matmul bound of that product, not the same bits as the default kernels
+    (on the CPU either). One dispatch serves every step size, so decode
+    steps take them as well and logits stay batch-invariant
+    (docs/kernels.md, "Tensor-core matmul"); not with `decode_matmuls`. Off
+    by default until their CUDA bodies have passed a GPU run.
     `split_attention`: attention cuts each token's context into
     `attention_splits` chunks of whole KV blocks, attended by workgroups of
     their own (``axrt_attention_decode_split_*``) and then combined
@@ -622,6 +682,13 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     small batches, within the f32 bound of the default kernels, not the
     same bits (docs/kernels.md, "Split attention"); off by default until
     its CUDA body has passed a GPU run.
+    `flash_attention`: attention of every token of a step, prefill and decode,
+    takes ``axrt_attention_flash_*``, which on a GPU multiplies on tensor
+    cores with queries, keys, values and probabilities rounded to bf16:
+    within its stated bound of the default kernels, not the same bits
+    (docs/kernels.md, "Flash attention"); head_dim a multiple of 16 up to
+    128, not with `split_attention`. Off by default until its CUDA body has
+    passed a GPU run.
     `max_context`: the longest
     sequence (default: the checkpoint's ``max_position_embeddings``).
     `block_size`: tokens per KV-cache block. `prefill_chunk` and `max_batch`:
@@ -665,15 +732,31 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     config.tensor_core_matmuls = bool(tensor_core_matmuls)
     config.split_attention = bool(split_attention)
     config.attention_splits = int(attention_splits)
-    if decode_matmuls and weights not in ("bf16", "int8"):
-        raise UnsupportedModelError(f"--decode-matmuls needs --weights bf16 or int8, not "
-                                    f"{weights} (the decode matmuls cover those so far)")
-    if tensor_core_matmuls and weights != "bf16":
-        raise UnsupportedModelError(f"--tensor-core-matmuls needs --weights bf16, not {weights} "
-                                    "(the tensor-core matmul covers bf16 weights so far)")
+    config.flash_attention = bool(flash_attention)
+    if flash_attention and split_attention:
+        raise UnsupportedModelError("--flash-attention and --split-attention both choose the "
+                                    "attention kernel of every step; pass one")
+    if flash_attention and config.head_dim not in _FLASH_HEAD_DIMS:
+        raise UnsupportedModelError(
+            f"--flash-attention needs a head size that is a multiple of 16 up to 128; this "
+            f"model's is {config.head_dim}")
+    if decode_matmuls and weights not in ("bf16", "int8", "fp8", "int4"):
+        raise UnsupportedModelError(f"--decode-matmuls needs --weights bf16, int8, fp8 or int4, "
+                                    f"not {weights} (the decode matmuls cover those so far)")
+    if decode_matmuls and activations != "f32":
+        raise UnsupportedModelError(f"--decode-matmuls needs --activations f32, not "
+                                    f"{activations} (int8 activations have a matmul of their "
+                                    "own)")
+    if tensor_core_matmuls and weights not in ("bf16", "int8", "int4"):
+        raise UnsupportedModelError(f"--tensor-core-matmuls needs --weights bf16, int8 or int4, "
+                                    f"not {weights} (the tensor-core matmuls cover those so far)")
+    if tensor_core_matmuls and activations != "f32":
+        raise UnsupportedModelError(f"--tensor-core-matmuls needs --activations f32, not "
+                                    f"{activations} (the tensor-core matmuls round activations "
+                                    "to bf16; int8 activations have integer matmuls of their own)")
     if tensor_core_matmuls and decode_matmuls:
         raise UnsupportedModelError("--tensor-core-matmuls and --decode-matmuls both choose the "
-                                    "bf16 projections' kernel, for every step size; pass one")
+                                    "projections' kernel, for every step size; pass one")
     if kv_cache_dtype == "fp8_e4m3" and config.head_dim % _FP8_HEAD_DIM_MULTIPLE != 0:
         raise UnsupportedModelError(
             f"--kv-cache-dtype fp8_e4m3 needs a head size that is a multiple of "

@@ -34,6 +34,32 @@ def int8_per_channel(w: np.ndarray, peak: Optional[np.ndarray] = None
     return q, scale
 
 
+#: The largest finite e4m3fn value.
+E4M3_MAX = 448.0
+
+
+def fp8_e4m3_per_channel(w: np.ndarray, peak: Optional[np.ndarray] = None
+                         ) -> Tuple[np.ndarray, np.ndarray]:
+    """fp8 e4m3fn with one f32 scale per output row: ``w ~ e4m3(q) * scale``.
+
+    ``scale = max |w[n, :]| / 448`` in f32 (1 for a row of zeros) and ``q``
+    the e4m3fn codes of ``w / scale`` rounded to nearest even (ml_dtypes),
+    ``[N, K]`` as ``ml_dtypes.float8_e4m3fn``; ``scale`` is f32 ``[N, 1]``.
+    `peak` as for :func:`int8_per_channel`.
+    """
+    import ml_dtypes
+
+    w = np.asarray(w, dtype=np.float32)
+    if peak is None:
+        peak = np.max(np.abs(w), axis=1, keepdims=True)
+    peak = np.asarray(peak, dtype=np.float32)
+    scale = np.where(peak > 0, peak / np.float32(E4M3_MAX), np.float32(1.0)).astype(np.float32)
+    # |w / scale| <= 448 but for the rounding of the division; clip what
+    # rounds past it (e4m3fn has no infinity: it would become NaN).
+    ratio = np.clip(w / scale, -E4M3_MAX, E4M3_MAX)
+    return ratio.astype(ml_dtypes.float8_e4m3fn), scale
+
+
 def pack_awq(codes: np.ndarray) -> np.ndarray:
     """Packs uint4 codes ``[R, C]`` (C a multiple of 8) into u32 words ``[R, C / 8]`` in the AWQ order."""
     rows, cols = codes.shape
