@@ -146,6 +146,7 @@ MODELS = [
     ("tiny-llama3", "bf16", {"tensor_core_matmuls": True}),
     ("tiny-llama", "int8", {"tensor_core_matmuls": True}),
     ("tiny-llama3", "int4", {"tensor_core_matmuls": True}),
+    ("tiny-llama3", "fp8", {"tensor_core_matmuls": True}),
     ("tiny-llama3", "bf16", {"flash_attention": True}),
     ("tiny-llama3", "f32", {"kv_cache_dtype": "fp8_e4m3", "flash_attention": True}),
 ]

@@ -30,9 +30,9 @@ The bandwidth is a device-to-device copy of 1 GiB (64 MiB for the small shape), 
 
 Beside them, the bf16 matmul kernels alone (`axrt_matmul_bf16_f32`, its decode grid and the
 tensor-core `axrt_matmul_bf16_tc_f32`) at M = 1 and 16 against the bandwidth (N = K = 2048)
-and at M = N = K = 2048 in TFLOP/s; and,
-where torch with CUDA is installed, torch.matmul and scaled_dot_product_attention in bf16
-as anchors in the same run (figures.json, "kernels").
+and at M = N = K = 2048 in TFLOP/s; and, as anchors in the same run (figures.json,
+"kernels"), cuBLAS's bf16 GEMM where the machine has the CUDA toolkit's libraries, and
+torch.matmul and scaled_dot_product_attention in bf16 where torch with CUDA is installed.
 """
 from __future__ import annotations
 
@@ -139,6 +139,78 @@ def time_call(call, repeats: int = 10) -> float:
     return best
 
 
+def cublas_figures(size: int) -> dict:
+    """cuBLAS's bf16 GEMM (f32 accumulation and output, tensor cores) at the matmul kernels'
+    shapes, y[M, N] = x[M, K] . w[N, K]^T, where the machine has the CUDA toolkit's cuBLAS and
+    runtime libraries (loaded with ctypes, on the device's primary context): the anchor of the
+    matmul figures in the same run, torch or not. Without them, or without a GPU, the reason."""
+    import ctypes
+    import ctypes.util
+    import glob
+
+    def load(name: str):
+        found = ctypes.util.find_library(name)
+        candidates = ([found] if found else []) + sorted(
+            glob.glob(f"/usr/local/cuda/lib64/lib{name}.so*"), reverse=True)
+        for candidate in candidates:
+            try:
+                return ctypes.CDLL(candidate)
+            except OSError:
+                continue
+        raise OSError(f"lib{name} is not installed")
+
+    try:
+        cudart, cublas = load("cudart"), load("cublas")
+    except OSError as e:
+        return {"cublas": f"unavailable: {e}"}
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            raise RuntimeError(f"{what} returned {rc}")
+
+    bf16, f32, compute_32f, op_n, op_t, default_algo = 14, 0, 68, 0, 1, -1
+    figures = {}
+    handle = ctypes.c_void_p()
+    pointers = []
+    try:
+        check(cublas.cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
+
+        def device_alloc(nbytes: int) -> ctypes.c_void_p:
+            p = ctypes.c_void_p()
+            check(cudart.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(nbytes)), "cudaMalloc")
+            pointers.append(p)
+            # bf16 0x3c00 (2^-7) in every element: finite products whatever the sizes.
+            check(cudart.cudaMemset(p, 0x3c, ctypes.c_size_t(nbytes)), "cudaMemset")
+            return p
+
+        w = device_alloc(2 * size * size)
+        alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        for m in (1, 16, size):
+            x = device_alloc(2 * m * size)
+            y = device_alloc(4 * m * size)
+
+            def call():
+                # Column-major: y^T [N, M] = (w as [K, N])^T . (x as [K, M]).
+                check(cublas.cublasGemmEx(handle, op_t, op_n, size, m, size, ctypes.byref(alpha),
+                                          w, bf16, size, x, bf16, size, ctypes.byref(beta), y,
+                                          f32, size, compute_32f, default_algo), "cublasGemmEx")
+                check(cudart.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+
+            seconds = time_call(call)
+            if m == size:
+                figures[f"cublas_gemm_bf16_m{m}_tflop_s"] = 2 * m * size * size / seconds / 1e12
+            else:
+                figures[f"cublas_gemm_bf16_m{m}_weight_gb_s"] = 2 * size * size / seconds / 1e9
+    except (RuntimeError, AttributeError) as e:
+        figures["cublas"] = f"unavailable: {e}"
+    finally:
+        for p in pointers:
+            cudart.cudaFree(p)
+        if handle.value:
+            cublas.cublasDestroy_v2(handle)
+    return figures
+
+
 def kernel_figures(device, small: bool) -> dict:
     """The bf16 matmul kernels by themselves, and torch's where it runs on a GPU."""
     import axrt
@@ -183,6 +255,8 @@ def kernel_figures(device, small: bool) -> dict:
                 figures[key + "_tflop_s"] = 2 * m * n * k / seconds / 1e12
             else:
                 figures[key + "_weight_gb_s"] = 2 * n * k / seconds / 1e9
+    if device.type == "cuda":
+        figures.update(cublas_figures(size))
     try:
         import torch
     except ImportError:

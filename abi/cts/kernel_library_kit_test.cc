@@ -545,6 +545,27 @@ KernelCase MatmulInt8TensorCore() {
       63);
 }
 
+// axrt_matmul_fp8_e4m3_pc_tc_f32: every finite e4m3fn code is exact in bf16,
+// the column's scale comes after the sum.
+KernelCase MatmulFp8TensorCore() {
+  const uint64_t M = 130, N = 136, K = 40;
+  const std::vector<int> codes = RandomInts(N * K, 68, 0, 253);
+  const std::vector<float> scale = RandomFloats(N, 69, 0.0005f, 0.002f);
+  std::vector<uint8_t> w(N * K);
+  std::vector<double> dequantized(K * N);
+  for (uint64_t n = 0; n < N; ++n) {
+    for (uint64_t k = 0; k < K; ++k) {
+      const int code = codes[n * K + k];
+      w[n * K + k] = static_cast<uint8_t>(code >= 0x7f ? code + 1 : code);  // no NaN
+      dequantized[k * N + n] = E4m3Value(w[n * K + k]) * double{scale[n]};
+    }
+  }
+  return MatmulTensorCore(
+      "axrt_matmul_fp8_e4m3_pc_tc_f32", M, N, K,
+      {InputBuffer(BytesOf(w), &kFp8PerChannel), InputBuffer(BytesOf(scale))}, dequantized, {},
+      70);
+}
+
 // axrt_matmul_awq_int4_tc_f32: each weight (q - z) s (exact in f32) rounded
 // to bf16 as it is staged; two groups of 128.
 KernelCase MatmulAwqInt4TensorCore() {
@@ -1581,6 +1602,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(MatmulBf16DecodeSilu());
   cases.push_back(MatmulBf16TensorCore());
   cases.push_back(MatmulInt8TensorCore());
+  cases.push_back(MatmulFp8TensorCore());
   cases.push_back(MatmulAwqInt4TensorCore());
   cases.push_back(MatmulInt8());
   cases.push_back(MatmulInt8(/*decode=*/true));

@@ -356,6 +356,9 @@ axrt_kernel_result_t axrt_matmul_bf16_tc_f32(const void* args,
 axrt_kernel_result_t axrt_matmul_int8_pc_tc_f32(const void* args,
                                                 const axrt_kernel_dispatch_t* dispatch,
                                                 const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_fp8_e4m3_pc_tc_f32(const void* args,
+                                                    const axrt_kernel_dispatch_t* dispatch,
+                                                    const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_awq_int4_tc_f32(const void* args,
                                                  const axrt_kernel_dispatch_t* dispatch,
                                                  const axrt_kernel_workgroup_t* workgroup);

@@ -2,9 +2,10 @@
 // (docs/kernels.md, "Tensor-core matmul"), for the CPU driver and the mock
 // CUDA driver, which runs a CUDA kernel through the CPU kernel of its name.
 // y[M, N] = bf16(x)[M, K] . w[N, K]^T + bias[N] with x rounded to bf16
-// (nearest even) and w as the kernel stages it in bf16: bf16 weights and int8
-// codes widened exactly (the int8 sum then times its column's scale), AWQ
-// int4 weights as bf16((q - z) s), rounded to nearest even.
+// (nearest even) and w as the kernel stages it in bf16: bf16 weights, int8
+// and fp8 e4m3fn codes widened exactly (the codes' sum then times its
+// column's scale), AWQ int4 weights as bf16((q - z) s), rounded to nearest
+// even.
 //
 // Each output is 16 lane sums (lane l takes the products of k = l, l + 16,
 // ... in order), added by a fixed halving tree, then the bias: the same
@@ -97,6 +98,20 @@ uint32_t awq_code(uint32_t word, uint64_t i) {
   return (word >> (4 * ((i % 2) * 4 + i / 2))) & 0xfu;
 }
 
+// Byte codes [N, K] with a scale per output channel, each code widened
+// exactly by `value`; y = (sum) scale[n] + bias[n], two roundings.
+template <class Args, class Value>
+axrt_kernel_result_t tc_per_channel(const Args* a, const axrt_kernel_workgroup_t* workgroup,
+                                    Value value) {
+  const uint64_t K = a->K;
+  const auto widen = [a, K, value](uint64_t n, float* row) {
+    const auto* src = a->w + n * K;
+    for (uint64_t k = 0; k < K; ++k) row[k] = value(src[k]);
+  };
+  const auto finish = [a](uint64_t n, float sum) { return sum * a->scale[n]; };
+  return tc_workgroup(a->x, a->bias, a->y, a->M, a->N, K, workgroup, widen, finish);
+}
+
 }  // namespace
 }  // namespace axrt::kernels::cpu
 
@@ -114,18 +129,21 @@ extern "C" axrt_kernel_result_t axrt_matmul_bf16_tc_f32(const void* args,
   return tc_workgroup(a->x, a->bias, a->y, a->M, a->N, K, workgroup, widen, finish);
 }
 
-// int8 codes widened exactly; y = (sum) scale[n] + bias[n], two roundings.
+// int8 codes, exact in f32 (and bf16).
 extern "C" axrt_kernel_result_t axrt_matmul_int8_pc_tc_f32(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
   using namespace axrt::kernels::cpu;
-  const auto* a = static_cast<const MatmulInt8Args*>(args);
-  const uint64_t K = a->K;
-  const auto widen = [a, K](uint64_t n, float* row) {
-    const int8_t* src = a->w + n * K;
-    for (uint64_t k = 0; k < K; ++k) row[k] = static_cast<float>(src[k]);
-  };
-  const auto finish = [a](uint64_t n, float sum) { return sum * a->scale[n]; };
-  return tc_workgroup(a->x, a->bias, a->y, a->M, a->N, K, workgroup, widen, finish);
+  return tc_per_channel(static_cast<const MatmulInt8Args*>(args), workgroup,
+                        [](int8_t code) { return static_cast<float>(code); });
+}
+
+// e4m3fn codes, exact in bf16 (4 significant bits, exponents inside bf16's
+// range); the NaN codes 0x7f and 0xff widen to NaN.
+extern "C" axrt_kernel_result_t axrt_matmul_fp8_e4m3_pc_tc_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  using namespace axrt::kernels::cpu;
+  return tc_per_channel(static_cast<const MatmulFp8PcArgs*>(args), workgroup,
+                        [](uint8_t code) { return kE4m3fnValues[code]; });
 }
 
 // AWQ int4 (awq.int4.g128): W[n][k] = bf16((q - z) s), the product exact in

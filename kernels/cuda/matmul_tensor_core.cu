@@ -2,7 +2,7 @@
 // y[M, N] = bf16(x)[M, K] . w[N, K]^T + bias[N], x rounded to bf16 (nearest
 // even) as it is staged, products and sums in f32 by mma.sync.m16n8k16 (sm_80
 // and later), for bf16 weights and, widened to bf16 as they are staged, int8
-// per-channel and AWQ int4 ones.
+// and fp8 e4m3fn per-channel and AWQ int4 ones.
 //
 // Block (j, i), 256 threads, computes rows [128 i, 128 i + 128) and columns
 // [128 j, 128 j + 128), clipped to M and N. K is walked in tiles of 32 in
@@ -130,19 +130,39 @@ struct TcBf16Weights {
   __device__ __forceinline__ float finish(float sum, uint64_t) const { return sum; }
 };
 
-// Codes `i` and `i + 1` of a word of 4 int8 codes as a pair of bf16 (exact:
-// an int8 has at most 8 significant bits, so its f32 has 16 zero low bits).
-__device__ __forceinline__ uint32_t int8_pair_to_bf16(uint32_t word, unsigned i) {
-  const float lo = static_cast<float>(static_cast<int8_t>((word >> (8 * i)) & 0xffu));
-  const float hi = static_cast<float>(static_cast<int8_t>((word >> (8 * i + 8)) & 0xffu));
-  return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
-}
+// Byte codes staged by TcByteWeights: their storage type, and codes `i`
+// and `i + 1` of a word of 4 as a pair of bf16, exactly.
 
-// int8 [N, K] with f32 scale [N, 1]: the codes widened to bf16 (exact), the
-// sum times scale[n]. A thread holds 2 chunks of 8 codes (the chunks
-// TcBf16Weights copies). kVector: K a multiple of 8 and w 8-byte aligned.
-struct TcInt8Weights {
-  const int8_t* __restrict__ w;
+// int8: at most 8 significant bits, so its f32 has 16 zero low bits.
+struct Int8Codes {
+  using Storage = int8_t;
+  __device__ __forceinline__ static uint32_t pair_to_bf16(uint32_t word, unsigned i) {
+    const float lo = static_cast<float>(static_cast<int8_t>((word >> (8 * i)) & 0xffu));
+    const float hi = static_cast<float>(static_cast<int8_t>((word >> (8 * i + 8)) & 0xffu));
+    return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
+  }
+};
+
+// e4m3fn: a finite value has at most 4 significant bits and an exponent in
+// [-9, 8], inside bf16's normal range, so its f32 (exact) has 20 zero low
+// bits and its top 16 are the bf16; the NaN's f32 0x7fc00000 (sign kept)
+// gives the bf16 NaN 0x7fc0.
+struct E4m3fnCodes {
+  using Storage = uint8_t;
+  __device__ __forceinline__ static uint32_t pair_to_bf16(uint32_t word, unsigned i) {
+    const float lo = e4m3fn_to_float(static_cast<uint8_t>(word >> (8 * i)));
+    const float hi = e4m3fn_to_float(static_cast<uint8_t>(word >> (8 * i + 8)));
+    return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
+  }
+};
+
+// Byte codes [N, K] (int8 or e4m3fn) with f32 scale [N, 1]: the codes
+// widened to bf16 (exact), the sum times scale[n]. A thread holds 2 chunks
+// of 8 codes (the chunks TcBf16Weights copies). kVector: K a multiple of 8
+// and w 8-byte aligned.
+template <class Codes>
+struct TcByteWeights {
+  const typename Codes::Storage* __restrict__ w;
   const float* __restrict__ scale;
   uint64_t N;
   uint64_t K;
@@ -184,8 +204,8 @@ struct TcInt8Weights {
       const unsigned q = tid + l * kBlockThreads;
       const uint2 c = held.codes[l];
       *reinterpret_cast<uint4*>(&w_ring[stage][tc_offset(q / 4, q % 4)]) =
-          make_uint4(int8_pair_to_bf16(c.x, 0), int8_pair_to_bf16(c.x, 2),
-                     int8_pair_to_bf16(c.y, 0), int8_pair_to_bf16(c.y, 2));
+          make_uint4(Codes::pair_to_bf16(c.x, 0), Codes::pair_to_bf16(c.x, 2),
+                     Codes::pair_to_bf16(c.y, 0), Codes::pair_to_bf16(c.y, 2));
     }
   }
   // Rounded on its own, as the contract writes it (never fused with the bias).
@@ -417,6 +437,20 @@ __device__ __forceinline__ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// The byte-code kernels' body: vector loads when K is a multiple of 8, x
+// 16-byte and w 8-byte aligned.
+template <class Codes>
+__device__ __forceinline__ void matmul_tc_byte_codes(
+    const float* __restrict__ x, const TcByteWeights<Codes>& weights,
+    const float* __restrict__ bias, float* __restrict__ y, uint64_t M, uint64_t N, uint64_t K,
+    uint16_t (*x_ring)[kTcStageElements], uint16_t (*w_ring)[kTcStageElements]) {
+  if (K % 8 == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(weights.w) % 8 == 0) {
+    matmul_tc<true>(x, weights, bias, y, M, N, K, x_ring, w_ring);
+  } else {
+    matmul_tc<false>(x, weights, bias, y, M, N, K, x_ring, w_ring);
+  }
+}
+
 }  // namespace
 }  // namespace axrt_cuda
 
@@ -449,12 +483,23 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   __shared__ __align__(128) uint16_t x_ring[kTcStages][kTcStageElements];
   __shared__ __align__(128) uint16_t w_ring[kTcStages][kTcStageElements];
   if (!tc_block_has_work(M, N)) return;
-  const TcInt8Weights weights{w, scale, N, K};
-  if (K % 8 == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(w) % 8 == 0) {
-    matmul_tc<true>(x, weights, bias, y, M, N, K, x_ring, w_ring);
-  } else {
-    matmul_tc<false>(x, weights, bias, y, M, N, K, x_ring, w_ring);
-  }
+  matmul_tc_byte_codes(x, TcByteWeights<Int8Codes>{w, scale, N, K}, bias, y, M, N, K, x_ring,
+                       w_ring);
+}
+
+// fp8 per-channel weights [N, K] (fp8.e4m3fn.per_channel) on tensor cores:
+// the body above with e4m3fn codes, widened to bf16 exactly (a NaN code
+// stays NaN) (opt-in). Grid and register cap as above.
+extern "C" __global__ void __launch_bounds__(256, 2)
+    axrt_matmul_fp8_e4m3_pc_tc_f32(const float* x, const uint8_t* w, const float* scale,
+                                   const float* bias, float* y, uint64_t M, uint64_t N,
+                                   uint64_t K) {
+  using namespace axrt_cuda;
+  __shared__ __align__(128) uint16_t x_ring[kTcStages][kTcStageElements];
+  __shared__ __align__(128) uint16_t w_ring[kTcStages][kTcStageElements];
+  if (!tc_block_has_work(M, N)) return;
+  matmul_tc_byte_codes(x, TcByteWeights<E4m3fnCodes>{w, scale, N, K}, bias, y, M, N, K, x_ring,
+                       w_ring);
 }
 
 // AWQ int4 weights (awq.int4.g128) on tensor cores, each weight rounded to

@@ -286,7 +286,7 @@ def test_tensor_core_matmuls_match_transformers_on_the_bf16_weights(tmp_path, mo
         print(f"\n{model} tensor-core matmuls: logits within {worst:.2e}, {equal} of "
               f"{len(list(prompts(ref)))} generations equal", end="")
     with pytest.raises(UnsupportedModelError, match="--tensor-core-matmuls needs --weights bf16, "
-                                                    "int8 or int4, not f32"):
+                                                    "int8, fp8 or int4, not f32"):
         axrt.llm.convert(DATA / model, tmp_path / "x.axe", weights="f32", cuda=False,
                          tensor_core_matmuls=True)
     with pytest.raises(UnsupportedModelError, match="--tensor-core-matmuls and --decode-matmuls"):

@@ -1,8 +1,8 @@
 """The tensor-core matmuls of quantized weights (docs/kernels.md, "Tensor-core matmul"):
-axrt_matmul_int8_pc_tc_f32 and axrt_matmul_awq_int4_tc_f32 against float64 references
-from bf16(x) and the exact codes and scales, on cpu:0 and on cuda:0 of the mock CUDA driver
-(which runs the CPU body of the same name); and the tiny models converted with
-`tensor_core_matmuls=True` against transformers."""
+axrt_matmul_int8_pc_tc_f32, axrt_matmul_fp8_e4m3_pc_tc_f32 and axrt_matmul_awq_int4_tc_f32
+against float64 references from bf16(x) and the exact codes and scales, on cpu:0 and on
+cuda:0 of the mock CUDA driver (which runs the CPU body of the same name); and the tiny
+models converted with `tensor_core_matmuls=True` against transformers."""
 import os
 import pathlib
 
@@ -19,12 +19,13 @@ from serving_support import prompts, reference
 from test_llm import DATA, TENSOR_CORE_TOLERANCE, near_tie, relative_error, teacher_forced
 
 INT8 = "axrt_matmul_int8_pc_tc_f32"
+FP8 = "axrt_matmul_fp8_e4m3_pc_tc_f32"
 AWQ = "axrt_matmul_awq_int4_tc_f32"
 TILE = 128  # the kernels' workgroup: 128 x 128 outputs
-# int8 takes the bf16 option's tolerance (measured: 1.1e-2 on tiny-llama,
-# 6.5e-3 on tiny-llama3). int4 weights are rounded to bf16 as well, 2^-8 of
-# each weight more, compounded over the layers (measured: 1.9e-2 on
-# tiny-llama, 1.1e-2 on tiny-llama3).
+# int8 and fp8 take the bf16 option's tolerance (measured: int8 1.1e-2 on
+# tiny-llama, 6.5e-3 on tiny-llama3; fp8 1.0e-2 and 7.9e-3). int4 weights
+# are rounded to bf16 as well, 2^-8 of each weight more, compounded over the
+# layers (measured: 1.9e-2 on tiny-llama, 1.1e-2 on tiny-llama3).
 INT4_TOLERANCE = 4e-2
 
 
@@ -45,7 +46,7 @@ def code_object(builder):
     fatbin = pathlib.Path(build or ".") / "kernels" / "cuda" / "axrt_kernels.fatbin"
     if build and fatbin.exists():
         return builder.code_object("cuda_fatbin", "sm_80,sm_90", fatbin.read_bytes())
-    image = f"AXRTMOCKCUDA\n{INT8}\n{AWQ}\n.version 8.0\n.target sm_80\n"
+    image = f"AXRTMOCKCUDA\n{INT8}\n{FP8}\n{AWQ}\n.version 8.0\n.target sm_80\n"
     return builder.code_object("cuda_ptx", "compute_80", image.encode())
 
 
@@ -108,6 +109,72 @@ def test_matmul_int8_tensor_core(device, m, n, k):
     assert np.all(np.abs(y - ref) <= bound)
     exact = x.astype(np.float64) @ value.T + bias
     assert np.all(np.abs(y - exact) <= bound + 2.0 ** -8 * (np.abs(x) @ np.abs(value.T)))
+
+
+# ---------------------------------------------------------------------------
+# fp8 e4m3fn per channel
+
+NAN_CODES = (0x7F, 0xFF)  # e4m3fn has no infinities; S.1111.111 is NaN
+
+
+def e4m3_values(codes):
+    """Each e4m3fn code's value, exactly, in float64."""
+    return codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+
+
+def fp8_case(rng, m, n, k):
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    codes = rng.integers(0, 254, (n, k)).astype(np.uint8)
+    codes[codes >= 0x7F] += 1  # every finite code, no NaN (253 + 1 = 0xfe)
+    scale = rng.uniform(0.0005, 0.002, (n, 1)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    return x, codes, scale, bias
+
+
+def run_fp8(x, codes, scale, bias, device, **options):
+    (m, k), n = x.shape, codes.shape[0]
+    return run(FP8, {"x": x, "w": codes, "scale": scale, "bias": bias}, [m, n, k], m, n,
+               device, **options)
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 200, 336), (17, 200, 336), (130, 200, 336),
+                                     (257, 136, 40), (17, 9, 50)])
+def test_matmul_fp8_tensor_core(device, m, n, k):
+    """(sum of bf16(x) e4m3(q)) * scale + bias, the codes exact in bf16: within the f32
+    matmul bound of the float64 value on the int8 test's shapes (tiles that M and N end
+    inside, K inside the K tile, K off 8). Against f32 activations the rounding of x adds
+    at most 2^-8 |x| . |W|."""
+    rng = np.random.default_rng(600 + m + k)
+    x, codes, scale, bias = fp8_case(rng, m, n, k)
+    y = run_fp8(x, codes, scale, bias, device)
+    s = scale.astype(np.float64)[:, 0]
+    q = e4m3_values(codes)
+    xr = rounded(x)
+    ref = (xr @ q.T) * s + bias
+    value = q * s[:, None]
+    bound = 1e-5 * (np.abs(xr) @ np.abs(value.T) + np.abs(bias)) + 1e-6
+    assert np.all(np.abs(y - ref) <= bound)
+    exact = x.astype(np.float64) @ value.T + bias
+    assert np.all(np.abs(y - exact) <= bound + 2.0 ** -8 * (np.abs(x) @ np.abs(value.T)))
+
+
+def test_matmul_fp8_tensor_core_widens_every_code_exactly(device):
+    """Through rows of the identity (scale 1, bias 0) y is the staged weights themselves:
+    every finite code (code 32 n + k at w[n, k], the NaN codes' places holding 0) widened
+    exactly, the subnormals S.0000.mmm (m 2^-9) and +-448 among them; a column holding the
+    NaN codes 0x7f and 0xff comes out NaN (each of its outputs multiplies them)."""
+    k = 32
+    codes = np.zeros((9, k), np.uint8)
+    codes[:8] = np.arange(256, dtype=np.uint8).reshape(8, k)
+    codes[:8][np.isin(codes[:8], NAN_CODES)] = 0
+    codes[8, :2] = NAN_CODES
+    x = np.eye(k, dtype=np.float32)
+    y = run_fp8(x, codes, np.ones((9, 1), np.float32), np.zeros(9, np.float32), device)
+    assert np.all(np.isnan(y[:, 8]))
+    np.testing.assert_array_equal(y[:, :8], e4m3_values(codes[:8]).T.astype(np.float32))
+    assert y[1, 0] == 2.0 ** -9 and y[7, 0] == 7 * 2.0 ** -9 and y[1, 4] == -(2.0 ** -9)
+    assert y[8, 0] == 2.0 ** -6  # the smallest normal
+    assert y[30, 3] == 448.0 and y[30, 7] == -448.0
 
 
 # ---------------------------------------------------------------------------
@@ -189,7 +256,7 @@ def test_matmul_awq_int4_tensor_core_rounds_weights_to_nearest_even(device):
     assert y[0, 0] == 1.0 and y[0, 1] == 3.0 + 2.0 ** -6
 
 
-@pytest.mark.parametrize("kernel", [INT8, AWQ])
+@pytest.mark.parametrize("kernel", [INT8, FP8, AWQ])
 def test_tensor_core_quantized_is_batch_invariant(device, kernel):
     """A row's bits do not depend on the step's size or on the other rows: rows computed in a
     batch of 257 (three row tiles) equal, bit for bit, the same rows in batches of 17 and
@@ -201,6 +268,11 @@ def test_tensor_core_quantized_is_batch_invariant(device, kernel):
 
         def call(rows):
             return run_int8(rows, codes, scale, bias, device)
+    elif kernel == FP8:
+        x, codes, scale, bias = fp8_case(rng, m, n, k)
+
+        def call(rows):
+            return run_fp8(rows, codes, scale, bias, device)
     else:
         x, q, z, scales, bias = awq_case(rng, m, n, k, 128)
 
@@ -241,16 +313,17 @@ def test_matmul_awq_int4_tensor_core_refuses_bad_shapes(n, k, group_size, match)
 
 
 @pytest.mark.parametrize("model, weights", [("tiny-llama", "int8"), ("tiny-llama3", "int8"),
+                                            ("tiny-llama", "fp8"), ("tiny-llama3", "fp8"),
                                             ("tiny-llama", "int4"), ("tiny-llama3", "int4")])
 def test_tensor_core_matmuls_match_transformers_on_the_quantized_weights(tmp_path, model,
                                                                          weights, capsys):
-    """int8 and int4 projections on tensor cores (on the CPU their twins), which round the
-    activations (and int4's dequantized weights) to bf16: teacher-forced logits within the
+    """int8, fp8 and int4 projections on tensor cores (on the CPU their twins), which round
+    the activations (and int4's dequantized weights) to bf16: teacher-forced logits within the
     tolerance of transformers' on the dequantized weights, the same greedy token wherever
     the reference's top two logits are further apart than that allows, and generation
     equal to the reference's up to the first step where they are not."""
-    tolerance = TENSOR_CORE_TOLERANCE if weights == "int8" else INT4_TOLERANCE
-    kernel = INT8 if weights == "int8" else AWQ
+    tolerance = INT4_TOLERANCE if weights == "int4" else TENSOR_CORE_TOLERANCE
+    kernel = {"int8": INT8, "fp8": FP8, "int4": AWQ}[weights]
     ref = reference(model, weights)
     path = tmp_path / "tc.axe"
     axrt.llm.convert(DATA / model, path, weights=weights, cuda=False, tensor_core_matmuls=True)
@@ -285,7 +358,7 @@ def test_tensor_core_matmuls_run_on_the_mock_device(tmp_path, cuda_mock):
 
     if default_fatbin() is None:
         pytest.skip("axrt was built without its CUDA kernels")
-    for weights in ("int8", "int4"):
+    for weights in ("int8", "fp8", "int4"):
         path = tmp_path / f"{weights}.axe"
         axrt.llm.convert(DATA / "tiny-llama3", path, weights=weights, tensor_core_matmuls=True)
         prompt = [int(t) for t in reference("tiny-llama3", weights)["prompt0"]]
@@ -306,6 +379,6 @@ def test_tensor_core_matmuls_refuse_other_modes(tmp_path):
         axrt.llm.convert(DATA / "tiny-llama3", out, weights="int8", cuda=False,
                          tensor_core_matmuls=True, decode_matmuls=True)
     with pytest.raises(UnsupportedModelError, match="--tensor-core-matmuls needs --weights bf16, "
-                                                    "int8 or int4, not f32"):
+                                                    "int8, fp8 or int4, not f32"):
         axrt.llm.convert(DATA / "tiny-llama3", out, weights="f32", cuda=False,
                          tensor_core_matmuls=True)

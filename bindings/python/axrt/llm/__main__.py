@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
                               "projections on the decode matmuls' grid, "
                               "for a GPU's decode (off by default until validated on a GPU)")
     convert.add_argument("--tensor-core-matmuls", action="store_true",
-                         help="with --weights bf16, int8 or int4 (f32 activations): "
+                         help="with --weights bf16, int8, fp8 or int4 (f32 activations): "
                               "projections on a GPU's tensor cores, activations (and int4 "
                               "weights) rounded to bf16; not the same bits (docs/kernels.md, "
                               "\"Tensor-core matmul\"; off by default until validated on a GPU)")

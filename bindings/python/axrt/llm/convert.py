@@ -307,7 +307,8 @@ class _Converter:
             if mode == "fp8":
                 w = self.constant(label, take_q, "fp8_e4m3fn", (n, k),
                                   FP8_LAYOUT.with_constants(scale=scale))
-                kernel = ("axrt_matmul_fp8_e4m3_pc_f32_decode" if self.cfg.decode_matmuls
+                kernel = ("axrt_matmul_fp8_e4m3_pc_tc_f32" if self.cfg.tensor_core_matmuls
+                          else "axrt_matmul_fp8_e4m3_pc_f32_decode" if self.cfg.decode_matmuls
                           else "axrt_matmul_fp8_e4m3_pc_f32")
                 return _Linear(kernel, (w, scale), bias, n, k)
             w = self.constant(label, take_q, "int8", (n, k), INT8_LAYOUT.with_constants(scale=scale))
@@ -665,11 +666,12 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     16) columns by 16 rows a workgroup suit a GPU's decode (on the CPU, the
     same bits as the matching tile kernels); off by default until their
     CUDA bodies have passed a GPU run.
-    `tensor_core_matmuls` (bf16, int8 and int4 weights, f32 activations):
-    the projections take ``axrt_matmul_bf16_tc_f32``,
-    ``axrt_matmul_int8_pc_tc_f32`` or ``axrt_matmul_awq_int4_tc_f32``,
-    which multiply on a GPU's tensor cores with the activations rounded to
-    bf16 (and int4 weights each rounded to bf16 as well): within the f32
+    `tensor_core_matmuls` (bf16, int8, fp8 and int4 weights, f32
+    activations): the projections take ``axrt_matmul_bf16_tc_f32``,
+    ``axrt_matmul_int8_pc_tc_f32``, ``axrt_matmul_fp8_e4m3_pc_tc_f32`` or
+    ``axrt_matmul_awq_int4_tc_f32``, which multiply on a GPU's tensor cores
+    with the activations rounded to bf16 (int8 and fp8 codes are exact in
+    bf16; int4 weights are each rounded to bf16 as well): within the f32
     matmul bound of that product, not the same bits as the default kernels
     (on the CPU either). One dispatch serves every step size, so decode
     steps take them as well and logits stay batch-invariant
@@ -747,9 +749,10 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
         raise UnsupportedModelError(f"--decode-matmuls needs --activations f32, not "
                                     f"{activations} (int8 activations have a matmul of their "
                                     "own)")
-    if tensor_core_matmuls and weights not in ("bf16", "int8", "int4"):
-        raise UnsupportedModelError(f"--tensor-core-matmuls needs --weights bf16, int8 or int4, "
-                                    f"not {weights} (the tensor-core matmuls cover those so far)")
+    if tensor_core_matmuls and weights not in ("bf16", "int8", "fp8", "int4"):
+        raise UnsupportedModelError(f"--tensor-core-matmuls needs --weights bf16, int8, fp8 or "
+                                    f"int4, not {weights} (the tensor-core matmuls cover those "
+                                    "so far)")
     if tensor_core_matmuls and activations != "f32":
         raise UnsupportedModelError(f"--tensor-core-matmuls needs --activations f32, not "
                                     f"{activations} (the tensor-core matmuls round activations "
