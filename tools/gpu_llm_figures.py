@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import struct
 import sys
 import tempfile
@@ -386,6 +387,10 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="axrt-llm-figures-"))
     results = {"device": str(device), "shape": args.shape, "models": {}}
+    variants = args.variants.split(",")
+    # Cut short by the step's time limit (SIGTERM): the work folder still goes, and the
+    # report keeps the variants that ended.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     try:
         shape = SHAPES[args.shape]
         start = time.perf_counter()
@@ -395,7 +400,7 @@ def main() -> int:
         bandwidth = read_bandwidth(device, (1 << 30) if args.shape == "tinyllama" else (64 << 20))
         results["read_bandwidth_gb_s"] = bandwidth / 1e9
         results["kernels"] = kernel_figures(device, args.shape == "small")
-        for variant in args.variants.split(","):
+        for variant in variants:
             # One variant's failure is recorded and the others run; the results so far are
             # written after each, so that a step cut short by its time limit keeps them.
             try:
@@ -404,14 +409,21 @@ def main() -> int:
             except Exception as e:
                 results["models"][variant] = {"error": f"{type(e).__name__}: {e}"}
                 print(f"figures: {variant}: {type(e).__name__}: {e}", flush=True)
-            (args.out / "figures.json").write_text(json.dumps(results, indent=1))
+            write_report(args.out, args.shape, results, len(variants))
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    (args.out / "figures.json").write_text(json.dumps(results, indent=1))
+    write_report(args.out, args.shape, results, len(variants))
+    return 0
+
+
+def write_report(out: Path, shape: str, results: dict, planned: int) -> None:
+    """figures.json and figures.md with the variants timed so far (of `planned`)."""
+    (out / "figures.json").write_text(json.dumps(results, indent=1))
     lines = [f"# Language-model figures on {results['device']}", "",
-             f"{results['parameters'] / 1e6:,.0f} M parameters ({args.shape}); read bandwidth "
-             f"{results['read_bandwidth_gb_s']:.0f} GB/s (device-to-device copy)", "",
+             f"{results['parameters'] / 1e6:,.0f} M parameters ({shape}); read bandwidth "
+             f"{results['read_bandwidth_gb_s']:.0f} GB/s (device-to-device copy); "
+             f"{len(results['models'])} of {planned} variants", "",
              "| variant | decode tok/s (of the bound) | decode@1920 tok/s | 16 concurrent tok/s "
              "| 64 concurrent tok/s | prefill@512 tok/s | prefill@2048 tok/s |",
              "|---|---|---|---|---|---|---|"]
@@ -426,10 +438,9 @@ def main() -> int:
             f"{f.get('prefill_512_tok_s', float('nan')):.0f} | "
             f"{f.get('prefill_2048_tok_s', float('nan')):.0f} |")
     lines += ["", "| kernel figure | value |", "|---|---|"]
-    lines += [f"| {key} | {value:.3g} |" for key, value in results["kernels"].items()]
-    (args.out / "figures.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
+    lines += [f"| {key} | {value:.3g} |" if isinstance(value, (int, float)) else
+              f"| {key} | {value} |" for key, value in results.get("kernels", {}).items()]
+    (out / "figures.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
