@@ -1,5 +1,11 @@
 """Reads Hugging Face checkpoints: config.json and *.safetensors, memory-mapped.
 
+Which files hold the weights: those that ``model.safetensors.index.json``
+names, when the directory has one (as every multi-shard checkpoint does: its
+``weight_map`` maps each tensor name to the file holding it; other
+``.safetensors`` files beside them, such as a consolidated copy, are not
+read), else every ``*.safetensors`` file of the directory.
+
 The safetensors layout (its documented format): an unsigned 64-bit
 little-endian header length N, N bytes of JSON mapping each tensor name to
 ``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets relative to
@@ -27,6 +33,9 @@ _DTYPES = {
     "BOOL": np.dtype("?"),
     "BF16": None,  # ml_dtypes' bfloat16, imported when a checkpoint holds one
 }
+
+# The index of a sharded checkpoint: which file holds each tensor.
+INDEX_FILE = "model.safetensors.index.json"
 
 # A header longer than this is not a checkpoint header.
 _MAX_HEADER = 100 * 1024 * 1024
@@ -113,11 +122,22 @@ class Checkpoint:
                                   "model directory?)")
         with open(config_path, encoding="utf-8") as f:
             self.config = json.load(f)
+        self._where: Dict[str, SafetensorsFile] = {}
+        index = self.directory / INDEX_FILE
+        self.index = index if index.is_file() else None
+        if self.index is not None:
+            self._read_index(self.index)
+        else:
+            self._read_directory()
+        tokenizer = self.directory / "tokenizer.json"
+        self.tokenizer_json = tokenizer.read_text(encoding="utf-8") if tokenizer.is_file() else None
+
+    def _read_directory(self) -> None:
+        """Every *.safetensors file of the directory, each tensor in one of them."""
         shards = sorted(self.directory.glob("*.safetensors"))
         if not shards:
             raise CheckpointError(f"{self.directory}: no *.safetensors files (only the "
                                   "safetensors format is read)")
-        self._where: Dict[str, SafetensorsFile] = {}
         self._files = [SafetensorsFile(p) for p in shards]
         for shard in self._files:
             for name in shard.keys():
@@ -125,8 +145,43 @@ class Checkpoint:
                     raise CheckpointError(f"tensor '{name}' is in both {self._where[name].path.name} "
                                           f"and {shard.path.name}")
                 self._where[name] = shard
-        tokenizer = self.directory / "tokenizer.json"
-        self.tokenizer_json = tokenizer.read_text(encoding="utf-8") if tokenizer.is_file() else None
+
+    def _read_index(self, index: Path) -> None:
+        """The shards and tensors `index` (model.safetensors.index.json) names: every file it
+        names must be in the directory and hold the tensors it maps there, and every tensor of
+        those files must be in its map."""
+        try:
+            with open(index, encoding="utf-8") as f:
+                weight_map = json.load(f)["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{index}: not a safetensors index with a \"weight_map\" "
+                                  f"({type(e).__name__}: {e})") from None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise CheckpointError(f"{index}: \"weight_map\" is not a non-empty object of tensor "
+                                  "names and file names")
+        files: Dict[str, SafetensorsFile] = {}
+        for name, file_name in weight_map.items():
+            if (not isinstance(file_name, str) or not file_name or
+                    Path(file_name).name != file_name):
+                raise CheckpointError(f"{index.name} maps tensor '{name}' to {file_name!r}, which "
+                                      f"is not the name of a file in {self.directory}")
+            if file_name not in files:
+                path = self.directory / file_name
+                if not path.is_file():
+                    raise CheckpointError(f"{index.name} maps tensor '{name}' to {file_name}, "
+                                          f"which is not in {self.directory}")
+                files[file_name] = SafetensorsFile(path)
+            shard = files[file_name]
+            if name not in shard:
+                raise CheckpointError(f"{index.name} maps tensor '{name}' to {file_name}, which "
+                                      "does not hold it")
+            self._where[name] = shard
+        for file_name, shard in files.items():
+            for name in shard.keys():
+                if name not in weight_map:
+                    raise CheckpointError(f"tensor '{name}' of {file_name} is missing from "
+                                          f"{index.name}")
+        self._files = list(files.values())
 
     def __contains__(self, name: str) -> bool:
         return name in self._where
@@ -136,5 +191,6 @@ class Checkpoint:
 
     def tensor(self, name: str) -> np.ndarray:
         if name not in self._where:
-            raise CheckpointError(f"{self.directory}: the checkpoint has no tensor '{name}'")
+            where = f" ({self.index.name} maps no file to it)" if self.index is not None else ""
+            raise CheckpointError(f"{self.directory}: the checkpoint has no tensor '{name}'{where}")
         return self._where[name].tensor(name)
