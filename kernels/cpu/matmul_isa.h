@@ -7,7 +7,10 @@
 // exists. matmul_isa() names the build to run: the widest this CPU has,
 // lowered by the environment variable AXRT_CPU_ISA ("baseline", "avx2",
 // "avx512"; read once, on first use), by force_baseline_isa
-// (kernel_util.h) and by matmul_isa_limit (tests).
+// (kernel_util.h) and by matmul_isa_limit (tests). A tree configured with
+// AXRT_CPU_AVX512_BODIES=OFF (the sanitizer trees of `make test`: their
+// compile time, on machines that mostly lack AVX-512) leaves the AVX-512
+// builds of the bodies started here out; its widest build is AVX2.
 #ifndef AXRT_KERNELS_CPU_MATMUL_ISA_H_
 #define AXRT_KERNELS_CPU_MATMUL_ISA_H_
 
@@ -16,6 +19,10 @@
 #include <cstring>
 
 #include "kernels/cpu/kernel_util.h"
+
+#ifndef AXRT_CPU_AVX512_BODIES
+#define AXRT_CPU_AVX512_BODIES AXRT_CPU_HAVE_AVX2_BUILD
+#endif
 
 namespace axrt::kernels::cpu {
 
@@ -31,7 +38,7 @@ inline MatmulIsa matmul_cpu_isa() {
   static const MatmulIsa isa = [] {
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (AXRT_CPU_AVX512_BODIES && avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
       return MatmulIsa::kAvx512;
     }
@@ -86,19 +93,23 @@ template <class Body, class... Args>
   Body::template run<8>(args...);
 }
 
+#if AXRT_CPU_AVX512_BODIES
 template <class Body, class... Args>
 [[gnu::noinline, gnu::target(AXRT_CPU_AVX512_TARGET)]] void run_matmul_avx512(Args... args) {
   Body::template run<16>(args...);
 }
 #endif
+#endif
 
 template <class Body, class... Args>
 inline void run_matmul_isa(MatmulIsa isa, Args... args) {
-#if AXRT_CPU_HAVE_AVX2_BUILD
+#if AXRT_CPU_AVX512_BODIES
   if (isa == MatmulIsa::kAvx512) {
     run_matmul_avx512<Body>(args...);
     return;
   }
+#endif
+#if AXRT_CPU_HAVE_AVX2_BUILD
   if (isa == MatmulIsa::kAvx2) {
     run_matmul_avx2<Body>(args...);
     return;

@@ -20,17 +20,21 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import builder as axb
-from ..builder import Buffer, Builder, Packing, QuantLayout, Scalar, ScaleRef, ZeroPoint, ceildiv
+from ..builder import Builder, QuantLayout, ceildiv
 from . import quantize
 from .checkpoint import Checkpoint
 from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardInfo,
                      UnsupportedModelError, check_tensor_parallel, from_hf_config,
                      shard_file_name)
+# The kernels and layouts the converter binds (KERNELS, contracts_path and
+# default_fatbin are also read from here by the tools and tests).
+from .kernel_table import (FP8_LAYOUT, GPTQ_LAYOUT, INT4_LAYOUT, INT8_LAYOUT,  # noqa: F401
+                           KERNELS, contracts_path, default_fatbin)
 
 WEIGHT_MODES = ("f32", "bf16", "int8", "fp8", "int4")
 ACTIVATION_MODES = ("f32", "int8")
@@ -80,88 +84,6 @@ def _arena(sizes: Dict[str, int]) -> Tuple[Dict[str, int], int]:
         offsets[key] = arena
         arena += (count * _F32 + 63) // 64 * 64
     return offsets, arena
-
-
-def _u64(name: str) -> Scalar:
-    return Scalar(name, "uint64")
-
-
-def _f32(name: str) -> Scalar:
-    return Scalar(name, "float32")
-
-
-def _r(name: str, layout: Optional[QuantLayout] = None) -> Buffer:
-    return Buffer(name, "read", layout)
-
-
-# Written buffers declare their element type (docs/kernels.md), which the
-# dumps and checks of a call read (docs/debugging.md).
-def _w(name: str, dtype: str = "float32") -> Buffer:
-    return Buffer(name, "write", dtype=dtype)
-
-
-def _rw(name: str, dtype: str = "float32") -> Buffer:
-    return Buffer(name, "read_write", dtype=dtype)
-
-
-INT8_LAYOUT = QuantLayout("int8.per_channel", "int8", "f32", (1, 0), scale=ScaleRef(dtype="f32"))
-FP8_LAYOUT = QuantLayout("fp8.e4m3fn.per_channel", "fp8_e4m3fn", "f32", (1, 0),
-                         scale=ScaleRef(dtype="f32"))
-_AWQ_PACKING = Packing(4, 32, axis=1, order="awq")
-INT4_LAYOUT = QuantLayout("awq.int4.g128", "uint4", "f32", (quantize.INT4_GROUP, 1),
-                          scale=ScaleRef(dtype="f16"),
-                          zero_point=ZeroPoint("integer", dtype="uint4", packing=_AWQ_PACKING),
-                          packing=_AWQ_PACKING)
-GPTQ_LAYOUT = QuantLayout("gptq_v2.int4.g128", "uint4", "f32", (quantize.INT4_GROUP, 1),
-                          scale=ScaleRef(dtype="f16"),
-                          zero_point=ZeroPoint("integer", dtype="uint4",
-                                               packing=Packing(4, 32, axis=1,
-                                                               order="sequential")),
-                          packing=Packing(4, 32, axis=0, order="sequential"))
-
-# The layouts the converter writes, by the id a kernel's contract declares.
-_LAYOUTS = {layout.layout_id: layout
-            for layout in (INT8_LAYOUT, FP8_LAYOUT, INT4_LAYOUT, GPTQ_LAYOUT)}
-
-
-def contracts_path() -> Path:
-    """The built-in kernels' contracts (kernels/contracts.json), packaged with axrt."""
-    return Path(__file__).absolute().parent.parent / "kernels" / "contracts.json"
-
-
-def _kernel_table() -> Dict[str, Tuple[List, int]]:
-    """Every kernel of the contracts whose layouts the converter writes: its parameter
-    table and the CUDA block size of its CUDA implementation."""
-    with open(contracts_path(), encoding="utf-8") as f:
-        contracts = json.load(f)["kernels"]
-    table: Dict[str, Tuple[List, int]] = {}
-    for kernel in contracts:
-        params = []
-        for p in kernel["params"]:
-            if "scalar" in p:
-                params.append(Scalar(p["name"], p["scalar"]))
-            elif p["access"] == "read":
-                if "layout" in p and p["layout"] not in _LAYOUTS:
-                    break  # a layout the converter never writes
-                params.append(_r(p["name"], _LAYOUTS.get(p.get("layout"))))
-            elif p["access"] == "write":
-                params.append(_w(p["name"], p["dtype"]))
-            else:
-                params.append(_rw(p["name"], p["dtype"]))
-        else:
-            table[kernel["name"]] = (params, int(kernel["cuda_block"]))
-    return table
-
-
-# Every kernel the program uses: its parameter table (from its contract,
-# docs/kernels.md) and the CUDA block size of its CUDA implementation.
-KERNELS: Dict[str, Tuple[List, int]] = _kernel_table()
-
-
-def default_fatbin() -> Optional[Path]:
-    """The CUDA kernels packaged with axrt, when they were built."""
-    path = Path(__file__).resolve().parent.parent / "kernels" / "axrt_kernels.fatbin"
-    return path if path.is_file() else None
 
 
 @dataclass
