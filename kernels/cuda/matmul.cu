@@ -55,31 +55,21 @@ struct NkWeights {
   }
 };
 
-// w int8 [N, K], scale f32 [N, 1]: W[k][n] = w[n][k] * scale[n]. A half-warp
-// reads 16 consecutive k of one output channel.
-struct Int8PerChannelWeights {
-  const int8_t* __restrict__ w;
-  const float* __restrict__ scale;
-  uint64_t N;
-  uint64_t K;
-
-  __device__ __forceinline__ void operator()(WeightTile& tile, uint64_t k0, uint64_t n0) const {
-#pragma unroll
-    for (unsigned l = 0; l < kTileK * kTileMN / kBlockThreads; ++l) {
-      const unsigned idx = threadIdx.x + l * kBlockThreads;
-      const unsigned c = idx / kTileK;
-      const unsigned kk = idx % kTileK;
-      const uint64_t k = k0 + kk;
-      const uint64_t n = n0 + c;
-      tile[kk][c] = (k < K && n < N) ? static_cast<float>(w[n * K + k]) * scale[n] : 0.0f;
-    }
-  }
+// A code's value: int8 as it is, e4m3fn decoded (both exact in f32).
+struct Int8Code {
+  using T = int8_t;
+  __device__ __forceinline__ static float value(int8_t c) { return static_cast<float>(c); }
+};
+struct E4m3fnCode {
+  using T = uint8_t;
+  __device__ __forceinline__ static float value(uint8_t c) { return e4m3fn_to_float(c); }
 };
 
-// w e4m3fn [N, K], scale f32 [N, 1]: W[k][n] = e4m3(w[n][k]) * scale[n], as
-// Int8PerChannelWeights.
-struct Fp8PerChannelWeights {
-  const uint8_t* __restrict__ w;
+// Codes [N, K] (int8 or e4m3fn), scale f32 [N, 1]: W[k][n] = value(w[n][k])
+// * scale[n]. A half-warp reads 16 consecutive k of one output channel.
+template <class Code>
+struct PerChannelWeights {
+  const typename Code::T* __restrict__ w;
   const float* __restrict__ scale;
   uint64_t N;
   uint64_t K;
@@ -92,7 +82,7 @@ struct Fp8PerChannelWeights {
       const unsigned kk = idx % kTileK;
       const uint64_t k = k0 + kk;
       const uint64_t n = n0 + c;
-      tile[kk][c] = (k < K && n < N) ? e4m3fn_to_float(w[n * K + k]) * scale[n] : 0.0f;
+      tile[kk][c] = (k < K && n < N) ? Code::value(w[n * K + k]) * scale[n] : 0.0f;
     }
   }
 };
@@ -364,7 +354,8 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_int8_pc_f32(const float* x, const int8_t* w, const float* scale,
                             const float* bias, float* y, uint64_t M, uint64_t N, uint64_t K) {
-  axrt_cuda::matmul_tile(x, bias, y, M, N, K, axrt_cuda::Int8PerChannelWeights{w, scale, N, K});
+  axrt_cuda::matmul_tile(x, bias, y, M, N, K,
+                         axrt_cuda::PerChannelWeights<axrt_cuda::Int8Code>{w, scale, N, K});
 }
 
 // Layout fp8.e4m3fn.per_channel.
@@ -372,7 +363,7 @@ extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_fp8_e4m3_pc_f32(const float* x, const uint8_t* w, const float* scale,
                                 const float* bias, float* y, uint64_t M, uint64_t N, uint64_t K) {
   axrt_cuda::matmul_tile(x, bias, y, M, N, K,
-                         axrt_cuda::Fp8PerChannelWeights{w, scale, N, K});
+                         axrt_cuda::PerChannelWeights<axrt_cuda::E4m3fnCode>{w, scale, N, K});
 }
 
 // Layout fp8.e4m3fn.per_tensor (bound with block_n = block_k = 0).

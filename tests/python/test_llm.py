@@ -252,6 +252,31 @@ def near_tie(logits: np.ndarray, tolerance: float) -> bool:
     return bool(top[1] - top[0] <= 2 * tolerance * np.max(np.abs(logits)))
 
 
+def check_rounded_model(llm, ref, tolerance: float) -> tuple:
+    """A model whose kernels round (tensor cores: activations to bf16) against transformers'
+    reference `ref`: teacher-forced logits within `tolerance`, the same greedy token wherever
+    the reference's top two logits are further apart than that allows, and generation equal
+    to the reference's up to the first step where they are not. Returns the worst error and
+    how many generations were equal throughout."""
+    worst, equal = 0.0, 0
+    for i, prompt in prompts(ref):
+        greedy, want = ref[f"prompt{i}_greedy"], ref[f"prompt{i}_greedy_logits"]
+        rows = teacher_forced(llm, prompt, greedy)
+        for step, row in enumerate(rows):
+            err = relative_error(row, want[step])
+            worst = max(worst, err)
+            assert err <= tolerance, f"prompt {i} step {step}: off by {err:.2e}"
+            if not near_tie(want[step], tolerance):
+                assert int(np.argmax(row)) == int(greedy[step]), f"prompt {i} step {step}"
+        tokens = llm.generate(prompt, 32, stop_ids=())
+        parted = next((j for j, (a, b) in enumerate(zip(tokens, greedy)) if a != b), None)
+        if parted is None:
+            equal += 1
+        else:
+            assert near_tie(want[parted], tolerance), f"prompt {i} token {parted}"
+    return worst, equal
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_tensor_core_matmuls_match_transformers_on_the_bf16_weights(tmp_path, model, capsys):
     """bf16 projections by axrt_matmul_bf16_tc_f32 (on the CPU its twin), which round the
@@ -266,22 +291,7 @@ def test_tensor_core_matmuls_match_transformers_on_the_bf16_weights(tmp_path, mo
     assert b"axrt_matmul_bf16_tc_f32" in path.read_bytes()
     llm = axrt.llm.load(path)
     assert llm.config.tensor_core_matmuls
-    worst, equal = 0.0, 0
-    for i, prompt in prompts(ref):
-        greedy, want = ref[f"prompt{i}_greedy"], ref[f"prompt{i}_greedy_logits"]
-        rows = teacher_forced(llm, prompt, greedy)
-        for step, row in enumerate(rows):
-            err = relative_error(row, want[step])
-            worst = max(worst, err)
-            assert err <= TENSOR_CORE_TOLERANCE, f"prompt {i} step {step}: off by {err:.2e}"
-            if not near_tie(want[step], TENSOR_CORE_TOLERANCE):
-                assert int(np.argmax(row)) == int(greedy[step]), f"prompt {i} step {step}"
-        tokens = llm.generate(prompt, 32, stop_ids=())
-        parted = next((j for j, (a, b) in enumerate(zip(tokens, greedy)) if a != b), None)
-        if parted is None:
-            equal += 1
-        else:
-            assert near_tie(want[parted], TENSOR_CORE_TOLERANCE), f"prompt {i} token {parted}"
+    worst, equal = check_rounded_model(llm, ref, TENSOR_CORE_TOLERANCE)
     with capsys.disabled():
         print(f"\n{model} tensor-core matmuls: logits within {worst:.2e}, {equal} of "
               f"{len(list(prompts(ref)))} generations equal", end="")

@@ -16,7 +16,7 @@ from axrt.builder import ceildiv
 from axrt.llm import UnsupportedModelError
 from axrt.llm.convert import KERNELS as CONTRACTS
 from serving_support import prompts, reference
-from test_llm import DATA, TENSOR_CORE_TOLERANCE, near_tie, relative_error, teacher_forced
+from test_llm import DATA, TENSOR_CORE_TOLERANCE, check_rounded_model
 
 INT8 = "axrt_matmul_int8_pc_tc_f32"
 FP8 = "axrt_matmul_fp8_e4m3_pc_tc_f32"
@@ -330,22 +330,7 @@ def test_tensor_core_matmuls_match_transformers_on_the_quantized_weights(tmp_pat
     assert kernel.encode() in path.read_bytes()
     llm = axrt.llm.load(path)
     assert llm.config.tensor_core_matmuls
-    worst, equal = 0.0, 0
-    for i, prompt in prompts(ref):
-        greedy, want = ref[f"prompt{i}_greedy"], ref[f"prompt{i}_greedy_logits"]
-        rows = teacher_forced(llm, prompt, greedy)
-        for step, row in enumerate(rows):
-            err = relative_error(row, want[step])
-            worst = max(worst, err)
-            assert err <= tolerance, f"prompt {i} step {step}: off by {err:.2e}"
-            if not near_tie(want[step], tolerance):
-                assert int(np.argmax(row)) == int(greedy[step]), f"prompt {i} step {step}"
-        tokens = llm.generate(prompt, 32, stop_ids=())
-        parted = next((j for j, (a, b) in enumerate(zip(tokens, greedy)) if a != b), None)
-        if parted is None:
-            equal += 1
-        else:
-            assert near_tie(want[parted], tolerance), f"prompt {i} token {parted}"
+    worst, equal = check_rounded_model(llm, ref, tolerance)
     with capsys.disabled():
         print(f"\n{model} {weights} tensor-core matmuls: logits within {worst:.2e}, {equal} of "
               f"{len(list(prompts(ref)))} generations equal", end="")

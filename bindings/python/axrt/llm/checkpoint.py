@@ -112,7 +112,11 @@ class SafetensorsFile:
 
 
 class Checkpoint:
-    """A Hugging Face model directory: its config.json and every tensor of its shards."""
+    """A Hugging Face model directory: its config.json and every tensor of its shards.
+
+    `index` is the path of its model.safetensors.index.json, or None where the directory
+    has none. Tensors are read-only views of memory maps the object holds; not thread-safe
+    to construct, safe to read from several threads once made."""
 
     def __init__(self, directory: os.PathLike) -> None:
         self.directory = Path(directory)
