@@ -108,14 +108,18 @@ struct TuningProblem {
   }
 };
 
+// Timed rounds of every candidate (set_matmul_tuning_rounds_for_testing).
+constexpr int kRounds = 5;
+std::atomic<int> g_rounds{kRounds};
+
 // The best time of each candidate over interleaved rounds (so that a
 // frequency change or a neighbour's burst hits them all alike).
 template <class Candidate, class Run>
 size_t fastest(const std::vector<Candidate>& candidates, Run&& run) {
-  constexpr int kRounds = 5;
+  const int rounds = std::max(1, g_rounds.load(std::memory_order_relaxed));
   std::vector<double> best(candidates.size(), 1e30);
   for (size_t i = 0; i < candidates.size(); ++i) run(candidates[i]);  // warm up
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < candidates.size(); ++i) {
       const auto start = std::chrono::steady_clock::now();
       run(candidates[i]);
@@ -380,6 +384,10 @@ void reset_matmul_tuning_for_testing() noexcept {
     slot.ready.store(false, std::memory_order_relaxed);
     slot.source.store(static_cast<int>(MatmulTuningSource::kNotYet), std::memory_order_relaxed);
   }
+}
+
+int set_matmul_tuning_rounds_for_testing(int rounds) noexcept {
+  return g_rounds.exchange(rounds <= 0 ? kRounds : rounds, std::memory_order_relaxed);
 }
 
 void set_matmul_tuning_for_testing(MatmulIsa isa, const MatmulTuning& tuning) noexcept {

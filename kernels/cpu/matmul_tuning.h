@@ -56,6 +56,10 @@ bool parse_matmul_tuning(const std::string& text, MatmulTuning* tuning);
 // sets one build's blocking outright. Tests only, with no kernel running.
 void reset_matmul_tuning_for_testing() noexcept;
 void set_matmul_tuning_for_testing(MatmulIsa isa, const MatmulTuning& tuning) noexcept;
+// The timed rounds of every candidate when tuning (default 5; 0 restores it);
+// returns the previous count. Tests of the cache, which need a measurement but
+// not a good one, take one round.
+int set_matmul_tuning_rounds_for_testing(int rounds) noexcept;
 
 // The candidates the tuner times for a build, for each path: every blocking
 // it may choose.

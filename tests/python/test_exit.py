@@ -6,9 +6,10 @@ down: runtime threads then release what Python lent (DLPack deleters), and
 Python threads blocked in axrt calls come back. The size of the last work
 changes from run to run, so that its completion sweeps across the shutdown.
 
-AXRT_EXIT_RUNS sets the runs per test (default 16), AXRT_EXIT_PARALLEL how
-many run at once (default 3), and AXRT_EXIT_HOGS how many busy processes load
-the machine meanwhile (default 0); `make soak` runs them long and loaded.
+AXRT_EXIT_RUNS sets the runs per test (default 8: each size of the last work
+once), AXRT_EXIT_PARALLEL how many run at once (default 3), and AXRT_EXIT_HOGS
+how many busy processes load the machine meanwhile (default 0); `make soak`
+runs them long and loaded.
 """
 
 import os
@@ -21,7 +22,7 @@ import pytest
 import axrt
 from conftest import build_elementwise
 
-RUNS = int(os.environ.get("AXRT_EXIT_RUNS", "16"))
+RUNS = int(os.environ.get("AXRT_EXIT_RUNS", "8"))
 PARALLEL = int(os.environ.get("AXRT_EXIT_PARALLEL", "3"))
 HOGS = int(os.environ.get("AXRT_EXIT_HOGS", "0"))
 
