@@ -4,8 +4,10 @@
 # writes, for each kernel, its parameter table and a check of its argument
 # struct's size against it, and AXRT_CPU_KERNEL_TABLE, the library's entries
 # in the file's order; and <listing>, the same as plain text for the tests
-# (a kernel a line: its name, then each parameter as name:buffer[:layout] or
-# name:scalar:type). Runs at configure time; editing the JSON reconfigures.
+# (a kernel a line: its name, then cuda:<entry> when its contract's
+# cuda_entry names another kernel's CUDA entry point, then each parameter as
+# name:buffer[:layout] or name:scalar:type). Runs at configure time; editing
+# the JSON reconfigures.
 function(axrt_kernel_contracts json output listing)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${json})
   file(READ ${json} text)
@@ -17,10 +19,14 @@ function(axrt_kernel_contracts json output listing)
   foreach(i RANGE ${last})
     string(JSON name GET "${text}" kernels ${i} name)
     string(JSON args GET "${text}" kernels ${i} args)
+    string(JSON cuda_entry ERROR_VARIABLE no_cuda_entry GET "${text}" kernels ${i} cuda_entry)
     string(JSON params LENGTH "${text}" kernels ${i} params)
     math(EXPR plast "${params} - 1")
     set(list "")
     set(line "${name}")
+    if(NOT no_cuda_entry AND NOT cuda_entry STREQUAL name)
+      string(APPEND line " cuda:${cuda_entry}")
+    endif()
     foreach(p RANGE ${plast})
       string(JSON pname GET "${text}" kernels ${i} params ${p} name)
       string(JSON scalar ERROR_VARIABLE no_scalar GET "${text}" kernels ${i} params ${p} scalar)

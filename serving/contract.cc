@@ -1,5 +1,6 @@
 #include "serving/contract.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -96,6 +97,43 @@ axrt_status_t find_function(axrt_executable_t executable, const char* name,
                        "model for the serving engine (convert it again with `axrt.llm convert`)",
                        name);
   }
+  return nullptr;
+}
+
+axrt_status_t check_process_logits(axrt_function_t function, uint64_t vocab, uint64_t* max_rows,
+                                   uint64_t* max_entries) {
+  constexpr axrt_argument_kind_t kIn = AXRT_ARGUMENT_KIND_INPUT;
+  const char* what = "process_logits";
+  AXRT_RETURN_IF_ERROR(contract_arity(function, what, 10, 0));
+  Argument logits;
+  AXRT_RETURN_IF_ERROR(
+      contract_argument(function, what, kIn, 0, "logits", AXRT_DTYPE_FLOAT32, "sf", &logits));
+  axrt_argument_info_t info = AXRT_ARGUMENT_INFO_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_function_query_argument(function, kIn, 0, &info));
+  if (logits.bounds[1] != vocab || (info.flags & AXRT_ARGUMENT_FLAG_MUTABLE) == 0) {
+    return make_status(kInvalid,
+                       "axrt_engine_create: `process_logits` must take mutable logits of {} "
+                       "tokens, as `step` makes them",
+                       vocab);
+  }
+  uint32_t index = 1;
+  for (const char* name :
+       {"temperature", "repetition_penalty", "frequency_penalty", "presence_penalty", "min_p"}) {
+    Argument row;
+    AXRT_RETURN_IF_ERROR(
+        contract_argument(function, what, kIn, index++, name, AXRT_DTYPE_FLOAT32, "s", &row));
+  }
+  Argument entries;
+  for (const char* name : {"entry_tokens", "entry_counts", "entry_in_prompt"}) {
+    entries = Argument{};
+    AXRT_RETURN_IF_ERROR(
+        contract_argument(function, what, kIn, index++, name, AXRT_DTYPE_INT32, "ss", &entries));
+  }
+  Argument bias;
+  AXRT_RETURN_IF_ERROR(
+      contract_argument(function, what, kIn, index, "entry_bias", AXRT_DTYPE_FLOAT32, "ss", &bias));
+  *max_rows = logits.bounds[0];
+  *max_entries = std::min(entries.bounds[1], bias.bounds[1]);
   return nullptr;
 }
 

@@ -45,6 +45,12 @@ axrt_status_t contract_arity(axrt_function_t function, const char* what, uint32_
 axrt_status_t find_function(axrt_executable_t executable, const char* name,
                             axrt_function_t* out);
 
+// Checks `process_logits` (docs/serving.md) against the contract, for
+// logits of `vocab` tokens; writes the bounds of its rows and of its entries
+// a row.
+axrt_status_t check_process_logits(axrt_function_t function, uint64_t vocab, uint64_t* max_rows,
+                                   uint64_t* max_entries);
+
 // The channels `step` declares: none on one device; one, the set's, in a
 // tensor-parallel set (of `members` members).
 axrt_status_t check_channels(axrt_function_t step, uint32_t rank, size_t members);

@@ -22,23 +22,6 @@ constexpr axrt_status_code_t kInvalid = AXRT_STATUS_CODE_INVALID_ARGUMENT;
 
 }  // namespace
 
-struct Engine::Buffers {
-  axrt_buffer_t tokens = nullptr, positions = nullptr, tables = nullptr, rows = nullptr;
-  axrt_buffer_t logits = nullptr, temperature = nullptr, top_k = nullptr, top_p = nullptr;
-  axrt_buffer_t seeds = nullptr, sample_positions = nullptr, sampled = nullptr;
-  axrt_tensor_t cache = nullptr;
-  axrt_buffer_t cache_buffer = nullptr;
-  ~Buffers() {
-    for (axrt_buffer_t b : {tokens, positions, tables, rows, logits, temperature, top_k, top_p,
-                            seeds, sample_positions, sampled, cache_buffer}) {
-      axrt_buffer_release(b);
-    }
-    axrt_tensor_release(cache);
-  }
-};
-
-
-
 axrt_status_t Engine::create(axrt_executable_t executable, const axrt_engine_options_t& options,
                              std::unique_ptr<Engine>* out) {
   std::unique_ptr<Engine> engine(new Engine());
@@ -135,6 +118,18 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
                        sample_logits.bounds[1], shape_.vocab);
   }
   shape_.max_rows = std::min(shape_.max_rows, sample_logits.bounds[0]);
+  // process_logits: files converted before it have none, and serve every
+  // request but those with the options it applies.
+  if (axrt_status_t s = axrt_executable_find_function(executable, "process_logits", &process_)) {
+    if (axrt_status_code(s) != AXRT_STATUS_CODE_NOT_FOUND) return s;
+    axrt_status_free(s);
+    process_ = nullptr;
+  } else {
+    uint64_t process_rows = 0;
+    AXRT_RETURN_IF_ERROR(
+        check_process_logits(process_, shape_.vocab, &process_rows, &shape_.max_entries));
+    shape_.max_rows = std::min(shape_.max_rows, process_rows);
+  }
 
   // Limits: the options, within what the functions take.
   SchedulerLimits limits;
@@ -196,7 +191,12 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
            Allocation{&b.logits, S * shape_.vocab * 4}, Allocation{&b.temperature, S * 4},
            Allocation{&b.top_k, S * 4}, Allocation{&b.top_p, S * 4}, Allocation{&b.seeds, S * 8},
            Allocation{&b.sample_positions, S * 4}, Allocation{&b.sampled, S * 4},
-           Allocation{&b.cache_buffer, (num_blocks + scratch_count_) * shape_.block_bytes()}}) {
+           Allocation{&b.cache_buffer, (num_blocks + scratch_count_) * shape_.block_bytes()},
+           Allocation{&b.repetition, process_ ? S * 4 : 0},
+           Allocation{&b.frequency, process_ ? S * 4 : 0},
+           Allocation{&b.presence, process_ ? S * 4 : 0},
+           Allocation{&b.min_p, process_ ? S * 4 : 0}}) {
+    if (a.bytes == 0) continue;
     if (axrt_status_t s = axrt_buffer_allocate(device_, a.bytes, nullptr, a.buffer)) {
       if (a.buffer != &b.cache_buffer) return s;
       const std::string message = axrt_status_message(s);
@@ -257,6 +257,7 @@ Engine::~Engine() {
   axrt_device_release(device_);
   axrt_function_release(step_);
   axrt_function_release(sample_);
+  axrt_function_release(process_);
   axrt_executable_release(executable_);
 }
 
@@ -297,15 +298,53 @@ axrt_status_t Engine::add(const axrt_request_t& r) {
   if ((r.flags & ~(AXRT_REQUEST_FLAG_LOGITS | AXRT_REQUEST_FLAG_LOGPROBS)) != 0) {
     return make_status(kInvalid, "{}: request {}: unknown flags {:#x}", fn, r.id, r.flags);
   }
+  LogitOptions logit;
+  AXRT_RETURN_IF_ERROR(check_sampling_options(r, shape_.vocab, process_ != nullptr, &logit));
+  if (logit.listed()) {
+    // A row lists every token at most once.
+    const uint64_t most = std::min<uint64_t>(
+        shape_.vocab, r.logit_bias_count + r.prompt_length + uint64_t{r.max_tokens});
+    if (most > shape_.max_entries) {
+      return make_status(kInvalid,
+                         "{}: request {}: its logit bias and penalties may list {} tokens, more "
+                         "than the {} of the model's `process_logits`",
+                         fn, r.id, most, shape_.max_entries);
+    }
+  }
   auto s = std::make_unique<Sequence>();
   s->id = r.id;
   s->tokens.assign(r.prompt, r.prompt + r.prompt_length);
   s->prompt_length = static_cast<uint32_t>(r.prompt_length);
   s->max_tokens = r.max_tokens;
   if (r.stop_id_count != 0) s->stop_ids.assign(r.stop_ids, r.stop_ids + r.stop_id_count);
-  s->sampling = {r.temperature, r.top_k, r.top_p, r.seed};
+  s->sampling = {r.temperature, r.top_k, r.top_p, r.seed, logit};
   s->flags = r.flags;
   s->top_logprobs = r.top_logprobs;
+  if (logit.listed()) {
+    const bool penalized = logit.repetition_penalty != 1.0f || logit.frequency_penalty != 0.0f ||
+                           logit.presence_penalty != 0.0f;
+    s->logit_entries = std::make_unique<LogitEntries>(
+        std::span(r.logit_bias_tokens, r.logit_bias_count),
+        std::span(r.logit_bias_values, r.logit_bias_count), std::span(s->tokens),
+        logit.repetition_penalty != 1.0f, penalized);
+  }
+  // The other choices wait in choice 0 until its prompt is in the cache.
+  s->later_choices.reserve(r.n - 1);
+  for (uint32_t c = 1; c < r.n; ++c) {
+    auto later = std::make_unique<Sequence>();
+    later->id = r.id;
+    later->choice = c;
+    later->tokens = s->tokens;
+    later->prompt_length = s->prompt_length;
+    later->max_tokens = s->max_tokens;
+    later->stop_ids = s->stop_ids;
+    later->sampling = s->sampling;
+    later->sampling.seed = choice_seed(r.seed, c);
+    later->flags = s->flags;
+    later->top_logprobs = s->top_logprobs;
+    if (s->logit_entries) later->logit_entries = std::make_unique<LogitEntries>(*s->logit_entries);
+    s->later_choices.push_back(std::move(later));
+  }
   {
     std::lock_guard lock(mutex_);
     const std::string why = scheduler_->refusal(r.prompt_length, r.max_tokens);
@@ -379,6 +418,7 @@ Engine::PendingEvent Engine::end_event(Sequence* s, axrt_finish_reason_t finish,
   e.event.token = -1;
   e.event.index = s->generated();
   e.event.finish = finish;
+  e.event.choice = s->choice;
   if (status != nullptr) {
     e.status.reset(axrt_status_create(axrt_status_code(status), axrt_status_message(status)));
   }
@@ -392,10 +432,12 @@ Engine::PendingEvent Engine::end_event(Sequence* s, axrt_finish_reason_t finish,
 
 void Engine::token_event(Sequence* s, uint32_t row, bool have_logits,
                          std::vector<PendingEvent>& out) {
-  if (cancels_.erase(s->id) != 0) {
-    // Cancelled while its step ran: the token is dropped, cancel wins.
-    out.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
-    scheduler_->finish(s);
+  if (cancels_.contains(s->id)) {
+    // Cancelled while its step ran: the token is dropped, cancel wins. The
+    // id stays marked while other choices of the request live.
+    const uint64_t id = s->id;
+    end_sequence(s, AXRT_FINISH_CANCELLED, nullptr, out);
+    if (scheduler_->find(id) == nullptr) cancels_.erase(id);
     return;
   }
   const int32_t token = staging_.sampled[row];
@@ -404,6 +446,7 @@ void Engine::token_event(Sequence* s, uint32_t row, bool have_logits,
   e.event.request_id = s->id;
   e.event.token = token;
   e.event.index = s->generated();
+  e.event.choice = s->choice;
   if (s->generated() == 0) {
     e.event.prompt_tokens = s->prompt_length;
     e.event.cached_tokens = s->cached_tokens;
@@ -437,6 +480,7 @@ void Engine::token_event(Sequence* s, uint32_t row, bool have_logits,
     }
   }
   s->tokens.push_back(token);
+  if (s->logit_entries) s->logit_entries->generated(token);
   ++counters_.generated_tokens;
   const bool stop =
       std::find(s->stop_ids.begin(), s->stop_ids.end(), token) != s->stop_ids.end();
@@ -452,9 +496,29 @@ void Engine::end_all(axrt_finish_reason_t finish, axrt_status_t status,
                      std::vector<PendingEvent>& out) {
   // One at a time, copying nothing: an event that does not fit in memory
   // leaves its sequence for the next try.
-  while (Sequence* s = scheduler_->any()) {
-    out.push_back(end_event(s, finish, status));
-    scheduler_->finish(s);
+  while (Sequence* s = scheduler_->any()) end_sequence(s, finish, status, out);
+}
+
+void Engine::end_sequence(Sequence* s, axrt_finish_reason_t finish, axrt_status_t status,
+                          std::vector<PendingEvent>& out) {
+  // The choices it holds never started; each ends with its own event, and
+  // leaves only once that event is out (an event that does not fit in
+  // memory leaves it for the next try).
+  auto& later = s->later_choices;
+  while (!later.empty()) {
+    out.push_back(end_event(later.front().get(), finish, status));
+    later.erase(later.begin());
+  }
+  out.push_back(end_event(s, finish, status));
+  scheduler_->finish(s);
+}
+
+void Engine::release_choices(Sequence* s) {
+  // Last first, each to the front of the queue: choice 1 ends up first.
+  auto& later = s->later_choices;
+  while (!later.empty()) {
+    scheduler_->add_first(later.back());
+    later.pop_back();
   }
 }
 
@@ -563,15 +627,33 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
     AXRT_RETURN_IF_ERROR(axrt_stream_copy_from_host(stream_, h.sample_positions.data(),
                                                     b.sample_positions, 0, PS * 4));
   }
+  // Logits processing, only in the steps where a sampled row has options:
+  // process_logits runs between `step` and `sample` (as a call, between the
+  // replays of a graphed step), after the events' logits were copied out.
+  const uint64_t entries = entries_per_row(plan);
+  std::function<axrt_status_t()> process;  // empty (and nothing allocated) without options
+  if (entries > 0) {
+    AXRT_RETURN_IF_ERROR(stage_processing(plan, PS, entries));
+    process = [&]() -> axrt_status_t {
+      if (want_logits) {
+        h.logits.resize(S * shape_.vocab);
+        AXRT_RETURN_IF_ERROR(axrt_stream_copy_to_host(stream_, b.logits, 0, h.logits.data(),
+                                                      S * shape_.vocab * 4));
+      }
+      return call_process(PS, entries);
+    };
+  }
+  const std::function<axrt_status_t()>* between = process ? &process : nullptr;
   if (bucket != 0) {
-    AXRT_RETURN_IF_ERROR(graphs_->run(static_cast<uint32_t>(bucket), &last_step_graphed_));
+    AXRT_RETURN_IF_ERROR(
+        graphs_->run(static_cast<uint32_t>(bucket), between, &last_step_graphed_));
   }
 
-  if (!last_step_graphed_) AXRT_RETURN_IF_ERROR(call_step(plan, P, R, PS));
+  if (!last_step_graphed_) AXRT_RETURN_IF_ERROR(call_step(plan, P, R, PS, between));
   if (S > 0) {
     h.sampled.assign(S, -1);
     AXRT_RETURN_IF_ERROR(axrt_stream_copy_to_host(stream_, b.sampled, 0, h.sampled.data(), S * 4));
-    if (want_logits) {
+    if (want_logits && between == nullptr) {
       h.logits.resize(S * shape_.vocab);
       AXRT_RETURN_IF_ERROR(axrt_stream_copy_to_host(stream_, b.logits, 0, h.logits.data(),
                                                     S * shape_.vocab * 4));
@@ -591,7 +673,8 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
   return head;
 }
 
-axrt_status_t Engine::call_step(const StepPlan& plan, uint64_t T, uint64_t R, uint64_t S) {
+axrt_status_t Engine::call_step(const StepPlan& plan, uint64_t T, uint64_t R, uint64_t S,
+                                const std::function<axrt_status_t()>* between) {
   Buffers& b = *buffers_;
   const uint64_t MB = shape_.max_blocks;
   // Tensors over the buffers, shaped for this step.
@@ -612,6 +695,7 @@ axrt_status_t Engine::call_step(const StepPlan& plan, uint64_t T, uint64_t R, ui
     AXRT_RETURN_IF_ERROR(axrt_function_invoke(step_, stream_, step_in, 5, &logits, 1, nullptr));
   }
   if (S == 0) return nullptr;
+  if (between != nullptr) AXRT_RETURN_IF_ERROR((*between)());
   axrt_tensor_t sample_in[6];
   axrt_tensor_t sampled = nullptr;
   AXRT_RETURN_IF_ERROR(
@@ -717,9 +801,8 @@ void Engine::run() {
 bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEvent>& events) {
   // Cancellations first: their blocks go back before anything is scheduled.
   for (const uint64_t id : cancels_) {
-    if (Sequence* s = scheduler_->find(id)) {
-      events.push_back(end_event(s, AXRT_FINISH_CANCELLED, nullptr));
-      scheduler_->finish(s);
+    while (Sequence* s = scheduler_->find(id)) {
+      end_sequence(s, AXRT_FINISH_CANCELLED, nullptr, events);
     }
   }
   cancels_.clear();
@@ -800,7 +883,10 @@ bool Engine::run_once(std::unique_lock<std::mutex>& lock, std::vector<PendingEve
   uint32_t row = 0;
   for (const ScheduledSequence& e : plan.entries) {
     if (!e.sample) continue;
-    token_event(e.sequence, row++, want_logits, events);
+    // Its prompt is in the cache now: the request's other choices join.
+    Sequence* s = e.sequence;
+    if (!s->later_choices.empty() && !cancels_.contains(s->id)) release_choices(s);
+    token_event(s, row++, want_logits, events);
   }
   lock.unlock();
   deliver(events);

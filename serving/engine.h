@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "axrt/executable.h"
+#include "axrt/memory.h"
 #include "axrt/serving.h"
 #include "axrt/stream.h"
 #include "base/status.h"
@@ -34,6 +37,7 @@ struct ModelShape {
   uint64_t vocab = 0;
   uint64_t max_tokens = 0;  // bound of T
   uint64_t max_rows = 0;    // bound of S (and of the sampler's B)
+  uint64_t max_entries = 0;  // process_logits' bound of E (0: no process_logits)
   axrt_dtype_t cache_dtype = AXRT_DTYPE_FLOAT32;  // f32, bf16, or u8 (fp8 codes and scales)
   uint64_t element_bytes = 4;                      // of cache_dtype
   // Bytes of one block of one (layer, keys or values) plane of `heads` KV heads.
@@ -103,13 +107,18 @@ class Engine {
     std::vector<float> top_logprobs;
     StatusPtr status;
   };
-  // Device buffers of the step's inputs and outputs, at their largest.
+  // Device buffers of the step's inputs and outputs, at their largest
+  // (defined below).
   struct Buffers;
   // Host copies of one step's inputs and outputs.
   struct Staging {
     std::vector<int32_t> tokens, positions, tables, rows, top_k, sample_positions, sampled;
     std::vector<float> temperature, top_p, logits;
     std::vector<uint64_t> seeds;
+    // process_logits' inputs: per row, then the rows' entries [rows, E].
+    std::vector<float> repetition, frequency, presence, min_p;
+    std::vector<int32_t> entry_tokens, entry_counts, entry_in_prompt;
+    std::vector<float> entry_bias;
   };
 
   Engine() = default;
@@ -145,8 +154,25 @@ class Engine {
   // `want_logits`) land in staging_.
   axrt_status_t execute(const StepPlan& plan, bool want_logits);
   // Calls `step` over the staged inputs (T tokens, R rows), then `sample`
-  // over S rows when there are any.
-  axrt_status_t call_step(const StepPlan& plan, uint64_t T, uint64_t R, uint64_t S);
+  // over S rows when there are any, queuing `between` (when not null)
+  // between the two.
+  axrt_status_t call_step(const StepPlan& plan, uint64_t T, uint64_t R, uint64_t S,
+                          const std::function<axrt_status_t()>* between);
+  // The entries a row of the plan's sampled rows needs in process_logits
+  // (docs/serving.md, "Sampling options"); 0 when no row needs it.
+  uint64_t entries_per_row(const StepPlan& plan) const;
+  // Fills process_logits' staging for `rows` rows (the plan's sampled
+  // rows first, the rest neutral) of `entries` entries each, and queues
+  // its uploads.
+  axrt_status_t stage_processing(const StepPlan& plan, uint64_t rows, uint64_t entries);
+  // Calls process_logits over the staged rows.
+  axrt_status_t call_process(uint64_t rows, uint64_t entries);
+  // Ends `s` (and the choices it still holds) with `finish`, and frees it.
+  void end_sequence(Sequence* s, axrt_finish_reason_t finish, axrt_status_t status,
+                    std::vector<PendingEvent>& out);
+  // Queues the request's other choices, which `s` (choice 0) held until its
+  // prompt was in the cache.
+  void release_choices(Sequence* s);
   void deliver(std::vector<PendingEvent>& events);
   PendingEvent end_event(Sequence* s, axrt_finish_reason_t finish, axrt_status_t status);
   void token_event(Sequence* s, uint32_t row, bool have_logits, std::vector<PendingEvent>& out);
@@ -157,6 +183,7 @@ class Engine {
   axrt_executable_t executable_ = nullptr;
   axrt_function_t step_ = nullptr;
   axrt_function_t sample_ = nullptr;
+  axrt_function_t process_ = nullptr;  // process_logits; null in files that predate it
   axrt_device_t device_ = nullptr;
   axrt_stream_t stream_ = nullptr;
   std::unique_ptr<Buffers> buffers_;
@@ -185,6 +212,29 @@ class Engine {
   uint32_t scratch_count_ = 0;
   bool last_step_graphed_ = false;  // the engine thread's
   std::thread thread_;
+};
+
+struct Engine::Buffers {
+  axrt_buffer_t tokens = nullptr, positions = nullptr, tables = nullptr, rows = nullptr;
+  axrt_buffer_t logits = nullptr, temperature = nullptr, top_k = nullptr, top_p = nullptr;
+  axrt_buffer_t seeds = nullptr, sample_positions = nullptr, sampled = nullptr;
+  axrt_tensor_t cache = nullptr;
+  axrt_buffer_t cache_buffer = nullptr;
+  // process_logits' (with the function): per row, and the entries, grown
+  // to `entry_capacity` a row when a step needs more.
+  axrt_buffer_t repetition = nullptr, frequency = nullptr, presence = nullptr, min_p = nullptr;
+  axrt_buffer_t entry_tokens = nullptr, entry_counts = nullptr, entry_in_prompt = nullptr;
+  axrt_buffer_t entry_bias = nullptr;
+  uint64_t entry_capacity = 0;
+  ~Buffers() {
+    for (axrt_buffer_t b : {tokens, positions, tables, rows, logits, temperature, top_k, top_p,
+                            seeds, sample_positions, sampled, cache_buffer, repetition, frequency,
+                            presence, min_p, entry_tokens, entry_counts, entry_in_prompt,
+                            entry_bias}) {
+      axrt_buffer_release(b);
+    }
+    axrt_tensor_release(cache);
+  }
 };
 
 }  // namespace axrt::serving

@@ -46,6 +46,21 @@ Sequence* Scheduler::add(std::unique_ptr<Sequence> sequence) {
   return s;
 }
 
+void Scheduler::add_first(std::unique_ptr<Sequence>& sequence) {
+  Sequence* s = sequence.get();
+  // Room first: the node's allocation then fails before it takes the
+  // sequence, and nothing rehashes.
+  sequences_.reserve(sequences_.size() + 1);
+  waiting_.push_front(s);
+  try {
+    sequences_.emplace(s->id, std::move(sequence));
+  } catch (...) {
+    waiting_.pop_front();
+    throw;
+  }
+  s->arrival = arrivals_++;
+}
+
 Sequence* Scheduler::find(uint64_t id) {
   const auto it = sequences_.find(id);
   return it == sequences_.end() ? nullptr : it->second.get();
@@ -216,7 +231,13 @@ void Scheduler::finish(Sequence* s) {
     const auto it = std::find(waiting_.begin(), waiting_.end(), s);
     if (it != waiting_.end()) waiting_.erase(it);
   }
-  sequences_.erase(s->id);
+  const auto [begin, end] = sequences_.equal_range(s->id);
+  for (auto it = begin; it != end; ++it) {
+    if (it->second.get() == s) {
+      sequences_.erase(it);
+      break;
+    }
+  }
 }
 
 uint64_t Scheduler::filled_slots() const {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "serving/block_manager.h"
+#include "serving/sampling_options.h"
 
 namespace axrt::serving {
 
@@ -31,11 +32,13 @@ struct SamplingParams {
   float temperature = 0.0f;
   int32_t top_k = 0;
   float top_p = 1.0f;
-  uint64_t seed = 0;
+  uint64_t seed = 0;  // this choice's (choice_seed)
+  LogitOptions logit;  // what `process_logits` applies
 };
 
 struct Sequence {
   uint64_t id = 0;
+  uint32_t choice = 0;          // which of the request's choices (axrt_request_t.n)
   uint64_t arrival = 0;         // order of add(): the first-come-first-served key
   std::vector<int32_t> tokens;  // the prompt, then every generated token
   uint32_t prompt_length = 0;
@@ -44,6 +47,11 @@ struct Sequence {
   SamplingParams sampling;
   uint32_t flags = 0;        // axrt_request_flags_t
   uint32_t top_logprobs = 0;
+  // The tokens its logit options change; null when it lists none.
+  std::unique_ptr<LogitEntries> logit_entries;
+  // Choice 0 of a request of n > 1 choices holds the others here until its
+  // prompt is in the cache (the engine's; the scheduler never sees them).
+  std::vector<std::unique_ptr<Sequence>> later_choices;
   // Tokens whose keys and values are in the cache; the blocks holding them
   // (and room for what is scheduled); the chain hashes of the full blocks
   // registered or found in the prefix cache, blocks [0, hashes.size()).
@@ -93,6 +101,11 @@ class Scheduler {
   std::string refusal(uint64_t prompt_length, uint64_t max_tokens) const;
   // Queues a sequence (its tokens the prompt); the scheduler owns it.
   Sequence* add(std::unique_ptr<Sequence> sequence);
+  // Queues `sequence` first in the waiting queue (a request's later
+  // choices, which arrived with it). On failure (out of memory) nothing
+  // changed and `sequence` still holds it.
+  void add_first(std::unique_ptr<Sequence>& sequence);
+  // A live sequence of request `id` (any of its choices); null when none.
   Sequence* find(uint64_t id);
   // The next step: what runs, what is copied first. Empty when nothing can
   // run.
@@ -128,7 +141,8 @@ class Scheduler {
 
   BlockManager& blocks_;
   SchedulerLimits limits_;
-  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> sequences_;
+  // By request id: the choices of a request share it.
+  std::unordered_multimap<uint64_t, std::unique_ptr<Sequence>> sequences_;
   std::vector<Sequence*> running_;  // in admission order
   std::deque<Sequence*> waiting_;
   uint64_t arrivals_ = 0;

@@ -107,7 +107,8 @@ axrt_status_t StepGraphs::capture(Bucket& b) {
   return nullptr;
 }
 
-axrt_status_t StepGraphs::run(uint32_t batch, bool* out_replayed) {
+axrt_status_t StepGraphs::run(uint32_t batch, const std::function<axrt_status_t()>* between,
+                              bool* out_replayed) {
   *out_replayed = false;
   auto it = std::find_if(buckets_.begin(), buckets_.end(),
                          [batch](const Bucket& b) { return b.size == batch; });
@@ -117,6 +118,7 @@ axrt_status_t StepGraphs::run(uint32_t batch, bool* out_replayed) {
     if (it->refused) return nullptr;
   }
   AXRT_RETURN_IF_ERROR(axrt_graph_replay(it->step));
+  if (between != nullptr) AXRT_RETURN_IF_ERROR((*between)());
   AXRT_RETURN_IF_ERROR(axrt_graph_replay(it->sample));
   *out_replayed = true;
   return nullptr;

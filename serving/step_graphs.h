@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "axrt/executable.h"
@@ -50,11 +51,14 @@ class StepGraphs {
                         uint32_t scratch_count);
 
   // Queues `step` and `sample` for a step padded to `batch` (a bucket)
-  // on the stream, capturing the bucket's graphs first if need be. `*out_replayed`
+  // on the stream, capturing the bucket's graphs first if need be, and
+  // `between` (when not null) between the two replays: the work queued
+  // there (`process_logits`, as a call) is not captured. `*out_replayed`
   // false: the device cannot capture them (the engine then calls the
-  // functions, with the same padded inputs); errors are the capture's or
-  // the replay's.
-  axrt_status_t run(uint32_t batch, bool* out_replayed);
+  // functions, with the same padded inputs); errors are the capture's, the
+  // replay's or `between`'s.
+  axrt_status_t run(uint32_t batch, const std::function<axrt_status_t()>* between,
+                    bool* out_replayed);
 
   // Graphs captured so far (read from any thread).
   uint32_t captured() const { return captured_.load(std::memory_order_relaxed); }

@@ -215,7 +215,8 @@ elif PYTHONPATH="$bundle/python:$root/tests/python" AXRT_TEST_BUILD_DIR="$bundle
        "$root/tests/python/test_llm_kernels.py" "$root/tests/python/test_dlpack.py" \
        "$root/tests/python/test_tensor_core_quantized.py" \
        "$root/tests/python/test_matmul_fp8_int4_decode.py" \
-       "$root/tests/python/test_flash_attention.py" -k "cuda" --junitxml="$out/kernels.xml" > "$out/kernels.log" 2>&1; then
+       "$root/tests/python/test_flash_attention.py" \
+       "$root/tests/python/test_logits_process.py" -k "cuda" --junitxml="$out/kernels.xml" > "$out/kernels.log" 2>&1; then
   record kernels passed $(($(date +%s) - t)) "$(tail -1 "$out/kernels.log")"
 else
   record kernels failed $(($(date +%s) - t)) "$(tail -1 "$out/kernels.log") (kernels.log)"

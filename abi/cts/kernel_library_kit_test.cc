@@ -152,6 +152,8 @@ KernelCase MatmulCase(const std::string& kernel, uint64_t M, uint64_t N, uint64_
 
 const uint64_t kPerChannelBlock[] = {1, 0};
 const uint64_t kInt4GroupBlock[] = {128, 1};
+const uint64_t kInt4Group64Block[] = {64, 1};
+const uint64_t kInt4Group32Block[] = {32, 1};
 const uint64_t kWholeTensorBlock[] = {0, 0};
 const uint64_t kBlock128x128[] = {128, 128};
 
@@ -167,13 +169,13 @@ axrt_axe_quant_layout_t Int8PerChannelLayout() {
 }
 
 axrt_axe_quant_layout_t Int4Layout(const char* id, axrt_axe_element_order_t order, int32_t axis,
-                                   int32_t stored_bias) {
+                                   int32_t stored_bias, const uint64_t* block = kInt4GroupBlock) {
   axrt_axe_quant_layout_t l = AXRT_AXE_QUANT_LAYOUT_INIT;
   l.layout_id = id;
   l.element_type = AXRT_AXE_DTYPE_UINT4;
   l.dequantized_type = AXRT_AXE_DTYPE_FLOAT32;
   l.rank = 2;
-  l.block_shape = kInt4GroupBlock;
+  l.block_shape = block;
   l.scale.dtype = AXRT_AXE_DTYPE_FLOAT16;
   l.zero_point.kind = AXRT_AXE_ZERO_POINT_KIND_INTEGER;
   l.zero_point.dtype = AXRT_AXE_DTYPE_UINT4;
@@ -202,6 +204,19 @@ const axrt_axe_quant_layout_t kGptqV2 =
     Int4Layout("gptq_v2.int4.g128", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 0);
 const axrt_axe_quant_layout_t kGptqV1 =
     Int4Layout("gptq.int4.g128", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 1);
+// Groups of 64 and 32 inputs, which the kernels' _g64 and _g32 names read.
+const axrt_axe_quant_layout_t kAwqG64 =
+    Int4Layout("awq.int4.g64", AXRT_AXE_ELEMENT_ORDER_AWQ, 1, 0, kInt4Group64Block);
+const axrt_axe_quant_layout_t kAwqG32 =
+    Int4Layout("awq.int4.g32", AXRT_AXE_ELEMENT_ORDER_AWQ, 1, 0, kInt4Group32Block);
+const axrt_axe_quant_layout_t kGptqV2G64 =
+    Int4Layout("gptq_v2.int4.g64", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 0, kInt4Group64Block);
+const axrt_axe_quant_layout_t kGptqV2G32 =
+    Int4Layout("gptq_v2.int4.g32", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 0, kInt4Group32Block);
+const axrt_axe_quant_layout_t kGptqV1G64 =
+    Int4Layout("gptq.int4.g64", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 1, kInt4Group64Block);
+const axrt_axe_quant_layout_t kGptqV1G32 =
+    Int4Layout("gptq.int4.g32", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 1, kInt4Group32Block);
 const axrt_axe_quant_layout_t kFp8PerTensor = Fp8Layout("fp8.e4m3fn.per_tensor", kWholeTensorBlock);
 const axrt_axe_quant_layout_t kFp8B128 = Fp8Layout("fp8.e4m3fn.b128x128", kBlock128x128);
 const axrt_axe_quant_layout_t kFp8PerChannel =
@@ -566,10 +581,12 @@ KernelCase MatmulFp8TensorCore() {
       70);
 }
 
-// axrt_matmul_awq_int4_tc_f32: each weight (q - z) s (exact in f32) rounded
-// to bf16 as it is staged; two groups of 128.
-KernelCase MatmulAwqInt4TensorCore() {
-  const uint64_t M = 130, N = 136, K = 256, group = 128, groups = K / group;
+// axrt_matmul_awq_int4_tc_f32 (or its name for `group`): each weight (q - z) s
+// (exact in f32) rounded to bf16 as it is staged; K / group groups.
+KernelCase MatmulAwqInt4TensorCore(const std::string& kernel = "axrt_matmul_awq_int4_tc_f32",
+                                   const axrt_axe_quant_layout_t* layout = &kAwq,
+                                   uint64_t group = 128) {
+  const uint64_t M = 130, N = 136, K = 256, groups = K / group;
   const std::vector<int> q = RandomInts(K * N, 64, 0, 15);
   const std::vector<int> z = RandomInts(groups * N, 65, 0, 15);
   const std::vector<int> s = RandomInts(groups * N, 66, 0, 7);
@@ -584,8 +601,8 @@ KernelCase MatmulAwqInt4TensorCore() {
       rounded[k * N + n] = Bf16Rounded(static_cast<float>(w));
     }
   }
-  return MatmulTensorCore("axrt_matmul_awq_int4_tc_f32", M, N, K,
-                          {InputBuffer(BytesOf(packed.qweight), &kAwq),
+  return MatmulTensorCore(kernel, M, N, K,
+                          {InputBuffer(BytesOf(packed.qweight), layout),
                            InputBuffer(BytesOf(scales)), InputBuffer(BytesOf(packed.qzeros))},
                           rounded, {group}, 67);
 }
@@ -613,8 +630,9 @@ KernelCase MatmulInt8(bool decode = false) {
 
 // `decode_cols` > 0: on a decode grid of that many columns by 16 rows.
 KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
-                      const axrt_axe_quant_layout_t* layout, uint64_t decode_cols = 0) {
-  const uint64_t M = 5, N = 72, K = 256, group = 128, groups = K / group;
+                      const axrt_axe_quant_layout_t* layout, uint64_t decode_cols = 0,
+                      uint64_t group = 128) {
+  const uint64_t M = 5, N = 72, K = 256, groups = K / group;
   const std::vector<int> q = RandomInts(K * N, 51, 0, 15);
   // GPTQ v1 stores z - 1, so its zero points start at 1.
   const std::vector<int> z = RandomInts(groups * N, 52, format == Int4Format::kGptqV1 ? 1 : 0, 15);
@@ -641,9 +659,10 @@ KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
 // quantizes x as the contract says (f32 operations, half to even) and
 // multiplies in double; the bound is 1e-5 (|xq| . |W| + |bias|) + 1e-6. Row
 // 0's first group has a = 127, so 127 / a = 1 and its .5 values are ties;
-// row 1's second group is zeros (s_x = 0).
-KernelCase MatmulInt4Q8() {
-  const uint64_t M = 5, N = 72, K = 256, group = 64, groups = K / group;
+// row 1's second group is zeros (s_x = 0). `kernel` binds group_size `group`.
+KernelCase MatmulInt4Q8(const std::string& kernel = "axrt_matmul_gptq_int4_q8_f32",
+                        const axrt_axe_quant_layout_t* layout = &kGptqV2, uint64_t group = 64) {
+  const uint64_t M = 5, N = 72, K = 256, groups = K / group;
   const std::vector<int> q = RandomInts(K * N, 55, 0, 15);
   const std::vector<int> z = RandomInts(groups * N, 56, 0, 15);
   const std::vector<int> s = RandomInts(groups * N, 57, 0, 7);
@@ -694,15 +713,15 @@ KernelCase MatmulInt4Q8() {
   }
 
   KernelCase c;
-  c.kernel = "axrt_matmul_gptq_int4_q8_f32";
-  c.description = "M = 5, N = 72, K = 256, group_size = 64";
+  c.kernel = kernel;
+  c.description = "M = 5, N = 72, K = 256, group_size = " + std::to_string(group);
   c.grid = {CeilDiv(N, 64), CeilDiv(M, 64), 1};
-  c.buffers = {InputBuffer(BytesOf(x)),      InputBuffer(BytesOf(packed.qweight), &kGptqV2),
+  c.buffers = {InputBuffer(BytesOf(x)),      InputBuffer(BytesOf(packed.qweight), layout),
                InputBuffer(BytesOf(scales)), InputBuffer(BytesOf(packed.qzeros)),
                InputBuffer(BytesOf(bias)),   OutputBuffer(M * N * sizeof(float))};
   c.scalars = {M, N, K, group};
-  c.check = [want, bound](std::span<const std::vector<uint8_t>> buffers) {
-    CheckNear(ValuesOf<float>(buffers.back()), want, bound, "axrt_matmul_gptq_int4_q8_f32");
+  c.check = [want, bound, kernel](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), want, bound, kernel);
   };
   return c;
 }
@@ -1585,6 +1604,75 @@ KernelCase Sample() {
   return c;
 }
 
+// The logit bias, the repetition, frequency and presence penalties and min_p,
+// in place (docs/llm.md, "Logits processing"): every row lists tokens (so
+// that each workgroup changes its row), one with min_p.
+KernelCase LogitsProcess() {
+  const uint64_t B = 4, V = 200, E = 6;
+  const std::vector<float> logits = RandomFloats(B * V, 151, -4.0f, 4.0f);
+  const std::vector<float> temperature = {1.0f, 0.0f, 0.7f, 1.3f};
+  const std::vector<float> repetition = {1.0f, 1.5f, 0.8f, 2.0f};
+  const std::vector<float> frequency = {0.0f, 0.5f, -0.3f, 1.0f};
+  const std::vector<float> presence = {0.0f, 1.0f, 0.2f, -0.5f};
+  const std::vector<float> min_p = {0.0f, 0.5f, 0.0f, 0.2f};  // row 1 is greedy: no mask
+  std::vector<int32_t> tokens(B * E, -1), counts(B * E, 0), in_prompt(B * E, 0);
+  std::vector<float> bias(B * E, 0.0f);
+  for (uint64_t b = 0; b < B; ++b) {
+    for (uint64_t e = 0; e < E - b; ++e) {  // row b lists E - b tokens
+      const uint64_t i = b * E + e;
+      tokens[i] = static_cast<int32_t>((37 * b + 29 * e + 3) % V);
+      counts[i] = static_cast<int32_t>((b + e) % 3);
+      in_prompt[i] = static_cast<int32_t>(e % 2);
+      bias[i] = 5.0f - 2.5f * static_cast<float>(e);
+    }
+  }
+  KernelCase c;
+  c.kernel = "axrt_logits_process_f32";
+  c.description = "B = 4, V = 200, E = 6";
+  c.grid = {static_cast<uint32_t>(B), 1, 1};
+  c.buffers = {InputBuffer(BytesOf(logits)),     InputBuffer(BytesOf(temperature)),
+               InputBuffer(BytesOf(repetition)), InputBuffer(BytesOf(frequency)),
+               InputBuffer(BytesOf(presence)),   InputBuffer(BytesOf(min_p)),
+               InputBuffer(BytesOf(tokens)),     InputBuffer(BytesOf(counts)),
+               InputBuffer(BytesOf(in_prompt)),  InputBuffer(BytesOf(bias))};
+  // The logits change in place, and only where a row says so.
+  c.buffers[0].writable = true;
+  c.buffers[0].fully_written = false;
+  c.scalars = {B, V, E};
+  // The documented steps, in double, each listed logit rounded to f32 once.
+  std::vector<float> want = logits;
+  for (uint64_t b = 0; b < B; ++b) {
+    float* row = want.data() + b * V;
+    for (uint64_t e = 0; e < E; ++e) {
+      const uint64_t i = b * E + e;
+      if (tokens[i] < 0) continue;
+      double x = static_cast<double>(row[tokens[i]]) + static_cast<double>(bias[i]);
+      const double rp = repetition[b];
+      if (counts[i] > 0 || in_prompt[i] != 0) x = x > 0.0 ? x / rp : x * rp;
+      const double penalty = static_cast<double>(frequency[b]) * counts[i];
+      x = x - penalty;
+      if (counts[i] > 0) x = x - static_cast<double>(presence[b]);
+      row[tokens[i]] = static_cast<float>(x);
+    }
+    if (min_p[b] > 0.0f && temperature[b] > 0.0f) {
+      const float top = *std::max_element(row, row + V);
+      const double log_min_p = std::log(static_cast<double>(min_p[b]));
+      const double threshold = static_cast<double>(top) + temperature[b] * log_min_p;
+      for (uint64_t v = 0; v < V; ++v) {
+        if (static_cast<double>(row[v]) < threshold) row[v] = -INFINITY;
+      }
+    }
+  }
+  c.check = [want](std::span<const std::vector<uint8_t>> buffers) {
+    const std::vector<float> got = ValuesOf<float>(buffers[0]);
+    CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+    // Row 3's min_p masked some of it; row 1 (greedy) none.
+    CHECK(std::count(got.begin() + 3 * 200, got.end(), -INFINITY) > 0);
+    CHECK(std::count(got.begin() + 200, got.begin() + 400, -INFINITY) == 0);
+  };
+  return c;
+}
+
 std::vector<KernelCase> BuiltinCases() {
   std::vector<KernelCase> cases;
   cases.push_back(ElementwiseBinary("axrt_add_f32", false));
@@ -1612,6 +1700,28 @@ std::vector<KernelCase> BuiltinCases() {
                              /*decode_cols=*/16));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_v1_int4_f32", Int4Format::kGptqV1, &kGptqV1));
   cases.push_back(MatmulInt4Q8());
+  // The same kernels under the names of groups of 64 and 32, each at its group size.
+  const struct {
+    uint64_t group;
+    const axrt_axe_quant_layout_t* awq;
+    const axrt_axe_quant_layout_t* gptq_v2;
+    const axrt_axe_quant_layout_t* gptq_v1;
+  } sizes[] = {{64, &kAwqG64, &kGptqV2G64, &kGptqV1G64}, {32, &kAwqG32, &kGptqV2G32, &kGptqV1G32}};
+  for (const auto& size : sizes) {
+    const std::string g = "_g" + std::to_string(size.group);
+    cases.push_back(MatmulInt4("axrt_matmul_awq_int4" + g + "_f32", Int4Format::kAwq, size.awq,
+                               0, size.group));
+    cases.push_back(MatmulInt4("axrt_matmul_gptq_int4" + g + "_f32", Int4Format::kGptqV2,
+                               size.gptq_v2, 0, size.group));
+    cases.push_back(MatmulInt4("axrt_matmul_gptq_int4" + g + "_f32_decode", Int4Format::kGptqV2,
+                               size.gptq_v2, /*decode_cols=*/16, size.group));
+    cases.push_back(MatmulInt4("axrt_matmul_gptq_v1_int4" + g + "_f32", Int4Format::kGptqV1,
+                               size.gptq_v1, 0, size.group));
+    cases.push_back(
+        MatmulAwqInt4TensorCore("axrt_matmul_awq_int4" + g + "_tc_f32", size.awq, size.group));
+    cases.push_back(
+        MatmulInt4Q8("axrt_matmul_gptq_int4" + g + "_q8_f32", size.gptq_v2, size.group));
+  }
   // Per tensor: one scale. 128 x 128 blocks: N and K past one block, so the
   // scale grid is [2, 2] and both edges are partial.
   cases.push_back(MatmulFp8("axrt_matmul_fp8_e4m3_f32", 67, 72, 40, 0, &kFp8PerTensor));
@@ -1640,6 +1750,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(RopeKvCacheWrite(LowKv::kBf16));
   cases.push_back(RopeKvCacheWrite(LowKv::kFp8));
   cases.push_back(Sample());
+  cases.push_back(LogitsProcess());
   return cases;
 }
 

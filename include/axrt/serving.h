@@ -12,7 +12,15 @@
  *     `positions[t]` of the sequence whose block table is row t) and returns
  *     the logits after the tokens `logit_rows` names;
  *   - `sample(logits f32[S, V], temperature f32[S], top_k i32[S],
- *            top_p f32[S], seeds u64[S], positions i32[S]) -> tokens i32[S]`.
+ *            top_p f32[S], seeds u64[S], positions i32[S]) -> tokens i32[S]`;
+ *   - optionally `process_logits(logits f32[S, V] mutable, temperature f32[S],
+ *            repetition_penalty f32[S], frequency_penalty f32[S],
+ *            presence_penalty f32[S], min_p f32[S], entry_tokens i32[S, E],
+ *            entry_counts i32[S, E], entry_in_prompt i32[S, E],
+ *            entry_bias f32[S, E])`, which applies the requests' logit bias,
+ *     penalties and min_p to the logits in place; the engine calls it
+ *     between `step` and `sample` in the steps that need it. A file without
+ *     it serves every request but those with such options.
  * The engine reads every size it needs (layers, heads, block size, the
  * longest sequence, the vocabulary, the most tokens and sequences a step
  * takes) from these signatures.
@@ -70,9 +78,15 @@ typedef struct axrt_engine_event_t {
   const int32_t* top_tokens;
   const float* top_logprobs;
   /* The prompt's length, and how many of its tokens the prefix cache
-   * supplied (on the first event of a request; 0 on later ones). */
+   * supplied (on the first event of a request's choice; 0 on later ones). */
   uint32_t prompt_tokens;
   uint32_t cached_tokens;
+  /* Which of the request's choices (axrt_request_t.n) the event belongs to,
+   * from 0. Each choice has its own events: its tokens with their indices,
+   * its first event with prompt_tokens and cached_tokens, its last with
+   * `finish`. Past the end of the struct as it was before the field: a
+   * callback reads it only when struct_size covers it. */
+  uint32_t choice;
 } axrt_engine_event_t;
 
 typedef void (*axrt_engine_callback_t)(void* user_data, const axrt_engine_event_t* event);
@@ -131,8 +145,9 @@ typedef struct axrt_engine_options_t {
    * their keys and values into blocks of their own, past the cache's
    * `num_blocks`, and their rows are never delivered; tokens are those of
    * the same steps without graphs, bit for bit (the kernels' results do not
-   * depend on the batch). 0 (the default): every step is a call. A set
-   * (`group`) runs its steps as calls. */
+   * depend on the batch). A step whose rows need `process_logits` calls it
+   * (not captured) between the two replays. 0 (the default): every step is
+   * a call. A set (`group`) runs its steps as calls. */
   uint32_t graph_max_batch;
 } axrt_engine_options_t;
 
@@ -148,6 +163,12 @@ enum {
 
 /* The most alternatives a request may ask for (axrt_request_t.top_logprobs). */
 #define AXRT_ENGINE_MAX_TOP_LOGPROBS 20
+/* The most entries of a request's logit bias (axrt_request_t.logit_bias_count),
+ * and the bound of each value (OpenAI's). */
+#define AXRT_ENGINE_MAX_LOGIT_BIAS 300
+#define AXRT_ENGINE_LOGIT_BIAS_BOUND 100.0f
+/* The most choices a request may ask for (axrt_request_t.n). */
+#define AXRT_ENGINE_MAX_CHOICES 128
 
 typedef struct axrt_request_t {
   size_t struct_size;
@@ -176,10 +197,54 @@ typedef struct axrt_request_t {
   /* With AXRT_REQUEST_FLAG_LOGPROBS: alternatives per token, at most
    * AXRT_ENGINE_MAX_TOP_LOGPROBS. */
   uint32_t top_logprobs;
+
+  /* The fields below are past the end of the struct as it was first
+   * released: a smaller struct_size gives them their defaults (those of
+   * AXRT_REQUEST_INIT).
+   *
+   * Logits processing, with vLLM's definitions (docs/serving.md, "Sampling
+   * options"), in this order on the logits of every token sampled:
+   * `logit_bias_values[i]` is added to the logit of `logit_bias_tokens[i]`;
+   * the logit `l` of every token of the prompt or of the tokens generated
+   * so far becomes `l / repetition_penalty` when positive, else
+   * `l * repetition_penalty`; then `frequency_penalty * count +
+   * presence_penalty * (count > 0)` is subtracted, `count` the token's
+   * occurrences among the tokens generated so far (not the prompt's). With
+   * temperature > 0, after temperature, tokens whose probability is below
+   * `min_p` times the largest are removed, then top_k and top_p apply.
+   * Greedy takes the largest processed logit. The logits and
+   * log-probabilities the events carry are those before processing. A model
+   * file without `process_logits` refuses a request with any of these
+   * options (INVALID_ARGUMENT naming it).
+   *
+   * Penalties: finite; repetition_penalty > 0 (1: none). */
+  float presence_penalty;
+  float frequency_penalty;
+  float repetition_penalty;
+  /* In [0, 1] (0: none). */
+  float min_p;
+  /* `logit_bias_count` distinct token ids in [0, vocabulary), each with a
+   * value in [-AXRT_ENGINE_LOGIT_BIAS_BOUND, AXRT_ENGINE_LOGIT_BIAS_BOUND];
+   * at most AXRT_ENGINE_MAX_LOGIT_BIAS entries; copied. */
+  const int32_t* logit_bias_tokens;
+  const float* logit_bias_values;
+  size_t logit_bias_count;
+  /* Choices: n sequences generated from the prompt, 1 to
+   * AXRT_ENGINE_MAX_CHOICES. The prompt runs once: the other choices start
+   * once choice 0 has prefilled it, taking its KV blocks from the prefix
+   * cache (without prefix caching they compute it again). Choice 0 samples
+   * with `seed`, so that it draws what a request with n = 1 draws; choice
+   * c > 0 with `mix64(seed + c * 0x9E3779B97F4A7C15)` (modulo 2^64; mix64
+   * SplitMix64's output function, docs/llm.md "Sampling"). Every choice has
+   * its own events (axrt_engine_event_t.choice) and ends with its own last
+   * event; the request is over, and its id free, once every choice has
+   * ended. axrt_engine_cancel ends every choice. */
+  uint32_t n;
 } axrt_request_t;
 
-#define AXRT_REQUEST_INIT \
-  { sizeof(axrt_request_t), NULL, 0, NULL, 0, 1, NULL, 0, 0.0f, 0, 1.0f, 0, 0, 0 }
+#define AXRT_REQUEST_INIT                                                                   \
+  { sizeof(axrt_request_t), NULL, 0, NULL, 0, 1, NULL, 0, 0.0f, 0, 1.0f, 0, 0, 0, 0.0f, 0.0f, \
+    1.0f, 0.0f, NULL, NULL, 0, 1 }
 
 typedef struct axrt_engine_stats_t {
   size_t struct_size;
@@ -198,7 +263,7 @@ typedef struct axrt_engine_stats_t {
   uint64_t computed_tokens;  /* tokens run through the model (recomputes too) */
   uint64_t generated_tokens;
   uint64_t preemptions;
-  uint64_t requests_finished;
+  uint64_t requests_finished;  /* choices: a request of n choices counts n */
   uint64_t requests_cancelled;
   uint64_t requests_rejected; /* refused by add_request */
   /* 1 once a step failed on the device (in a set: on any member): the
@@ -233,10 +298,10 @@ AXRT_API axrt_status_t axrt_engine_create(axrt_executable_t executable,
  * wait; FAILED_PRECONDITION when the engine has failed. */
 AXRT_API axrt_status_t axrt_engine_add_request(axrt_engine_t engine, const axrt_request_t* request);
 
-/* Ends request `id`: once this returns OK no further token of it is
- * delivered, its last event is AXRT_FINISH_CANCELLED, and its blocks are
- * freed before that event. NOT_FOUND when no live request has that id (it
- * may have just finished). */
+/* Ends request `id` (every choice of it): once this returns OK no further
+ * token of it is delivered, the last event of each choice still running is
+ * AXRT_FINISH_CANCELLED, and its blocks are freed before that event.
+ * NOT_FOUND when no live request has that id (it may have just finished). */
 AXRT_API axrt_status_t axrt_engine_cancel(axrt_engine_t engine, uint64_t id);
 
 /* Writes a snapshot of the engine's counters into `*out_stats`, as far as

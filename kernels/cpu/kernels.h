@@ -319,6 +319,28 @@ struct SampleArgs {
 };
 static_assert(sizeof(SampleArgs) == 72);
 
+// The sampling options applied to the logits in place (docs/llm.md,
+// "Logits processing"): per row b of `logits` [B, V], up to E entries
+// (`entry_*` [B, E], token -1 for none) with their bias, their count among
+// the generated tokens and whether the prompt holds them, and the row's
+// penalties and min_p.
+struct LogitsProcessArgs {
+  float* logits;
+  const float* temperature;
+  const float* repetition_penalty;
+  const float* frequency_penalty;
+  const float* presence_penalty;
+  const float* min_p;
+  const int32_t* entry_tokens;
+  const int32_t* entry_counts;
+  const int32_t* entry_in_prompt;
+  const float* entry_bias;
+  uint64_t B;
+  uint64_t V;
+  uint64_t E;
+};
+static_assert(sizeof(LogitsProcessArgs) == 104);
+
 }  // namespace axrt::kernels::cpu
 
 // The entry points, C symbols named as in docs/kernels.md. Hidden like
@@ -395,6 +417,45 @@ axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32(const void* args,
 axrt_kernel_result_t axrt_matmul_gptq_v1_int4_f32(const void* args,
                                                   const axrt_kernel_dispatch_t* dispatch,
                                                   const axrt_kernel_workgroup_t* workgroup);
+// The int4 kernels above under the names that declare the layouts of groups
+// of 64 and 32 inputs (awq.int4.g64, ...): the same code each, bound with
+// group_size 64 or 32 (MatmulInt4Args).
+axrt_kernel_result_t axrt_matmul_awq_int4_g64_f32(const void* args,
+                                                  const axrt_kernel_dispatch_t* dispatch,
+                                                  const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_awq_int4_g64_tc_f32(const void* args,
+                                                     const axrt_kernel_dispatch_t* dispatch,
+                                                     const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g64_f32(const void* args,
+                                                   const axrt_kernel_dispatch_t* dispatch,
+                                                   const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g64_f32_decode(const void* args,
+                                                          const axrt_kernel_dispatch_t* dispatch,
+                                                          const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_v1_int4_g64_f32(const void* args,
+                                                      const axrt_kernel_dispatch_t* dispatch,
+                                                      const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g64_q8_f32(const void* args,
+                                                      const axrt_kernel_dispatch_t* dispatch,
+                                                      const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_awq_int4_g32_f32(const void* args,
+                                                  const axrt_kernel_dispatch_t* dispatch,
+                                                  const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_awq_int4_g32_tc_f32(const void* args,
+                                                     const axrt_kernel_dispatch_t* dispatch,
+                                                     const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g32_f32(const void* args,
+                                                   const axrt_kernel_dispatch_t* dispatch,
+                                                   const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g32_f32_decode(const void* args,
+                                                          const axrt_kernel_dispatch_t* dispatch,
+                                                          const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_v1_int4_g32_f32(const void* args,
+                                                      const axrt_kernel_dispatch_t* dispatch,
+                                                      const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g32_q8_f32(const void* args,
+                                                      const axrt_kernel_dispatch_t* dispatch,
+                                                      const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_fp8_e4m3_f32(const void* args,
                                               const axrt_kernel_dispatch_t* dispatch,
                                               const axrt_kernel_workgroup_t* workgroup);
@@ -463,6 +524,9 @@ axrt_kernel_result_t axrt_attention_combine_f32(const void* args,
                                                 const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_sample_f32(const void* args, const axrt_kernel_dispatch_t* dispatch,
                                      const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_logits_process_f32(const void* args,
+                                             const axrt_kernel_dispatch_t* dispatch,
+                                             const axrt_kernel_workgroup_t* workgroup);
 
 }  // extern "C"
 

@@ -437,6 +437,52 @@ extern "C" axrt_kernel_result_t axrt_matmul_gptq_v1_int4_f32(
   return matmul_int4<Int4Format::kGptqV1>("axrt_matmul_gptq_v1_int4_f32", args, workgroup);
 }
 
+// The same four kernels under the names that declare the layouts of groups of
+// 64 and 32 inputs (awq.int4.g64, gptq_v2.int4.g64, gptq.int4.g64, and g32):
+// bound with group_size 64 or 32, the same code and bits.
+
+extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_g64_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kAwq>("axrt_matmul_awq_int4_g64_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g64_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_g64_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g64_f32_decode(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_g64_f32_decode", args, workgroup,
+                                          /*decode=*/true);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_v1_int4_g64_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV1>("axrt_matmul_gptq_v1_int4_g64_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_g32_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kAwq>("axrt_matmul_awq_int4_g32_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g32_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_g32_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g32_f32_decode(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_g32_f32_decode", args, workgroup,
+                                          /*decode=*/true);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_v1_int4_g32_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV1>("axrt_matmul_gptq_v1_int4_g32_f32", args, workgroup);
+}
+
 extern "C" axrt_kernel_result_t axrt_matmul_fp8_e4m3_f32(const void* args,
                                                          const axrt_kernel_dispatch_t*,
                                                          const axrt_kernel_workgroup_t* workgroup) {

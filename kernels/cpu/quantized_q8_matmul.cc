@@ -690,3 +690,16 @@ extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
   return matmul_q8("axrt_matmul_gptq_int4_q8_f32", args, workgroup);
 }
+
+// The same kernel under the names that declare the layouts of groups of 64
+// and 32 inputs (gptq_v2.int4.g64, gptq_v2.int4.g32), bound with group_size
+// 64 or 32: x is quantized per group of that many values.
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g64_q8_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_q8("axrt_matmul_gptq_int4_g64_q8_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g32_q8_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_q8("axrt_matmul_gptq_int4_g32_q8_f32", args, workgroup);
+}

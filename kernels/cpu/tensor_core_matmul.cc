@@ -146,32 +146,32 @@ extern "C" axrt_kernel_result_t axrt_matmul_fp8_e4m3_pc_tc_f32(
                         [](uint8_t code) { return kE4m3fnValues[code]; });
 }
 
-// AWQ int4 (awq.int4.g128): W[n][k] = bf16((q - z) s), the product exact in
-// f32. Rules: N % 8 == 0, group_size a multiple of 32 (the CUDA kernel's K
-// tile lies in one group), K % group_size == 0.
-extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_tc_f32(
-    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+// AWQ int4 (awq.int4.g128, and .g64, .g32 under the names that declare
+// them): W[n][k] = bf16((q - z) s), the product exact in f32. Rules: N % 8 ==
+// 0, group_size a multiple of 32 (the CUDA kernel's K tile lies in one
+// group), K % group_size == 0.
+static axrt_kernel_result_t awq_int4_tc(const char* name, const void* args,
+                                        const axrt_kernel_workgroup_t* workgroup) {
   using namespace axrt::kernels::cpu;
-  constexpr const char* kName = "axrt_matmul_awq_int4_tc_f32";
   const auto* a = static_cast<const MatmulInt4Args*>(args);
   const uint64_t N = a->N, K = a->K, group_size = a->group_size;
   if (N % 8 != 0) {
     return invalid_argument(workgroup,
                             "%s: N = %" PRIu64
                             " is not a multiple of 8 (int4 codes are packed 8 per u32 word)",
-                            kName, N);
+                            name, N);
   }
   if (group_size == 0 || group_size % kTcGroupMultiple != 0) {
     return invalid_argument(workgroup,
                             "%s: group_size = %" PRIu64
                             " is not a positive multiple of %" PRIu64
                             " (the kernel's K tile must lie in one group)",
-                            kName, group_size, kTcGroupMultiple);
+                            name, group_size, kTcGroupMultiple);
   }
   if (K % group_size != 0) {
     return invalid_argument(workgroup,
                             "%s: K = %" PRIu64 " is not a multiple of group_size = %" PRIu64,
-                            kName, K, group_size);
+                            name, K, group_size);
   }
   const auto widen = [a, N, K, group_size](uint64_t n, float* row) {
     const uint64_t words_per_row = N / 8;
@@ -187,4 +187,19 @@ extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_tc_f32(
   };
   const auto finish = [](uint64_t, float sum) { return sum; };
   return tc_workgroup(a->x, a->bias, a->y, a->M, N, K, workgroup, widen, finish);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_tc_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return awq_int4_tc("axrt_matmul_awq_int4_tc_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_g64_tc_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return awq_int4_tc("axrt_matmul_awq_int4_g64_tc_f32", args, workgroup);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_awq_int4_g32_tc_f32(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return awq_int4_tc("axrt_matmul_awq_int4_g32_tc_f32", args, workgroup);
 }

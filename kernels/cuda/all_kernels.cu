@@ -10,3 +10,4 @@
 #include "attention.cu"
 #include "attention_flash.cu"
 #include "sampling.cu"
+#include "logits_process.cu"

@@ -5,7 +5,10 @@
 #     ELF, an sm_90 ELF and compute_90 PTX, all uncompressed;
 #   - each ELF (e_machine EM_CUDA) has every kernel of the contracts as a
 #     global function and no other, with the parameter offsets and sizes its
-#     .nv.info section records equal to the C layout of the kernel's contract;
+#     .nv.info section records equal to the C layout of the kernel's contract
+#     (a kernel whose contract names another's CUDA entry point, cuda_entry,
+#     has none of its own: that kernel must be one with an entry point and
+#     the same parameter kinds);
 #   - each PTX module (the fatbin's and axrt_kernels.ptx) is printable text
 #     with .version and .target and has a .entry per kernel with the
 #     parameter types of the contract in order.
@@ -35,10 +38,12 @@ endmacro()
 # ---------------------------------------------------------------------------
 # The contract: every kernel of kernels/contracts.json and its parameter
 # kinds, from the build's listing of it (cmake/axrt_kernel_contracts.cmake):
-# one line per kernel, `symbol name:buffer[:layout] name:scalar:type ...`.
+# one line per kernel, `symbol [cuda:entry] name:buffer[:layout]
+# name:scalar:type ...`.
 # ---------------------------------------------------------------------------
 file(STRINGS "${CONTRACTS}" _contract_lines)
 set(_kernels "")
+set(_aliases "")
 foreach(_line IN LISTS _contract_lines)
   string(REPLACE " " ";" _fields "${_line}")
   list(POP_FRONT _fields _sym)
@@ -47,8 +52,11 @@ foreach(_line IN LISTS _contract_lines)
     continue()
   endif()
   set(_params "")
+  set(_entry "")
   foreach(_field IN LISTS _fields)
-    if(_field MATCHES "^[A-Za-z_][A-Za-z0-9_]*:buffer(:.*)?$")
+    if(_field MATCHES "^cuda:(axrt_[a-z0-9_]+)$")
+      set(_entry "${CMAKE_MATCH_1}")
+    elseif(_field MATCHES "^[A-Za-z_][A-Za-z0-9_]*:buffer(:.*)?$")
       list(APPEND _params buffer)
     elseif(_field MATCHES "^[A-Za-z_][A-Za-z0-9_]*:scalar:(u?int|float)(8|16|32|64)$")
       set(_kind "${CMAKE_MATCH_1}")
@@ -68,8 +76,25 @@ foreach(_line IN LISTS _contract_lines)
     _fail("${CONTRACTS}: ${_sym} has no parameters")
     continue()
   endif()
+  if(_entry)
+    list(APPEND _aliases "${_sym}")
+    set(_alias_entry_${_sym} "${_entry}")
+    set(_alias_params_${_sym} ${_params})
+    continue()
+  endif()
   list(APPEND _kernels "${_sym}")
   set(_doc_params_${_sym} ${_params})
+endforeach()
+# A kernel implemented in CUDA by another's entry point: that one has an
+# entry point of its own and the same parameters.
+foreach(_sym IN LISTS _aliases)
+  set(_entry "${_alias_entry_${_sym}}")
+  set(_what "${CONTRACTS}: ${_sym} names the CUDA entry point ${_entry}")
+  if(NOT _entry IN_LIST _kernels)
+    _fail("${_what}, which is no kernel's with an entry point of its own")
+  elseif(NOT "${_alias_params_${_sym}}" STREQUAL "${_doc_params_${_entry}}")
+    _fail("${_what}, whose parameters (${_doc_params_${_entry}}) are not its own (${_alias_params_${_sym}})")
+  endif()
 endforeach()
 list(LENGTH _kernels _kernel_count)
 if(_kernel_count EQUAL 0)

@@ -7,6 +7,10 @@
 // and for GPTQ K % 8 == 0. The CPU library refuses anything else with
 // INVALID_ARGUMENT; a GPU kernel has no error channel in ABI version 1, so it
 // returns without writing `y`.
+//
+// Every kernel here reads any group size its rules allow from `group_size`;
+// each is also the CUDA entry point of its names for groups of 64 and 32
+// (axrt_matmul_awq_int4_g64_f32 ...: kernels/contracts.json, cuda_entry).
 #include <cuda_fp16.h>
 
 #include "matmul_tile.cuh"

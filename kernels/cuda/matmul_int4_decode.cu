@@ -20,6 +20,8 @@
 // Rules: N % 8 == 0, group_size % 8 == 0 (a word row lies in one group),
 // K % group_size == 0. The CPU library refuses anything else with
 // INVALID_ARGUMENT; this body returns without writing `y`.
+// It is also the CUDA entry point of axrt_matmul_gptq_int4_g64_f32_decode and
+// _g32_f32_decode (groups of 64 and 32: kernels/contracts.json, cuda_entry).
 #include <cuda_fp16.h>
 
 #include "common.cuh"

@@ -504,7 +504,9 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 
 // AWQ int4 weights (awq.int4.g128) on tensor cores, each weight rounded to
 // bf16 as it is staged (opt-in). Grid as above. Returns without writing on
-// broken rules: N % 8 == 0, group_size % 32 == 0, K % group_size == 0.
+// broken rules: N % 8 == 0, group_size % 32 == 0, K % group_size == 0. Also
+// the CUDA entry point of axrt_matmul_awq_int4_g64_tc_f32 and _g32_tc_f32
+// (awq.int4.g64 and .g32: kernels/contracts.json, cuda_entry).
 extern "C" __global__ void __launch_bounds__(256)
     axrt_matmul_awq_int4_tc_f32(const float* x, const uint32_t* qweight, const uint16_t* scales,
                                 const uint32_t* qzeros, const float* bias, float* y, uint64_t M,

@@ -219,7 +219,8 @@ def dequantized(weight: np.ndarray, mode: str, q) -> np.ndarray:
         codes, scale = q.fp8_e4m3_per_channel(weight)
         return codes.astype(np.float64) * scale.astype(np.float64)
     if mode == "int4":
-        qweight, scales, qzeros = q.int4_awq(weight)
+        # The group size the converter picks: the largest of 128, 64, 32 dividing the inputs.
+        qweight, scales, qzeros = q.int4_awq(weight, q.int4_group_size(weight.shape[1]))
         codes = _unpack_awq(qweight)                       # [K, N]
         zeros = _unpack_awq(qzeros)                        # [K/g, N]
         group = codes.shape[0] // zeros.shape[0]

@@ -87,3 +87,28 @@ def floats(n, seed=0):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "loads: loads and runs the files it builds with axrt.load")
+
+
+@pytest.fixture(scope="module", params=["cpu", "cuda"])
+def device(request):
+    """cpu:0, then the first CUDA device (the mock's, in the test runs), for kernel tests
+    that run on both; skipped without one."""
+    if request.param == "cpu":
+        return axrt.device("cpu:0")
+    for d in axrt.devices():
+        if d.type == "cuda":
+            return d
+    reasons = [d["availability"] for d in axrt.drivers() if d["name"] == "cuda"]
+    pytest.skip(f"no CUDA device: {reasons[0] if reasons else 'the CUDA driver is not built'}")
+
+
+def kernels_code_object(builder, kernels):
+    """The build's CUDA kernels (AXRT_TEST_BUILD_DIR's fatbin), or, when nvcc built none, a
+    mock image naming `kernels`."""
+    build = os.environ.get("AXRT_TEST_BUILD_DIR")
+    fatbin = os.path.join(build or ".", "kernels", "cuda", "axrt_kernels.fatbin")
+    if build and os.path.exists(fatbin):
+        with open(fatbin, "rb") as f:
+            return builder.code_object("cuda_fatbin", "sm_80,sm_90", f.read())
+    image = "AXRTMOCKCUDA\n" + "\n".join(kernels) + "\n.version 8.0\n.target sm_80\n"
+    return builder.code_object("cuda_ptx", "compute_80", image.encode())

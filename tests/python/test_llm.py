@@ -512,7 +512,7 @@ def test_the_file_carries_config_and_tokenizer(converted):
     assert config["num_layers"] == 2 and config["weights"] == "int4"
     assert config["tie_word_embeddings"] is True
     assert json.loads(exe.metadata["axrt.llm.tokenizer"])["model"]["type"] == "BPE"
-    assert set(exe.functions) == {"step", "sample"}
+    assert set(exe.functions) == {"step", "sample", "process_logits"}
 
 
 def _cli(*args) -> subprocess.CompletedProcess:

@@ -10,14 +10,13 @@ sequence owns with NaN, which any read of them would carry into the result.
 """
 
 import math
-import os
-import pathlib
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import axrt
+from conftest import kernels_code_object
 from axrt.builder import ceildiv
 from axrt.llm.convert import KERNELS as CONTRACTS
 
@@ -72,30 +71,13 @@ assert all(params(k) == SPLIT for k in SPLIT_KERNELS.values())
 # Running one dispatch
 
 
-@pytest.fixture(scope="module", params=["cpu", "cuda"])
-def device(request):
-    if request.param == "cpu":
-        return axrt.device("cpu:0")
-    for d in axrt.devices():
-        if d.type == "cuda":
-            return d
-    reasons = [d["availability"] for d in axrt.drivers() if d["name"] == "cuda"]
-    pytest.skip(f"no CUDA device: {reasons[0] if reasons else 'the CUDA driver is not built'}")
-
-
 @pytest.fixture
 def cpu():
     return axrt.device("cpu:0")
 
 
 def cuda_code_object(builder):
-    """The build's CUDA kernels, or a mock image naming them when nvcc built none."""
-    build = os.environ.get("AXRT_TEST_BUILD_DIR")
-    fatbin = pathlib.Path(build or ".") / "kernels" / "cuda" / "axrt_kernels.fatbin"
-    if build and fatbin.exists():
-        return builder.code_object("cuda_fatbin", "sm_80,sm_90", fatbin.read_bytes())
-    image = "AXRTMOCKCUDA\n" + "\n".join(KERNELS) + "\n.version 8.0\n.target sm_80\n"
-    return builder.code_object("cuda_ptx", "compute_80", image.encode())
+    return kernels_code_object(builder, KERNELS)
 
 
 def run(kernel, params, grid, inputs, outputs, args, device, *, copies=(), out=None,

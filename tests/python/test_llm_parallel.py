@@ -266,8 +266,9 @@ def test_the_shards_say_what_they_hold(converted):
         assert info["kv_heads"] == [rank, rank + 1]
         assert info["intermediate"] == [128 * rank, 128 * rank + 128]
         # The serving contract: `step` on every rank, its two all-reduces per
-        # layer inside it; the logits and `sample` on the head rank.
-        assert set(exe.functions) == ({"step", "sample"} if rank == 0 else {"step"})
+        # layer inside it; the logits, `sample` and `process_logits` on the head rank.
+        assert set(exe.functions) == ({"step", "sample", "process_logits"} if rank == 0
+                                      else {"step"})
         assert ("axrt.llm.tokenizer" in exe.metadata) == (rank == 0)
         assert exe["step"].inputs[-1]["shape"] == (2, 2, "NB", 1, 16, 32)
         assert len(exe["step"].outputs) == (1 if rank == 0 else 0)

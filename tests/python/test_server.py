@@ -237,10 +237,21 @@ def test_a_model_without_a_tokenizer_answers_with_the_ids_in_decimal():
     ({"model": NAME, "prompt": [1], "logprobs": True}, "logprobs"),
     ({"model": NAME, "prompt": [1], "stream": "yes"}, "stream"),
     ({"model": NAME, "prompt": [1], "echo": True}, "echo"),
-    ({"model": NAME, "prompt": [1], "n": 2}, "n"),
+    ({"model": NAME, "prompt": [1], "n": 0}, "n"),
+    ({"model": NAME, "prompt": [1], "n": 17}, "n"),
     ({"model": NAME, "prompt": [1], "best_of": 3}, "best_of"),
-    ({"model": NAME, "prompt": [1], "presence_penalty": 0.5}, "presence_penalty"),
-    ({"model": NAME, "prompt": [1], "logit_bias": {"1": 5}}, "logit_bias"),
+    ({"model": NAME, "prompt": [1], "n": 2, "best_of": 3}, "best_of"),
+    ({"model": NAME, "prompt": [1], "presence_penalty": 2.5}, "presence_penalty"),
+    ({"model": NAME, "prompt": [1], "frequency_penalty": "x"}, "frequency_penalty"),
+    ({"model": NAME, "prompt": [1], "repetition_penalty": 0}, "repetition_penalty"),
+    ({"model": NAME, "prompt": [1], "min_p": 1.5}, "min_p"),
+    ({"model": NAME, "prompt": [1], "logit_bias": {"1": 101}}, "logit_bias"),
+    ({"model": NAME, "prompt": [1], "logit_bias": {"x": 5}}, "logit_bias"),
+    ({"model": NAME, "prompt": [1], "logit_bias": [1]}, "logit_bias"),
+    ({"model": NAME, "prompt": [1], "logit_bias": {str(i): 1 for i in range(301)}},
+     "logit_bias"),
+    ({"model": NAME, "prompt": [1], "stop_token_ids": [1, "2"]}, "stop_token_ids"),
+    ({"model": NAME, "prompt": [1], "max_completion_tokens": 0}, "max_completion_tokens"),
     ({"model": NAME, "prompt": [1], "suffix": "x"}, "suffix"),
     ({"model": NAME, "prompt": [1], "stream_options": 3}, "stream_options"),
 ])
@@ -257,7 +268,16 @@ def test_parse_takes_what_the_openai_client_sends():
     assert (p.prompt, p.stop, p.seed, p.logprobs, p.temperature, p.max_tokens) == \
         ("hi", ["\n"], -5, 0, 0.0, 16)
     p = parse_completion_request({"model": NAME, "prompt": [[3, 4]]}, NAME)
-    assert p.prompt == [3, 4] and p.temperature == 1.0 and not p.stream
+    assert p.prompt == [3, 4] and p.temperature == 1.0 and not p.stream and p.options == {}
+    p = parse_completion_request({"model": NAME, "prompt": [1], "n": 3, "best_of": 3,
+                                  "presence_penalty": -2, "frequency_penalty": 0.5,
+                                  "repetition_penalty": 1.2, "min_p": 0.1, "top_k": -1,
+                                  "logit_bias": {"7": -100, "9": 2.5}, "stop_token_ids": [5],
+                                  "max_tokens": 3, "max_completion_tokens": 4}, NAME)
+    assert p.options == {"n": 3, "presence_penalty": -2.0, "frequency_penalty": 0.5,
+                         "repetition_penalty": 1.2, "min_p": 0.1,
+                         "logit_bias": {7: -100.0, 9: 2.5}}
+    assert (p.top_k, p.stop_token_ids, p.max_tokens) == (0, [5], 4)
 
 
 # -- the server --------------------------------------------------------------------------------

@@ -115,6 +115,28 @@ def test_a_requests_logits_are_the_same_alone_and_among_31_others(sets, ranks):
             assert np.array_equal(a, b), f"step {step}: the logits differ in a batch"
 
 
+def test_sampling_options_and_choices_on_a_set(sets):
+    """The head rank's process_logits runs between the set's step and its sample: greedy
+    tokens under penalties are the reference's from the set's own logits, and n choices
+    take the prompt from the prefix cache (docs/serving.md, "Sampling options")."""
+    from test_sampling_options import processed
+
+    prompt = list(range(20, 60))
+    options = dict(repetition_penalty=1.6, presence_penalty=0.5, logit_bias={11: 2.0})
+    with Engine(sets[2], devices=devices(2), num_blocks=64) as engine:
+        events = list(engine.submit(prompt, 10, stop_ids=(), logits=True, **options))
+        tokens = [e.token for e in events]
+        for i, e in enumerate(events):
+            assert e.token == int(np.argmax(processed(e.logits, prompt, tokens[:i], **options)))
+        cached = engine.stats()["cached_prompt_tokens"]
+        choices = engine.submit(prompt, 6, stop_ids=(), temperature=1.0, seed=5, n=3,
+                                min_p=0.05, frequency_penalty=0.5).result(timeout=120)
+        assert len(choices) == 3 and not choices[0] == choices[1] == choices[2]
+        # Every choice found the prompt's two full blocks, computed by the first request.
+        assert engine.stats()["cached_prompt_tokens"] - cached == 3 * 32
+        wait_for(lambda: idle(engine), what="the set to go idle")
+
+
 def test_a_member_failing_mid_serving_ends_every_request_naming_it(sets):
     with Engine(sets[2], devices=devices(2), num_blocks=256) as engine, \
             ServerThread(create_app(engine, model_name=NAME)) as server, \

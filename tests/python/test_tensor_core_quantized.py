@@ -3,14 +3,13 @@ axrt_matmul_int8_pc_tc_f32, axrt_matmul_fp8_e4m3_pc_tc_f32 and axrt_matmul_awq_i
 against float64 references from bf16(x) and the exact codes and scales, on cpu:0 and on
 cuda:0 of the mock CUDA driver (which runs the CPU body of the same name); and the tiny
 models converted with `tensor_core_matmuls=True` against transformers."""
-import os
-import pathlib
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import axrt
+from conftest import kernels_code_object
 import axrt.llm
 from axrt.builder import ceildiv
 from axrt.llm import UnsupportedModelError
@@ -29,25 +28,8 @@ TILE = 128  # the kernels' workgroup: 128 x 128 outputs
 INT4_TOLERANCE = 4e-2
 
 
-@pytest.fixture(scope="module", params=["cpu", "cuda"])
-def device(request):
-    if request.param == "cpu":
-        return axrt.device("cpu:0")
-    for d in axrt.devices():
-        if d.type == "cuda":
-            return d
-    reasons = [d["availability"] for d in axrt.drivers() if d["name"] == "cuda"]
-    pytest.skip(f"no CUDA device: {reasons[0] if reasons else 'the CUDA driver is not built'}")
-
-
 def code_object(builder):
-    """The build's CUDA kernels, or a mock image naming these when nvcc built none."""
-    build = os.environ.get("AXRT_TEST_BUILD_DIR")
-    fatbin = pathlib.Path(build or ".") / "kernels" / "cuda" / "axrt_kernels.fatbin"
-    if build and fatbin.exists():
-        return builder.code_object("cuda_fatbin", "sm_80,sm_90", fatbin.read_bytes())
-    image = f"AXRTMOCKCUDA\n{INT8}\n{FP8}\n{AWQ}\n.version 8.0\n.target sm_80\n"
-    return builder.code_object("cuda_ptx", "compute_80", image.encode())
+    return kernels_code_object(builder, [INT8, FP8, AWQ])
 
 
 def run(kernel, inputs, scalars, m, n, device, *, out=None, stream=None):

@@ -4,6 +4,8 @@
 // that the engine's lifecycle runs fast here and under the sanitizers.
 // The real model end to end is tests/python/test_serving_*.py.
 #include <atomic>
+#include <cmath>
+#include <cstddef>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -35,6 +37,7 @@ struct Recorder {
   std::mutex mutex;
   std::condition_variable changed;
   std::map<uint64_t, Seen> seen;
+  std::map<std::pair<uint64_t, uint32_t>, Seen> choices;  // by (request, choice)
   size_t finished = 0;
   // Set by a test: requests to add from inside the callback.
   axrt_engine_t engine = nullptr;
@@ -47,13 +50,18 @@ struct Recorder {
     {
       std::lock_guard lock(r->mutex);
       Seen& s = r->seen[e->request_id];
+      Seen& c = r->choices[{e->request_id, e->choice}];
       if (e->token >= 0) {
         s.tokens.push_back(e->token);
         s.indices.push_back(e->index);
+        c.tokens.push_back(e->token);
+        c.indices.push_back(e->index);
       }
       if (e->finish != AXRT_FINISH_NONE) {
         ++s.finishes;
         s.finish = e->finish;
+        ++c.finishes;
+        c.finish = e->finish;
         ++r->finished;
         add_follow_up = r->chain && e->request_id < 1000;
       }
@@ -83,12 +91,12 @@ struct Recorder {
 
 class StandIn {
  public:
-  StandIn() {
+  explicit StandIn(bool process = false) {
     axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
     options.drivers = "cpu";
     REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
     REQUIRE_CALL_OK(axrt_instance_find_device(instance, "cpu:0", &device));
-    const std::vector<uint8_t> file = StandInModel();
+    const std::vector<uint8_t> file = StandInModel(process);
     REQUIRE_CALL_OK(
         axrt_executable_load_memory(device, file.data(), file.size(), nullptr, &executable));
   }
@@ -112,9 +120,15 @@ class StandIn {
   }
 
   axrt_status_t Add(uint64_t id, uint32_t prompt_length, uint32_t max_tokens) {
+    axrt_request_t request = AXRT_REQUEST_INIT;
+    return Add(id, prompt_length, max_tokens, request);
+  }
+
+  // `request` with its id, a prompt and max_tokens filled in.
+  axrt_status_t Add(uint64_t id, uint32_t prompt_length, uint32_t max_tokens,
+                    axrt_request_t request) {
     std::vector<int32_t> prompt(prompt_length);
     for (uint32_t i = 0; i < prompt_length; ++i) prompt[i] = static_cast<int32_t>(i % kVocab);
-    axrt_request_t request = AXRT_REQUEST_INIT;
     request.id = id;
     request.prompt = prompt.data();
     request.prompt_length = prompt.size();
@@ -133,6 +147,12 @@ class StandIn {
   axrt_executable_t executable = nullptr;
   axrt_engine_t engine = nullptr;
   Recorder recorder;
+};
+
+// The stand-in with `process_logits`.
+class StandInProcessing : public StandIn {
+ public:
+  StandInProcessing() : StandIn(/*process=*/true) {}
 };
 
 }  // namespace
@@ -280,6 +300,189 @@ TEST_CASE_METHOD(StandIn, "creation refuses missing callbacks, options and funct
   REQUIRE_CALL_FAILS(axrt_engine_create(executable, &options, &e),
                      AXRT_STATUS_CODE_RESOURCE_EXHAUSTED, "KV cache");
   CHECK(e == nullptr);
+}
+
+// ---------------------------------------------------------------------------
+// Sampling options (docs/serving.md, "Sampling options"): the fields at the
+// end of axrt_request_t and the choices of the events.
+
+TEST_CASE_METHOD(StandInProcessing, "sampling options are checked field by field, nothing queued",
+                 "[serving]") {
+  Start(16);
+  static const int32_t kTwice[] = {3, 3};
+  static const int32_t kOutside[] = {16};
+  static const float kValues[] = {1.0f, 2.0f};
+  static const float kTooBig[] = {100.5f};
+  static const float kNan[] = {NAN};
+  struct Bad {
+    const char* field;
+    void (*set)(axrt_request_t&);
+  };
+  const Bad bad[] = {
+      {"presence_penalty", [](axrt_request_t& r) { r.presence_penalty = NAN; }},
+      {"frequency_penalty", [](axrt_request_t& r) { r.frequency_penalty = INFINITY; }},
+      {"repetition_penalty", [](axrt_request_t& r) { r.repetition_penalty = 0.0f; }},
+      {"repetition_penalty", [](axrt_request_t& r) { r.repetition_penalty = -2.0f; }},
+      {"repetition_penalty", [](axrt_request_t& r) { r.repetition_penalty = -INFINITY; }},
+      {"min_p", [](axrt_request_t& r) { r.min_p = 1.5f; }},
+      {"min_p", [](axrt_request_t& r) { r.min_p = NAN; }},
+      {"logit_bias has 301", [](axrt_request_t& r) { r.logit_bias_count = 301; }},
+      {"NULL", [](axrt_request_t& r) { r.logit_bias_count = 1; }},
+      {"logit_bias_values[0]",
+       [](axrt_request_t& r) {
+         r.logit_bias_tokens = kTwice;
+         r.logit_bias_values = kTooBig;
+         r.logit_bias_count = 1;
+       }},
+      {"logit_bias_values[0]",
+       [](axrt_request_t& r) {
+         r.logit_bias_tokens = kTwice;
+         r.logit_bias_values = kNan;
+         r.logit_bias_count = 1;
+       }},
+      {"logit_bias_tokens[0] is 16",
+       [](axrt_request_t& r) {
+         r.logit_bias_tokens = kOutside;
+         r.logit_bias_values = kValues;
+         r.logit_bias_count = 1;
+       }},
+      {"token 3 twice",
+       [](axrt_request_t& r) {
+         r.logit_bias_tokens = kTwice;
+         r.logit_bias_values = kValues;
+         r.logit_bias_count = 2;
+       }},
+      {"n must be", [](axrt_request_t& r) { r.n = 0; }},
+      {"n must be", [](axrt_request_t& r) { r.n = AXRT_ENGINE_MAX_CHOICES + 1; }},
+  };
+  for (const Bad& b : bad) {
+    axrt_request_t request = AXRT_REQUEST_INIT;
+    b.set(request);
+    INFO(b.field);
+    REQUIRE_CALL_FAILS(Add(1, 2, 2, request), AXRT_STATUS_CODE_INVALID_ARGUMENT, b.field);
+  }
+  const axrt_engine_stats_t stats = Stats();
+  CHECK(stats.waiting == 0);
+  CHECK(stats.running == 0);
+  CHECK(stats.steps == 0);
+
+  // Every option at once runs through process_logits to the end.
+  const int32_t tokens[] = {5, 3};
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.temperature = 0.8f;
+  request.presence_penalty = 0.5f;
+  request.frequency_penalty = -0.5f;
+  request.repetition_penalty = 1.3f;
+  request.min_p = 0.1f;
+  request.logit_bias_tokens = tokens;
+  request.logit_bias_values = kValues;
+  request.logit_bias_count = 2;
+  REQUIRE_CALL_OK(Add(2, 3, 4, request));
+  REQUIRE(recorder.wait_for(1));
+  std::lock_guard lock(recorder.mutex);
+  CHECK(recorder.seen[2].tokens == std::vector<int32_t>(4, kToken));
+  CHECK(recorder.seen[2].finish == AXRT_FINISH_LENGTH);
+}
+
+TEST_CASE_METHOD(StandInProcessing, "an older, smaller request struct takes the defaults",
+                 "[serving]") {
+  Start(16);
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.struct_size = offsetof(axrt_request_t, presence_penalty);
+  // Past its struct_size: never read.
+  request.presence_penalty = NAN;
+  request.repetition_penalty = 0.0f;
+  request.n = 0;
+  REQUIRE_CALL_OK(Add(7, 2, 3, request));
+  REQUIRE(recorder.wait_for(1));
+  std::lock_guard lock(recorder.mutex);
+  CHECK(recorder.seen[7].tokens.size() == 3);
+  CHECK(recorder.choices.size() == 1);
+}
+
+TEST_CASE_METHOD(StandIn, "a file without process_logits refuses those options by name",
+                 "[serving]") {
+  Start(16);
+  static const int32_t kToken1[] = {1};
+  static const float kValue[] = {1.0f};
+  struct Option {
+    const char* field;
+    void (*set)(axrt_request_t&);
+  };
+  const Option options[] = {
+      {"presence_penalty", [](axrt_request_t& r) { r.presence_penalty = 0.5f; }},
+      {"frequency_penalty", [](axrt_request_t& r) { r.frequency_penalty = 0.5f; }},
+      {"repetition_penalty", [](axrt_request_t& r) { r.repetition_penalty = 1.5f; }},
+      {"min_p", [](axrt_request_t& r) { r.min_p = 0.5f; }},
+      {"logit_bias",
+       [](axrt_request_t& r) {
+         r.logit_bias_tokens = kToken1;
+         r.logit_bias_values = kValue;
+         r.logit_bias_count = 1;
+       }},
+  };
+  for (const Option& o : options) {
+    axrt_request_t request = AXRT_REQUEST_INIT;
+    o.set(request);
+    REQUIRE_CALL_FAILS(Add(1, 2, 2, request), AXRT_STATUS_CODE_INVALID_ARGUMENT, o.field,
+                       "process_logits", "convert");
+  }
+  // Everything else works as before, choices included.
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.n = 2;
+  REQUIRE_CALL_OK(Add(3, 2, 2, request));
+  REQUIRE(recorder.wait_for(2));
+  std::lock_guard lock(recorder.mutex);
+  CHECK(recorder.choices[{3, 0}].tokens.size() == 2);
+  CHECK(recorder.choices[{3, 1}].tokens.size() == 2);
+}
+
+TEST_CASE_METHOD(StandInProcessing, "choices each have their events; a request ends with its last",
+                 "[serving]") {
+  Start(16);
+  axrt_request_t request = AXRT_REQUEST_INIT;
+  request.n = 3;
+  request.temperature = 1.0f;
+  request.presence_penalty = 1.0f;  // each choice counts its own tokens
+  REQUIRE_CALL_OK(Add(9, 6, 3, request));
+  REQUIRE(recorder.wait_for(3));
+  {
+    std::lock_guard lock(recorder.mutex);
+    CHECK(recorder.seen[9].finishes == 3);
+    for (uint32_t c = 0; c < 3; ++c) {
+      INFO("choice " << c);
+      const Seen& s = recorder.choices[{9, c}];
+      CHECK(s.tokens == std::vector<int32_t>(3, kToken));
+      CHECK(s.indices == std::vector<uint32_t>{0, 1, 2});
+      CHECK(s.finishes == 1);
+      CHECK(s.finish == AXRT_FINISH_LENGTH);
+    }
+  }
+  axrt_engine_stats_t stats = Stats();
+  CHECK(stats.requests_finished == 3);
+  CHECK(stats.kv_blocks_used == 0);
+  // The prompt's full block (4 of its 6 tokens) came from the cache, twice.
+  CHECK(stats.cached_prompt_tokens == 2 * kBlockSize);
+  // Once every choice has ended, the id is free again.
+  REQUIRE_CALL_OK(Add(9, 2, 1));
+  REQUIRE(recorder.wait_for(4));
+
+  // Cancelling ends every choice still running, each with its own last event.
+  request.n = 4;
+  REQUIRE_CALL_OK(Add(10, 2, 12, request));
+  axrt_status_t cancel = axrt_engine_cancel(engine, 10);
+  const bool cancelled = cancel == nullptr;
+  axrt_status_free(cancel);  // NOT_FOUND when every choice had ended already
+  REQUIRE(recorder.wait_for(8));
+  std::lock_guard lock(recorder.mutex);
+  int ended_cancelled = 0;
+  for (uint32_t c = 0; c < 4; ++c) {
+    const Seen& s = recorder.choices[{10, c}];
+    CHECK(s.finishes == 1);
+    if (s.finish == AXRT_FINISH_CANCELLED) ++ended_cancelled;
+  }
+  CHECK((ended_cancelled > 0) == cancelled);
+  CHECK(Stats().kv_blocks_used == 0);
 }
 
 // ---------------------------------------------------------------------------

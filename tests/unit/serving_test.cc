@@ -3,6 +3,7 @@
 // tests/python/test_serving_engine.py).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -318,4 +319,39 @@ TEST_CASE("filled slots count the tokens in the cache and those the step in flig
   plan.entries[0].sequence->tokens.push_back(7);
   scheduler.schedule();
   CHECK(scheduler.filled_slots() == 7);
+}
+
+TEST_CASE("a request's later choices share its id, wait first, and take its prompt from the cache") {
+  BlockManager blocks(16, 4, true);
+  Scheduler scheduler(blocks, {64, 8, 64, true});
+  scheduler.add(sequence(1, iota(1, 10), 2));  // the prompt: two full blocks and 2 tokens
+  run_step(scheduler);                         // prefilled; its full blocks registered
+  scheduler.add(sequence(2, iota(50, 3), 2));  // another request, waiting behind
+  for (uint32_t c = 2; c >= 1; --c) {
+    auto later = sequence(1, iota(1, 10), 2);
+    later->choice = c;
+    scheduler.add_first(later);
+    CHECK(later == nullptr);
+  }
+  CHECK(scheduler.waiting().front()->choice == 1);
+  CHECK(scheduler.waiting()[1]->choice == 2);
+  CHECK(scheduler.waiting().back()->id == 2);
+  std::vector<uint64_t> finished;
+  const Step step = run_step(scheduler, &finished);
+  // Choice 0 decodes (its last token); choices 1 and 2 compute only the
+  // prompt's last 2 tokens; then the other request.
+  REQUIRE(step.entries.size() == 4);
+  CHECK(step.entries[1].id == 1);
+  CHECK(step.entries[1].count == 2);
+  CHECK(step.entries[2].count == 2);
+  CHECK(step.entries[3].id == 2);
+  for (const Sequence* s : scheduler.running()) {
+    if (s->id == 1 && s->choice > 0) CHECK(s->cached_tokens == 8);
+  }
+  // The id is found while any choice lives; finishing one leaves the others.
+  CHECK(finished == std::vector<uint64_t>{1});
+  REQUIRE(scheduler.find(1) != nullptr);
+  while (scheduler.find(1) != nullptr) run_step(scheduler, &finished);
+  CHECK(std::count(finished.begin(), finished.end(), 1) == 3);
+  CHECK(blocks.check().empty());
 }

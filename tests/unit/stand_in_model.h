@@ -32,7 +32,50 @@ inline void AddStandInSample(AxeBuilder& b) {
   b.Fill(sample, BindOutput(0), Lit(0), Sym(0) * Lit(4), kToken, 4);
 }
 
-inline std::vector<uint8_t> StandInModel() {
+// The stand-in `process_logits` (the serving contract's, docs/serving.md):
+// the built-in axrt_logits_process_f32 over the engine's rows. The stand-in
+// `sample` ignores the logits: what the tests see is that the engine calls
+// it with lists the kernel takes.
+inline void AddStandInProcess(AxeBuilder& b) {
+  enum { S, E };
+  auto row = [](const char* name) {
+    return Sig{name, AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S)}};
+  };
+  auto entries = [](const char* name, axrt_axe_dtype_t dtype) {
+    return Sig{name, dtype, {Symbolic(S), Symbolic(E)}};
+  };
+  Sig logits{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S), Fixed(kVocab)}};
+  logits.is_mutable = true;
+  const uint32_t process = b.AddFunction(
+      "process_logits", {{"S", 8}, {"E", kVocab}},
+      {logits, row("temperature"), row("repetition_penalty"), row("frequency_penalty"),
+       row("presence_penalty"), row("min_p"), entries("entry_tokens", AXRT_AXE_DTYPE_INT32),
+       entries("entry_counts", AXRT_AXE_DTYPE_INT32),
+       entries("entry_in_prompt", AXRT_AXE_DTYPE_INT32),
+       entries("entry_bias", AXRT_AXE_DTYPE_FLOAT32)},
+      {});
+  std::vector<Param> params = {BufferParam("logits", AXRT_AXE_ACCESS_READ_WRITE)};
+  for (const char* name : {"temperature", "repetition_penalty", "frequency_penalty",
+                           "presence_penalty", "min_p", "entry_tokens", "entry_counts",
+                           "entry_in_prompt", "entry_bias"}) {
+    params.push_back(BufferParam(name));
+  }
+  for (const char* name : {"B", "V", "E"}) {
+    params.push_back(ScalarParam(name, AXRT_AXE_DTYPE_UINT64));
+  }
+  const uint32_t kernel =
+      b.AddKernel("process", b.AddLibrary("axrt.cpu", 1), "axrt_logits_process_f32", params);
+  std::vector<Binding> bindings;
+  for (uint32_t i = 0; i < 10; ++i) bindings.push_back(BindInput(i));
+  bindings.push_back(BindScalar(Sym(S)));
+  bindings.push_back(BindScalar(Lit(kVocab)));
+  bindings.push_back(BindScalar(Sym(E)));
+  b.Dispatch(process, kernel, {Sym(S)}, bindings);
+}
+
+// With `process`, the file has `process_logits` too (else it is one
+// converted before the function existed).
+inline std::vector<uint8_t> StandInModel(bool process = false) {
   AxeBuilder b;
   enum { T, S, NB };
   const std::vector<SymbolDecl> symbols = {{"T", 64}, {"S", 8}, {"NB", 1 << 20}};
@@ -48,6 +91,7 @@ inline std::vector<uint8_t> StandInModel() {
       {{"logits", AXRT_AXE_DTYPE_FLOAT32, {Symbolic(S), Fixed(kVocab)}}});
   b.Fill(step, BindOutput(0), Lit(0), Sym(S) * Lit(kVocab * 4), 0, 4);
   AddStandInSample(b);
+  if (process) AddStandInProcess(b);
   return b.Bytes();
 }
 

@@ -255,9 +255,10 @@ class AxeBuilder:
     def write_file(self, path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]) -> None: ...
     def write_memory(self) -> bytes: ...
 
-# (request_id, token, index, finish, error, logits, logprob, top, prompt_tokens, cached_tokens)
+# (request_id, token, index, finish, error, logits, logprob, top, prompt_tokens, cached_tokens,
+#  choice)
 EngineEvent = Tuple[int, int, int, Optional[str], Optional[str], Optional[Any], Optional[float],
-                    Optional[list[Tuple[int, float]]], int, int]
+                    Optional[list[Tuple[int, float]]], int, int, int]
 
 class Engine:
     """The serving engine of axrt/serving.h (low level: use axrt.llm.Engine)."""
@@ -272,6 +273,9 @@ class Engine:
         self, id: int, prompt: Any, max_tokens: int, *, stop_ids: Sequence[int] = ...,
         temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
         logits: bool = False, logprobs: bool = False, top_logprobs: int = 0,
+        presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+        repetition_penalty: float = 1.0, min_p: float = 0.0,
+        logit_bias: Sequence[Tuple[int, float]] = ..., n: int = 1,
     ) -> None: ...
     def cancel(self, id: int) -> bool: ...
     def poll(self, timeout: Optional[float] = None) -> list[EngineEvent]: ...

@@ -3,8 +3,9 @@
 ``pip install axrt`` installs what ``import axrt`` needs (numpy, ml_dtypes);
 each extra of pyproject.toml brings the packages of one part:
 
-    llm     tokenizers                              text prompts of axrt.llm
-    serve   starlette, uvicorn, prometheus-client   python -m axrt.llm serve
+    llm     tokenizers, jinja2                      text prompts and chats of axrt.llm
+    serve   the above, starlette, uvicorn,          python -m axrt.llm serve
+            prometheus-client
     plot    matplotlib                              python -m axrt.traceplot
     torch   torch                                   axrt.torch (PyTorch operators)
 """
@@ -16,6 +17,7 @@ from types import ModuleType
 # Module name -> (pip package, extra).
 EXTRAS = {
     "tokenizers": ("tokenizers", "llm"),
+    "jinja2": ("jinja2", "llm"),
     "starlette": ("starlette", "serve"),
     "uvicorn": ("uvicorn", "serve"),
     "prometheus_client": ("prometheus-client", "serve"),

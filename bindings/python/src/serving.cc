@@ -3,10 +3,11 @@
 // Python takes them with poll(), which waits with the GIL released.
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <mutex>
 #include <optional>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "binding.h"
 
@@ -24,6 +25,7 @@ struct Event {
   std::optional<std::vector<std::pair<int32_t, float>>> top;
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;
+  uint32_t choice = 0;
 };
 
 struct EventQueue {
@@ -31,8 +33,9 @@ struct EventQueue {
   std::condition_variable ready;
   std::deque<Event> events;
   bool closed = false;
-  // Live requests that asked for log-probabilities (their events carry one).
-  std::unordered_set<uint64_t> logprobs;
+  // Live requests that asked for log-probabilities (their events carry
+  // one), with the choices of each that have not ended.
+  std::unordered_map<uint64_t, uint32_t> logprobs;
 };
 
 void on_event(void* user_data, const axrt_engine_event_t* e) {
@@ -52,11 +55,15 @@ void on_event(void* user_data, const axrt_engine_event_t* e) {
   }
   event.prompt_tokens = e->prompt_tokens;
   event.cached_tokens = e->cached_tokens;
+  if (e->struct_size >= offsetof(axrt_engine_event_t, choice) + sizeof e->choice) {
+    event.choice = e->choice;
+  }
   {
     std::lock_guard lock(queue->mutex);
-    if (queue->logprobs.contains(e->request_id)) {
+    const auto marked = queue->logprobs.find(e->request_id);
+    if (marked != queue->logprobs.end()) {
       if (e->token >= 0) event.logprob = e->logprob;
-      if (e->finish != AXRT_FINISH_NONE) queue->logprobs.erase(e->request_id);
+      if (e->finish != AXRT_FINISH_NONE && --marked->second == 0) queue->logprobs.erase(marked);
     }
     queue->events.push_back(std::move(event));
   }
@@ -138,7 +145,9 @@ class Engine {
   void add_request(uint64_t id, py::array_t<int32_t, py::array::c_style | py::array::forcecast> prompt,
                    uint32_t max_tokens, std::vector<int32_t> stop_ids, float temperature,
                    int32_t top_k, float top_p, uint64_t seed, bool logits, bool logprobs,
-                   uint32_t top_logprobs) {
+                   uint32_t top_logprobs, float presence_penalty, float frequency_penalty,
+                   float repetition_penalty, float min_p,
+                   std::vector<std::pair<int32_t, float>> logit_bias, uint32_t n) {
     live();
     if (prompt.ndim() != 1) throw py::value_error("the prompt must be a 1-D array of token ids");
     axrt_request_t r = AXRT_REQUEST_INIT;
@@ -154,10 +163,24 @@ class Engine {
     r.seed = seed;
     r.flags = (logits ? AXRT_REQUEST_FLAG_LOGITS : 0) | (logprobs ? AXRT_REQUEST_FLAG_LOGPROBS : 0);
     r.top_logprobs = top_logprobs;
+    r.presence_penalty = presence_penalty;
+    r.frequency_penalty = frequency_penalty;
+    r.repetition_penalty = repetition_penalty;
+    r.min_p = min_p;
+    std::vector<int32_t> bias_tokens;
+    std::vector<float> bias_values;
+    for (const auto& [token, value] : logit_bias) {
+      bias_tokens.push_back(token);
+      bias_values.push_back(value);
+    }
+    r.logit_bias_tokens = bias_tokens.data();
+    r.logit_bias_values = bias_values.data();
+    r.logit_bias_count = bias_tokens.size();
+    r.n = n;
     bool marked = false;  // by this call (an id in use keeps its own mark)
     if (logprobs) {
       std::lock_guard lock(queue_->mutex);
-      marked = queue_->logprobs.insert(id).second;
+      marked = queue_->logprobs.emplace(id, n).second;
     }
     axrt_status_t status;
     {
@@ -210,7 +233,7 @@ class Engine {
           e.id, e.token, e.index, finish ? py::object(py::str(finish)) : py::object(py::none()),
           e.error ? py::object(py::str(*e.error)) : py::object(py::none()), logits,
           e.logprob ? py::object(py::float_(*e.logprob)) : py::object(py::none()), top,
-          e.prompt_tokens, e.cached_tokens));
+          e.prompt_tokens, e.cached_tokens, e.choice));
     }
     return out;
   }
@@ -293,7 +316,7 @@ void init_serving(py::module_& m) {
 The serving engine (axrt/serving.h) over an executable following the serving
 contract. Low level: use axrt.llm.Engine. Events come from poll() as tuples
 (request_id, token, index, finish, error, logits, logprob, top, prompt_tokens,
-cached_tokens).)doc")
+cached_tokens, choice).)doc")
       .def(py::init<py::object, uint32_t, uint64_t, uint32_t, uint32_t, uint32_t, bool, bool,
                     py::object, py::object, uint32_t>(),
            py::arg("executable"), py::kw_only(), py::arg("num_blocks") = 0,
@@ -306,7 +329,11 @@ cached_tokens).)doc")
            py::arg("max_tokens"), py::kw_only(), py::arg("stop_ids") = std::vector<int32_t>{},
            py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
            py::arg("seed") = 0, py::arg("logits") = false, py::arg("logprobs") = false,
-           py::arg("top_logprobs") = 0)
+           py::arg("top_logprobs") = 0, py::arg("presence_penalty") = 0.0f,
+           py::arg("frequency_penalty") = 0.0f, py::arg("repetition_penalty") = 1.0f,
+           py::arg("min_p") = 0.0f,
+           py::arg("logit_bias") = std::vector<std::pair<int32_t, float>>{},
+           py::arg("n") = 1)
       .def("cancel", &Engine::cancel, py::arg("id"))
       .def("poll", &Engine::poll, py::arg("timeout") = py::none())
       .def("stats", &Engine::stats)

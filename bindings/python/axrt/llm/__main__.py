@@ -31,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--activations", default="f32", choices=["f32", "int8"],
                          help="int8 (with --weights int4): projections quantize their inputs "
                               "to int8 and multiply integers; faster, not exact (default f32)")
+    convert.add_argument("--int4-group-size", type=int, choices=[32, 64, 128],
+                         help="with --weights int4: inputs per scale and zero point (default: "
+                              "each projection the largest of 128, 64, 32 that divides its "
+                              "inputs)")
     convert.add_argument("--kv-cache-dtype", default="f32", choices=["f32", "bf16", "fp8_e4m3"],
                          help="element type of the KV cache: bf16 halves it, fp8_e4m3 (a scale "
                               "per token and head) quarters it; not exact (docs/kernels.md, "
@@ -72,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
                          help="write the N shards of a tensor-parallel set into the directory "
                               "OUT (rank0.axe ...), to run on N devices (default 1: one file)")
+    convert.add_argument("--chat-template", default=None, metavar="FILE",
+                         help="a Jinja2 chat template (or a JSON file holding "
+                              "'chat_template') to keep instead of the checkpoint's")
     convert.add_argument("--cuda-fatbin", default=None,
                          help="CUDA kernels to add as variants (default: axrt's own, if built)")
     convert.add_argument("--no-cuda", action="store_true", help="add no CUDA variants")
@@ -98,8 +105,30 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--stats", action="store_true",
                           help="print timing to standard error")
 
+    chat = commands.add_parser("chat", help="chat with a converted model in the terminal")
+    chat.add_argument("model", help="the .axe file, or a tensor-parallel set's directory "
+                                    "(with --devices)")
+    chat_where = chat.add_mutually_exclusive_group()
+    chat_where.add_argument("--device", default=None, help="e.g. cpu:0, cuda:0")
+    chat_where.add_argument("--devices", default=None,
+                            type=lambda text: [d for d in text.replace(" ", "").split(",") if d],
+                            help="a tensor-parallel set's devices in rank order")
+    chat.add_argument("--system", default=None, help="a system message to begin with")
+    chat.add_argument("--chat-template", default=None, metavar="FILE",
+                      help="a Jinja2 template to render the chat with instead of the model's")
+    chat.add_argument("--max-tokens", type=int, default=512,
+                      help="most tokens of one reply (default 512, or what the context "
+                           "leaves)")
+    chat.add_argument("--temperature", type=float, default=0.7, help="0: greedy (default 0.7)")
+    chat.add_argument("--top-p", type=float, default=0.95)
+    chat.add_argument("--top-k", type=int, default=0, help="0 (default): all tokens")
+    chat.add_argument("--min-p", type=float, default=0.0)
+    chat.add_argument("--repetition-penalty", type=float, default=1.0)
+    chat.add_argument("--seed", type=int, default=None,
+                      help="make the replies reproducible (default: a new seed each reply)")
+
     serve = commands.add_parser("serve", help="serve a converted model over HTTP "
-                                "(OpenAI-compatible completions API)")
+                                "(OpenAI-compatible completions and chat completions)")
     serve.add_argument("model", help="the .axe file, or a tensor-parallel set's directory "
                                      "(with --devices)")
     serve.add_argument("--host", default="127.0.0.1",
@@ -135,6 +164,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="decode steps of up to this many requests replay graphs "
                             "captured per batch-size bucket: one launch per step on a CUDA "
                             "device (default 0: off)")
+    serve.add_argument("--chat-template", default=None, metavar="FILE",
+                       help="render /v1/chat/completions with this Jinja2 template (or JSON "
+                            "file holding 'chat_template') instead of the model's")
     serve.add_argument("--max-body-bytes", type=int, default=1 << 20,
                        help="larger request bodies get 413 (default 1 MiB)")
     serve.add_argument("--log-level", default="info",
@@ -157,6 +189,7 @@ def _serve(args: argparse.Namespace) -> int:
               devices=args.devices,
               api_key=args.api_key, model_name=args.model_name,
               max_body_bytes=args.max_body_bytes, log_level=args.log_level,
+              chat_template=args.chat_template,
               num_blocks=args.num_blocks, kv_cache_bytes=args.kv_cache_bytes,
               max_running=args.max_running, max_waiting=args.max_waiting,
               max_step_tokens=args.max_step_tokens,
@@ -185,6 +218,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                              prefill_chunk=args.prefill_chunk, max_batch=args.max_batch,
                              cuda_fatbin=args.cuda_fatbin, cuda=not args.no_cuda,
                              activations=args.activations,
+                             int4_group_size=args.int4_group_size,
                              kv_cache_dtype=args.kv_cache_dtype,
                              fused_kernels=args.fused_kernels,
                              decode_matmuls=args.decode_matmuls,
@@ -192,7 +226,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                              split_attention=args.split_attention,
                              attention_splits=args.attention_splits,
                              flash_attention=args.flash_attention,
-                             tensor_parallel=args.tensor_parallel)
+                             tensor_parallel=args.tensor_parallel,
+                             chat_template=args.chat_template)
             shards = (f" ({args.tensor_parallel} tensor-parallel shards)"
                       if args.tensor_parallel > 1 else "")
             print(f"wrote {args.out}{shards}: {config.architecture}, {config.num_layers} layers, "
@@ -205,6 +240,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         if args.command == "serve":
             return _serve(args)
+        if args.command == "chat":
+            from .chat_terminal import run_chat
+
+            return run_chat(args)
 
         model = load(args.model, args.device, devices=args.devices)
         if args.prompt is not None:

@@ -110,6 +110,19 @@ class SafetensorsFile:
                              offset=self._data_start + begin)
         return view.reshape(shape)
 
+    def release(self, name: str) -> None:
+        """Lets the kernel drop the pages of tensor `name` that this process holds (the
+        whole pages inside its range): reading it again reads the file. For a reader that
+        has copied what it needs, so that a checkpoint's pages do not accumulate."""
+        if self._map is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        _, _, begin, end = self._entries[name]
+        page = mmap.PAGESIZE
+        first = -(-(self._data_start + begin) // page) * page
+        last = (self._data_start + end) // page * page
+        if last > first:
+            self._map.madvise(mmap.MADV_DONTNEED, first, last - first)
+
 
 class Checkpoint:
     """A Hugging Face model directory: its config.json and every tensor of its shards.
@@ -192,6 +205,12 @@ class Checkpoint:
 
     def keys(self) -> Iterator[str]:
         return iter(self._where)
+
+    def release(self, name: str) -> None:
+        """Drops this process's mapped pages of tensor `name` (:meth:`SafetensorsFile.release`):
+        for a converter that has copied it."""
+        if name in self._where:
+            self._where[name].release(name)
 
     def tensor(self, name: str) -> np.ndarray:
         if name not in self._where:

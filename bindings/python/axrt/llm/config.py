@@ -18,6 +18,9 @@ ARCHITECTURES = {
 METADATA_KEY = "axrt.llm.config"
 #: The metadata key holding the checkpoint's tokenizer.json, when it had one.
 TOKENIZER_KEY = "axrt.llm.tokenizer"
+#: The metadata key holding the chat template and the special tokens it reads (JSON,
+#: :class:`axrt.llm.chat.ChatTemplate`), when the checkpoint had a template.
+CHAT_KEY = "axrt.llm.chat"
 #: Version of the function signatures a converted file provides (docs/llm.md).
 ABI_VERSION = 1
 #: The metadata key of a tensor-parallel shard: its :class:`ShardInfo` (JSON).
@@ -54,6 +57,9 @@ class ModelConfig:
     # Set by the converter:
     weights: str = "f32"
     activations: str = "f32"
+    # int4: the group size asked for (32, 64 or 128), or None: each projection takes the
+    # largest that divides its inputs (docs/llm.md, "Weights"); the layouts record each.
+    int4_group_size: Optional[int] = None
     kv_cache_dtype: str = "f32"  # "f32", "bf16" or "fp8_e4m3" (docs/kernels.md, "KV cache")
     fused_kernels: bool = False  # add + RMSNorm, rope + cache write as one kernel each
     decode_matmuls: bool = False  # projections on the decode grids (docs/kernels.md)

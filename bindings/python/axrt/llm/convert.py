@@ -2,9 +2,10 @@
 tensor-parallel set (docs/llm.md, docs/multi-device.md).
 
 A file holds the weights in the chosen precision, the functions ``step``
-(the serving engine's, docs/serving.md) and ``sample`` over a paged KV cache,
-which every way of running a model goes through, the model's configuration in the metadata
-(``axrt.llm.config``) and, when the checkpoint has one, its
+(the serving engine's, docs/serving.md), ``sample`` and ``process_logits``
+over a paged KV cache, which every way of running a model goes through, the
+model's configuration in the metadata (``axrt.llm.config``) and, when the
+checkpoint has one, its
 ``tokenizer.json`` (``axrt.llm.tokenizer``). One layer writer serves every
 file; a shard's ``step`` holds its part of every layer and the two
 all-reduces per layer that complete it, as collective commands.
@@ -20,21 +21,23 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import builder as axb
 from ..builder import Builder, QuantLayout, ceildiv
 from . import quantize
+from .chat import ChatTemplate
 from .checkpoint import Checkpoint
-from .config import (METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardInfo,
+from .config import (CHAT_KEY, METADATA_KEY, SHARD_KEY, TOKENIZER_KEY, ModelConfig, ShardInfo,
                      UnsupportedModelError, check_tensor_parallel, from_hf_config,
                      shard_file_name)
 # The kernels and layouts the converter binds (KERNELS, contracts_path and
 # default_fatbin are also read from here by the tools and tests).
 from .kernel_table import (FP8_LAYOUT, GPTQ_LAYOUT, INT4_LAYOUT, INT8_LAYOUT,  # noqa: F401
-                           KERNELS, contracts_path, default_fatbin)
+                           CUDA_ENTRIES, KERNELS, awq_layout, contracts_path,
+                           default_fatbin, gptq_layout, int4_kernel)
 
 WEIGHT_MODES = ("f32", "bf16", "int8", "fp8", "int4")
 ACTIVATION_MODES = ("f32", "int8")
@@ -95,12 +98,15 @@ class _Linear:
     bias: axb.Constant
     n: int
     k: int
+    group: int = 0  # int4: the group size, the kernel's last argument
 
 
 class _Converter:
     def __init__(self, checkpoint: Checkpoint, config: ModelConfig, weights: str,
-                 fatbin: Optional[Path], info: ShardInfo) -> None:
+                 fatbin: Optional[Path], info: ShardInfo,
+                 chat: Optional[ChatTemplate] = None) -> None:
         self.ckpt = checkpoint
+        self.chat = chat
         self.info = info
         self.cfg = config
         self.mode = weights
@@ -111,16 +117,31 @@ class _Converter:
                      if fatbin is not None else None)
         self.kernels: Dict[str, axb.Kernel] = {}
         self.zero_bias: Optional[axb.Constant] = None
+        # The checkpoint tensors the constant being made has read: their mapped
+        # pages are let go once it is written (when the next one is made).
+        self.touched: List[str] = []
         # Said after a projection's shape in messages ("in each of 4 shards").
         self.part_note = f" in each of {info.size} tensor-parallel shards" if info.size > 1 else ""
 
     # -- constants ------------------------------------------------------
     def constant(self, name: str, make: Callable[[], np.ndarray], dtype: str,
                  shape: Sequence[int], layout: Optional[QuantLayout] = None) -> axb.Constant:
-        """A constant whose bytes `make` produces when the file is written."""
-        return self.b.constant(name, make, dtype=dtype, shape=tuple(shape), layout=layout)
+        """A constant whose bytes `make` produces when the file is written. The builder
+        writes constants one after another: when one is made, the checkpoint's pages that
+        the one before read are released, so that they do not add up to the model."""
+        def produce() -> np.ndarray:
+            self.release_touched()
+            return make()
+
+        return self.b.constant(name, produce, dtype=dtype, shape=tuple(shape), layout=layout)
+
+    def release_touched(self) -> None:
+        for name in self.touched:
+            self.ckpt.release(name)
+        self.touched.clear()
 
     def tensor(self, name: str) -> np.ndarray:
+        self.touched.append(name)
         return self.ckpt.tensor(name)
 
     def stacked(self, names: Sequence[str], rows: Optional[Sequence[Tuple[int, int]]] = None,
@@ -130,15 +151,47 @@ class _Converter:
         `rows`: for each name, the range of its rows to take (default: all);
         `cols`: the range of columns to take (default: all).
         """
-        parts = []
+        return np.concatenate([np.asarray(w, dtype=np.float32)
+                               for w in self.parts(names, rows, cols)], axis=0)
+
+    def parts(self, names: Sequence[str], rows: Optional[Sequence[Tuple[int, int]]],
+              cols: Optional[Tuple[int, int]]) -> Iterator[np.ndarray]:
+        """The checkpoint's weights `names` (views), each cut to its `rows` and to `cols`."""
         for i, name in enumerate(names):
             w = self.tensor(name)
             if rows is not None:
                 w = w[rows[i][0]:rows[i][1]]
             if cols is not None:
                 w = w[:, cols[0]:cols[1]]
-            parts.append(np.asarray(w, dtype=np.float32))
-        return np.concatenate(parts, axis=0)
+            yield w
+
+    def stacked_source(self, names: Sequence[str],
+                       rows: Optional[Sequence[Tuple[int, int]]] = None,
+                       cols: Optional[Tuple[int, int]] = None) -> np.ndarray:
+        """:meth:`stacked` in the weights' own float type when they share one (bf16, f16 or
+        f32), else in f32: for quantizers that read a block at a time, so that a bf16
+        checkpoint's projection has no f32 copy of the whole."""
+        import ml_dtypes
+
+        kinds = {self.ckpt.tensor(name).dtype for name in names}
+        if len(kinds) != 1 or next(iter(kinds)) not in (np.float32, np.float16,
+                                                         ml_dtypes.bfloat16):
+            return self.stacked(names, rows, cols)
+        return np.concatenate(list(self.parts(names, rows, cols)), axis=0)
+
+    def stacked_bf16(self, names: Sequence[str], rows: Optional[Sequence[Tuple[int, int]]],
+                     cols: Optional[Tuple[int, int]], n: int, k: int) -> np.ndarray:
+        """:meth:`stacked` rounded to bf16, written part by part into the one [n, k] array:
+        a bf16 checkpoint's weights are copied as they are, and no part of any checkpoint
+        has an f32 copy of more than a block of rows (quantize.bf16)."""
+        import ml_dtypes
+
+        out = np.empty((n, k), ml_dtypes.bfloat16)
+        at = 0
+        for w in self.parts(names, rows, cols):
+            quantize.bf16(w, out[at:at + w.shape[0]])
+            at += w.shape[0]
+        return out
 
     def bias(self, label: str, names: Sequence[str], n: int,
              rows: Optional[Sequence[Tuple[int, int]]] = None) -> axb.Constant:
@@ -175,7 +228,7 @@ class _Converter:
         whose output is the gated SiLU.
         """
         shapes = [self.tensor(n).shape for n in names]
-        k = shapes[0][1]
+        k = whole_k = shapes[0][1]
         if any(len(s) != 2 or s[1] != k for s in shapes):
             raise UnsupportedModelError(f"{label}: weights {names} have shapes {shapes}, "
                                         "not [out, in] with one in")
@@ -197,12 +250,14 @@ class _Converter:
             if (gated and self.cfg.fused_kernels and self.cfg.decode_matmuls
                     and bias is self.zero_bias and n % (2 * _GATED_ROWS) == 0):
                 def interleaved() -> np.ndarray:
-                    halves = weight().reshape(2, n // (2 * _GATED_ROWS), _GATED_ROWS, k)
+                    halves = self.stacked_bf16(names, rows, cols, n, k).reshape(
+                        2, n // (2 * _GATED_ROWS), _GATED_ROWS, k)
                     return halves.transpose(1, 0, 2, 3).reshape(n, k)
 
-                w = self.constant(label, lambda: quantize.bf16(interleaved()), "bf16", (n, k))
+                w = self.constant(label, interleaved, "bf16", (n, k))
                 return _Linear("axrt_matmul_bf16_f32_decode_silu", (w,), bias, n, k)
-            w = self.constant(label, lambda: quantize.bf16(weight()), "bf16", (n, k))
+            w = self.constant(label, lambda: self.stacked_bf16(names, rows, cols, n, k), "bf16",
+                              (n, k))
             return _Linear(self.bf16_kernel(), (w,), bias, n, k)
         if mode in ("int8", "fp8"):
             cache: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
@@ -239,12 +294,7 @@ class _Converter:
                       else "axrt_matmul_int8_pc_f32")
             return _Linear(kernel, (w, scale), bias, n, k)
         if mode == "int4":
-            # A row-parallel part's inputs start at rank x k, so with k a
-            # multiple of the group its groups are the whole projection's.
-            if k % quantize.INT4_GROUP != 0 or n % 8 != 0:
-                raise UnsupportedModelError(
-                    f"--weights int4: {label} is [{n}, {k}]{self.part_note}; int4 needs inputs "
-                    f"a multiple of {quantize.INT4_GROUP} and outputs a multiple of 8")
+            group = self.int4_group(label, n, k, whole_k)
             cache4: Dict[str, Tuple[np.ndarray, ...]] = {}
 
             # With int8 activations or decode matmuls: GPTQ's storage
@@ -256,10 +306,10 @@ class _Converter:
             def q4():
                 if "q" not in cache4:
                     pack = quantize.int4_gptq if gptq else quantize.int4_awq
-                    cache4["q"] = pack(weight())
+                    cache4["q"] = pack(self.stacked_source(names, rows, cols), group)
                 return cache4["q"]
 
-            groups = k // quantize.INT4_GROUP
+            groups = k // group
             scales = self.constant(label + ".scales", lambda: q4()[1], "f16", (groups, n))
             qzeros = self.constant(label + ".qzeros", lambda: q4()[2], "uint32", (groups, n // 8))
 
@@ -268,15 +318,44 @@ class _Converter:
                 cache4.clear()
                 return q
 
-            layout = (GPTQ_LAYOUT if gptq else INT4_LAYOUT).with_constants(scale=scales,
-                                                                           zero_point=qzeros)
+            layout = (gptq_layout if gptq else awq_layout)(group).with_constants(
+                scale=scales, zero_point=qzeros)
             w = self.constant(label, take_qweight, "uint4", (k, n), layout)
             kernel = ("axrt_matmul_gptq_int4_q8_f32" if q8
                       else "axrt_matmul_gptq_int4_f32_decode" if gptq
                       else "axrt_matmul_awq_int4_tc_f32" if self.cfg.tensor_core_matmuls
                       else "axrt_matmul_awq_int4_f32")
-            return _Linear(kernel, (w, scales, qzeros), bias, n, k)
+            return _Linear(int4_kernel(kernel, group), (w, scales, qzeros), bias, n, k, group)
         raise UnsupportedModelError(f"--weights {mode} is not supported ({', '.join(WEIGHT_MODES)})")
+
+    def int4_group(self, label: str, n: int, k: int, whole_k: int) -> int:
+        """The group size of int4 projection `label`, [n, k] here and `whole_k` inputs whole:
+        the one asked for, else the first of 128, 64 and 32 that divides `whole_k`. A
+        row-parallel part's inputs start at rank x k, so with k a multiple of the group its
+        groups are the whole projection's, as one device has them."""
+        sizes = ", ".join(str(g) for g in quantize.INT4_GROUP_SIZES)
+        if n % 8 != 0:
+            raise UnsupportedModelError(
+                f"--weights int4: {label} is [{n}, {k}]{self.part_note}; int4 needs outputs a "
+                "multiple of 8 (eight 4-bit codes a u32 word)")
+        group = self.cfg.int4_group_size
+        if group is not None and whole_k % group != 0:
+            raise UnsupportedModelError(
+                f"--int4-group-size {group}: {label} has {whole_k} inputs, not a multiple of "
+                f"{group}; leave the size out to let each projection take the largest of "
+                f"{sizes} that divides its inputs")
+        if group is None:
+            group = quantize.int4_group_size(whole_k)
+            if group is None:
+                raise UnsupportedModelError(
+                    f"--weights int4: {label} has {whole_k} inputs, which no int4 group size "
+                    f"({sizes}) divides")
+        if k % group != 0:
+            raise UnsupportedModelError(
+                f"--weights int4: {label} is [{n}, {k}]{self.part_note}; its groups of {group} "
+                f"inputs would straddle the shards (pass a smaller --int4-group-size that "
+                f"divides {k})")
+        return group
 
     def bf16_kernel(self) -> str:
         """The kernel of bf16 [N, K] projections: on tensor cores with tensor-core matmuls, on
@@ -291,7 +370,8 @@ class _Converter:
             params, block = KERNELS[name]
             k = self.b.kernel(name, self.cpu, params)
             if self.cuda is not None:
-                self.b.kernel_variant(k, self.cuda, workgroup_size=block)
+                self.b.kernel_variant(k, self.cuda, workgroup_size=block,
+                                      entry_symbol=CUDA_ENTRIES.get(name))
             self.kernels[name] = k
         return self.kernels[name]
 
@@ -330,10 +410,9 @@ class _Converter:
     def matmul(self, f, lin: _Linear, x, y, m) -> None:
         k = self.kernel(lin.kernel)
         args = [x, *lin.weights, lin.bias, y, m, lin.n, lin.k]
-        if lin.kernel in ("axrt_matmul_awq_int4_f32", "axrt_matmul_awq_int4_tc_f32",
-                          "axrt_matmul_gptq_int4_q8_f32", "axrt_matmul_gptq_int4_f32_decode"):
-            args.append(quantize.INT4_GROUP)
-        if lin.kernel == "axrt_matmul_gptq_int4_f32_decode":  # 16 columns by 16 rows
+        if lin.group:
+            args.append(lin.group)
+        if lin.group and lin.kernel.endswith("_decode"):  # int4: 16 columns by 16 rows
             grid = [ceildiv(lin.n, _INT4_DECODE_COLS), ceildiv(m, _DECODE_ROWS)]
         elif lin.kernel.endswith(("_decode", "_decode_silu")):  # 8 columns by 16 rows
             grid = [ceildiv(lin.n, _DECODE_COLS), ceildiv(m, _DECODE_ROWS)]
@@ -420,15 +499,19 @@ class _Converter:
         self.step(embed, embed_kernel, layers, head, inv_freq)
         if holds_head:
             self.sampler()
+            self.logits_processor()
 
         self.b.metadata(METADATA_KEY, cfg.to_json())
         if split:
             self.b.metadata(SHARD_KEY, info.to_json())
         if holds_head and self.ckpt.tokenizer_json is not None:
             self.b.metadata(TOKENIZER_KEY, self.ckpt.tokenizer_json)
+            if self.chat is not None:
+                self.b.metadata(CHAT_KEY, self.chat.to_json())
 
     def save(self, out: Path) -> None:
         self.b.save(out)
+        self.release_touched()
 
     def step(self, embed, embed_kernel, layers, head, inv_freq) -> None:
         """The ``step`` function (the serving engine's, docs/serving.md) over this file's part
@@ -550,24 +633,51 @@ class _Converter:
         f.dispatch(self.kernel("axrt_sample_f32"), [rows],
                    [*(f.input(i) for i in range(6)), f.output(0), rows, V])
 
+    def logits_processor(self) -> None:
+        """The ``process_logits`` function (docs/serving.md): the sampling options beyond
+        ``sample``'s (a logit bias, the repetition, frequency and presence penalties, min_p)
+        applied to ``logits`` in place, by the rows' lists of `E` entries (token -1: none;
+        `E` at most the vocabulary, every token once). The engine calls it between ``step``
+        and ``sample`` in the steps where a sampled row has such options."""
+        V = self.cfg.vocab_size
+        per_row = [(name, "float32", ["B"]) for name in (
+            "temperature", "repetition_penalty", "frequency_penalty", "presence_penalty",
+            "min_p")]
+        entries = [("entry_tokens", "int32", ["B", "E"]), ("entry_counts", "int32", ["B", "E"]),
+                   ("entry_in_prompt", "int32", ["B", "E"]),
+                   ("entry_bias", "float32", ["B", "E"])]
+        f = self.b.function("process_logits", [("logits", "float32", ["B", V]), *per_row,
+                                               *entries],
+                            [], symbols={"B": self.cfg.max_batch, "E": V}, mutable=("logits",))
+        rows = f.sym("B")
+        f.dispatch(self.kernel("axrt_logits_process_f32"), [rows],
+                   [*(f.input(i) for i in range(10)), rows, V, f.sym("E")])
+
 
 def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
             max_context: Optional[int] = None, block_size: int = 16, prefill_chunk: int = 512,
             max_batch: int = 64, cuda_fatbin: Optional[os.PathLike] = None,
             cuda: bool = True, activations: str = "f32", kv_cache_dtype: str = "f32",
+            int4_group_size: Optional[int] = None,
             fused_kernels: bool = False, decode_matmuls: bool = False,
             tensor_core_matmuls: bool = False,
             split_attention: bool = False, attention_splits: int = ATTENTION_SPLITS,
             flash_attention: bool = False,
-            tensor_parallel: int = 1) -> ModelConfig:
+            tensor_parallel: int = 1,
+            chat_template: Optional[os.PathLike] = None) -> ModelConfig:
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
     `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` or ``"fp8"`` (e4m3fn; both
-    with a scale per output channel) or ``"int4"`` (AWQ layout, groups of
-    128). `activations`: ``"f32"``, or
+    with a scale per output channel) or ``"int4"`` (AWQ layout, a scale and
+    zero point per group of inputs). `activations`: ``"f32"``, or
     ``"int8"`` with int4 weights: the projections quantize their inputs to
-    int8 per group of 128 and multiply integers (GPTQ layout; faster, not
-    exact: docs/kernels.md states its bound). `kv_cache_dtype`: the KV cache's
+    int8 per group and multiply integers (GPTQ layout; faster, not
+    exact: docs/kernels.md states its bound). `int4_group_size` (int4
+    weights): the inputs a group holds, 32, 64 or 128; by default (None)
+    each projection takes the largest of 128, 64 and 32 that divides its
+    inputs, and the layout ids (``awq.int4.g64`` ...) and kernels record
+    which; a size that does not divide some projection's inputs is refused,
+    naming it. `kv_cache_dtype`: the KV cache's
     element type, ``"f32"``, ``"bf16"`` (half the bytes) or ``"fp8_e4m3"``
     (a quarter, plus a scale per token and KV head; head_dim a multiple of
     16); the smaller ones are not exact (docs/kernels.md, "KV cache"), and
@@ -624,8 +734,13 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     of one file, the directory `out` holding ``rank0.axe`` ..
     ``rank<N-1>.axe``, the shards of a set that :func:`axrt.llm.load` runs on
     N devices (docs/multi-device.md); the heads, KV heads and MLP size must
-    be multiples of N. Unsupported architectures, options and shapes raise
-    :class:`UnsupportedModelError` naming them, before anything is written.
+    be multiples of N. The checkpoint's chat template (chat_template.jinja,
+    or ``chat_template`` in tokenizer_config.json) and the special tokens it
+    reads are kept with the tokenizer, for chat completions
+    (:mod:`axrt.llm.chat`); `chat_template` names a file whose template
+    replaces it. Unsupported architectures, options and shapes raise
+    :class:`UnsupportedModelError` naming them, and a template that does not
+    compile :class:`~axrt.llm.chat.ChatError`, before anything is written.
     """
     if weights not in WEIGHT_MODES:
         raise UnsupportedModelError(f"--weights {weights!r} is not supported "
@@ -635,6 +750,13 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
                                     f"(supported: {', '.join(ACTIVATION_MODES)})")
     if activations == "int8" and weights != "int4":
         raise UnsupportedModelError(f"--activations int8 needs --weights int4, not {weights}")
+    if int4_group_size is not None:
+        if weights != "int4":
+            raise UnsupportedModelError(f"--int4-group-size needs --weights int4, not {weights}")
+        if int4_group_size not in quantize.INT4_GROUP_SIZES:
+            raise UnsupportedModelError(
+                f"--int4-group-size {int4_group_size!r} is not supported (supported: "
+                f"{', '.join(str(g) for g in sorted(quantize.INT4_GROUP_SIZES))})")
     if kv_cache_dtype not in KV_CACHE_DTYPES:
         raise UnsupportedModelError(f"--kv-cache-dtype {kv_cache_dtype!r} is not supported "
                                     f"(supported: {', '.join(KV_CACHE_DTYPES)})")
@@ -648,8 +770,16 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
                          f"grid's z count), not {attention_splits}")
     checkpoint = Checkpoint(hf_dir)
     config = from_hf_config(checkpoint.config, max_context=max_context)
+    chat = ChatTemplate.from_checkpoint(checkpoint.directory)
+    if chat_template is not None:
+        chat = ChatTemplate.from_file(Path(chat_template),
+                                      chat.special_tokens if chat is not None else
+                                      ChatTemplate.special_tokens_of(checkpoint.directory))
+    elif chat is not None:
+        chat.compiled()  # a template that does not compile is refused now
     config.weights = weights
     config.activations = activations
+    config.int4_group_size = None if int4_group_size is None else int(int4_group_size)
     config.kv_cache_dtype = kv_cache_dtype
     config.fused_kernels = bool(fused_kernels)
     config.decode_matmuls = bool(decode_matmuls)
@@ -693,16 +823,18 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     if cuda:
         fatbin = Path(cuda_fatbin) if cuda_fatbin is not None else default_fatbin()
     if int(tensor_parallel) > 1:
-        _write_shards(checkpoint, config, weights, fatbin, int(tensor_parallel), Path(out))
+        _write_shards(checkpoint, config, weights, fatbin, int(tensor_parallel), Path(out), chat)
     else:
-        whole = _Converter(checkpoint, config, weights, fatbin, ShardInfo.of(config, 0, 1, ""))
+        whole = _Converter(checkpoint, config, weights, fatbin, ShardInfo.of(config, 0, 1, ""),
+                           chat)
         whole.build()
         whole.save(Path(out))
     return config
 
 
 def _write_shards(checkpoint: Checkpoint, config: ModelConfig, weights: str,
-                  fatbin: Optional[Path], size: int, out: Path) -> None:
+                  fatbin: Optional[Path], size: int, out: Path,
+                  chat: Optional[ChatTemplate]) -> None:
     """Writes the `size` shards of a tensor-parallel set into the directory `out`."""
     check_tensor_parallel(config, size)
     if out.exists() and not out.is_dir():
@@ -710,7 +842,7 @@ def _write_shards(checkpoint: Checkpoint, config: ModelConfig, weights: str,
                                     f"{out} is a file")
     set_id = uuid.uuid4().hex
     shards = [_Converter(checkpoint, config, weights, fatbin,
-                         ShardInfo.of(config, rank, size, set_id)) for rank in range(size)]
+                         ShardInfo.of(config, rank, size, set_id), chat) for rank in range(size)]
     # Every program is built, and so every refusal made, before a file is written.
     for shard in shards:
         shard.build()

@@ -12,12 +12,32 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
     from .engine import TokenEvent
 
 _REPLACEMENT = "\ufffd"
+
+
+_BYTE_TOKENS: Dict[int, Tuple[object, frozenset]] = {}
+
+
+def byte_fallback_ids(tokenizer) -> frozenset:
+    """The ids of a tokenizer's byte tokens (``<0x00>``..``<0xFF>``) when its decoder turns
+    them back into bytes (SentencePiece's byte fallback), else an empty set. Its decoder
+    decodes each run of byte tokens as a whole, and a run that is not UTF-8 as one U+FFFD
+    per token: a byte already decoded can still change while its run goes on."""
+    entry = _BYTE_TOKENS.get(id(tokenizer))
+    if entry is None or entry[0] is not tokenizer:
+        decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
+        kinds = {d.get("type") for d in decoder.get("decoders", [decoder])}
+        ids = frozenset()
+        if "ByteFallback" in kinds:
+            found = (tokenizer.token_to_id(f"<0x{b:02X}>") for b in range(256))
+            ids = frozenset(t for t in found if t is not None)
+        entry = _BYTE_TOKENS[id(tokenizer)] = (tokenizer, ids)
+    return entry[1]
 
 
 class IncrementalDecoder:
@@ -27,8 +47,11 @@ class IncrementalDecoder:
     so that a tokenizer that drops a leading space does not drop the one
     between prompt and completion) and hands out what is new; holds text
     back while it ends with U+FFFD (a character whose bytes have not all
-    come). Every `rebase` tokens the context moves forward, so that a
-    token costs a bounded amount of decoding.
+    come) and while the last token is a byte token of a byte-fallback
+    tokenizer (whose run of bytes decodes as a whole). Every `rebase` tokens
+    the context moves forward (never inside a run of byte tokens), so that
+    a token costs a bounded amount of decoding. What it hands out adds up
+    to the whole decoded at once.
     """
 
     CONTEXT = 8
@@ -36,6 +59,7 @@ class IncrementalDecoder:
 
     def __init__(self, tokenizer, context: Sequence[int] = ()) -> None:
         self._tokenizer = tokenizer
+        self._byte_ids = byte_fallback_ids(tokenizer)
         self._ids: List[int] = []
         self._base = 0
         self._window = ""
@@ -64,12 +88,17 @@ class IncrementalDecoder:
         """The text `token` completes (often all of its own; "" while a character is
         incomplete)."""
         self._ids.append(int(token))
+        if self._ids[-1] in self._byte_ids:
+            return ""
         full = self._decode(self._ids)
         if full.endswith(_REPLACEMENT):
             return ""
         delta = self._advance(full)
         if len(self._ids) >= self.REBASE:
-            self._set_context(self._ids[-self.CONTEXT:])
+            start = len(self._ids) - self.CONTEXT
+            while start > 0 and self._ids[start - 1] in self._byte_ids:
+                start -= 1  # the context begins where a run of byte tokens does
+            self._set_context(self._ids[start:])
         return delta
 
     def flush(self) -> str:
@@ -169,6 +198,14 @@ class TokenTexts:
             return bytes(self._byte_level[c] for c in piece)
         return None
 
+    def bytes_of(self, token: int) -> List[int]:
+        """The token's bytes (the chat API's ``bytes``): its raw bytes where the vocabulary
+        says them, else its text's UTF-8."""
+        raw = self._bytes(token) if self._tokenizer is not None else None
+        if raw is None:
+            raw = self(token).encode("utf-8")
+        return list(raw)
+
     def __call__(self, token: int) -> str:
         text = self._cache.get(token)
         if text is None:
@@ -188,9 +225,10 @@ class TokenTexts:
 class _TokenEntry:
     text: str
     logprob: Optional[float]
-    top: Optional[Dict[str, float]]
+    top: Any  # completions: {text: logprob}; chat: [{"token", "logprob", "bytes"}]
     start: int
     end: int
+    token: int = -1
 
 
 class Completion:
@@ -200,12 +238,16 @@ class Completion:
     returns the text that may be sent now and the log-probabilities of the
     tokens whose text has all been sent; :attr:`stopped` turns True when a
     stop string appeared (the text ends before it). :meth:`finish` returns
-    the rest.
+    the rest. Log-probabilities come as the completions API writes them
+    (``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``), or
+    with `chat` as the chat API does (``content``: a list of ``token``,
+    ``logprob``, ``bytes`` and ``top_logprobs``).
     """
 
     def __init__(self, tokenizer, prompt: Sequence[int], stops: Sequence[str],
                  logprobs: Optional[int], tokens_as_ids: bool = False,
-                 token_texts: Optional[TokenTexts] = None) -> None:
+                 token_texts: Optional[TokenTexts] = None, chat: bool = False) -> None:
+        self._chat = chat
         self._decoder = IdDecoder() if tokenizer is None else IncrementalDecoder(tokenizer, prompt)
         self._matcher = StopMatcher(stops)
         self._logprobs = logprobs
@@ -236,13 +278,15 @@ class Completion:
         self._decoded += len(piece)
         if self._logprobs is not None:
             top = None
-            if self._logprobs > 0:
-                alternatives = (event.top_logprobs or [])[:self._logprobs]
+            alternatives = (event.top_logprobs or [])[:self._logprobs]
+            if self._chat:
+                top = [self._chat_entry(t, p) for t, p in alternatives]
+            elif self._logprobs > 0:
                 top = {self._token_text(t): p for t, p in alternatives}
                 # As OpenAI's: the chosen token is always among the alternatives.
                 top.setdefault(self._token_text(event.token), event.logprob)
             self._entries.append(_TokenEntry(self._token_text(event.token), event.logprob, top,
-                                             start, self._decoded))
+                                             start, self._decoded, event.token))
         text = self._matcher.feed(piece)
         return text, self._take_logprobs(final=False)
 
@@ -257,6 +301,13 @@ class Completion:
             text += self._matcher.flush()
         return text, self._take_logprobs(final=True)
 
+    def _chat_entry(self, token: int, logprob: Optional[float]) -> Dict[str, Any]:
+        if self._tokens_as_ids:
+            raw = list(f"token_id:{token}".encode())
+        else:
+            raw = self._token_texts.bytes_of(token)
+        return {"token": self._token_text(token), "logprob": logprob, "bytes": raw}
+
     def _take_logprobs(self, final: bool) -> Optional[Dict[str, list]]:
         if self._logprobs is None:
             return None
@@ -269,6 +320,9 @@ class Completion:
         else:
             n = len(entries)
         ready, self._entries = entries[:n], entries[n:] if not final else []
+        if self._chat:
+            return {"content": [{**self._chat_entry(e.token, e.logprob), "top_logprobs": e.top}
+                                for e in ready]}
         return {"tokens": [e.text for e in ready],
                 "token_logprobs": [e.logprob for e in ready],
                 "top_logprobs": None if self._logprobs == 0 else [e.top for e in ready],

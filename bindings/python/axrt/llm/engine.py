@@ -22,7 +22,8 @@ import numpy as np
 
 from .. import _axrt
 from .._extras import MissingExtraError
-from .modelfile import check_sampling, check_token_ids, make_tokenizer, read_model
+from .modelfile import (MAX_CHOICES, MAX_LOGIT_BIAS, check_logit_options,  # noqa: F401
+                        check_sampling, check_token_ids, make_tokenizer, read_model)
 from .shards import is_set, load_set
 
 if TYPE_CHECKING:
@@ -64,9 +65,13 @@ class TokenEvent:
     event's token), ``"length"`` (``max_tokens`` reached), ``"cancelled"``.
     `logprob` and `top_logprobs` (``[(token, logprob)]``, most likely first)
     are there when the request asked for log-probabilities, `logits`
-    (float32 ``[V]``) when it asked for logits. `prompt_tokens` and
-    `cached_tokens` (how many of them the prefix cache supplied) are set on
-    a request's first event, 0 on the others.
+    (float32 ``[V]``) when it asked for logits; both are those of the model
+    before the request's logit bias, penalties and temperature.
+    `prompt_tokens` and `cached_tokens` (how many of them the prefix cache
+    supplied) are set on a choice's first event, 0 on the others. `choice`
+    says which of a request's `n` choices the event belongs to (0-based;
+    always 0 when n is 1): each choice has its own indices and its own last
+    event.
     """
 
     token: int
@@ -77,6 +82,7 @@ class TokenEvent:
     logits: Optional[np.ndarray] = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    choice: int = 0
 
 
 @dataclass
@@ -87,12 +93,12 @@ class _Finished:
 
 
 def _event(raw: tuple) -> Union[TokenEvent, _Finished]:
-    (_, token, index, finish, error, logits, logprob, top, prompt_tokens, cached) = raw
+    (_, token, index, finish, error, logits, logprob, top, prompt_tokens, cached, choice) = raw
     if finish == "error":
         return _Finished(error or "the engine failed")
     return TokenEvent(int(token), int(index), finish, logprob,
                       None if top is None else [(int(t), float(p)) for t, p in top],
-                      logits, int(prompt_tokens), int(cached))
+                      logits, int(prompt_tokens), int(cached), int(choice))
 
 
 class _Guard:
@@ -141,16 +147,23 @@ class _Guard:
 class _Handle:
     """What :class:`Request` and :class:`AsyncRequest` share."""
 
-    def __init__(self, engine: "Engine", request_id: int, prompt: np.ndarray) -> None:
+    def __init__(self, engine: "Engine", request_id: int, prompt: np.ndarray,
+                 n: int = 1) -> None:
         self.id = request_id
         self.prompt = prompt
-        #: The generated tokens received so far.
-        self.tokens: List[int] = []
-        #: None while the request runs; then ``"stop"``, ``"length"`` or ``"cancelled"``
-        #: (``"error"`` when :class:`RequestError` was raised).
+        #: The number of choices (the request's `n`).
+        self.n = n
+        #: The generated tokens received so far, of each choice.
+        self.choices: List[List[int]] = [[] for _ in range(n)]
+        #: How each choice ended (None while it runs).
+        self.finish_reasons: List[Optional[str]] = [None] * n
+        #: The generated tokens received so far (choice 0's).
+        self.tokens: List[int] = self.choices[0]
+        #: None while the request runs (any of its choices); then ``"stop"``, ``"length"``
+        #: or ``"cancelled"``, choice 0's (``"error"`` when :class:`RequestError` was raised).
         self.finish_reason: Optional[str] = None
         self.prompt_tokens = int(prompt.size)
-        #: How many prompt tokens the prefix cache supplied.
+        #: How many prompt tokens the prefix cache supplied (to choice 0).
         self.cached_tokens = 0
         self._guard = engine._guard
         # A handle dropped before its request ends cancels it, so that its KV
@@ -169,39 +182,48 @@ class _Handle:
     def _take(self, item: Union[TokenEvent, _Finished]) -> TokenEvent:
         if isinstance(item, _Finished):
             self.finish_reason = "error"
+            self.finish_reasons = ["error" if r is None else r for r in self.finish_reasons]
             self._finalizer.detach()
             raise RequestError(f"request {self.id}: {item.message}")
-        if item.prompt_tokens:
+        if item.prompt_tokens and item.choice == 0:
             self.cached_tokens = item.cached_tokens
         if item.token >= 0:
-            self.tokens.append(item.token)
+            self.choices[item.choice].append(item.token)
         if item.finish_reason is not None:
-            self.finish_reason = item.finish_reason
-            self._finalizer.detach()
+            self.finish_reasons[item.choice] = item.finish_reason
+            if all(r is not None for r in self.finish_reasons):
+                self.finish_reason = self.finish_reasons[0]
+                self._finalizer.detach()
         return item
+
+    def _result(self) -> Union[List[int], List[List[int]]]:
+        return list(self.tokens) if self.n == 1 else [list(c) for c in self.choices]
 
 
 class Request(_Handle):
     """A request submitted by :meth:`Engine.submit`.
 
     Iterating it blocks for each :class:`TokenEvent` in order, up to and
-    including the last (the one with a `finish_reason`); one consumer at a
-    time (a loop left early can be taken up again). :meth:`result` waits for
-    the end. An engine error raises :class:`RequestError` from both.
-    Dropping the handle before the end cancels the request.
+    including the last (the one with a `finish_reason`; with n > 1 choices,
+    the events of all choices, interleaved, each choice's in order, up to
+    the last choice's last); one consumer at a time (a loop left early can be
+    taken up again). :meth:`result` waits for the end. An engine error raises
+    :class:`RequestError` from both. Dropping the handle before the end
+    cancels the request.
     """
 
     def __init__(self, engine: "Engine", request_id: int, prompt: np.ndarray,
-                 events: "queue.SimpleQueue") -> None:
-        super().__init__(engine, request_id, prompt)
+                 events: "queue.SimpleQueue", n: int = 1) -> None:
+        super().__init__(engine, request_id, prompt, n)
         self._events = events
 
     def __iter__(self) -> Iterator[TokenEvent]:
         while not self.done:
             yield self._take(self._events.get())
 
-    def result(self, timeout: Optional[float] = None) -> List[int]:
-        """The generated tokens, once the request has ended (``finish_reason`` says why).
+    def result(self, timeout: Optional[float] = None) -> Union[List[int], List[List[int]]]:
+        """The generated tokens, once the request has ended (``finish_reason`` says why); with
+        n > 1 choices, the tokens of each (``finish_reasons`` says why each ended).
 
         `timeout` (seconds): TimeoutError when the request has not ended by then.
         """
@@ -212,7 +234,7 @@ class Request(_Handle):
                 raise TimeoutError(f"request {self.id} has not finished after {timeout} s") \
                     from None
             self._take(item)
-        return list(self.tokens)
+        return self._result()
 
 
 class AsyncRequest(_Handle):
@@ -224,8 +246,8 @@ class AsyncRequest(_Handle):
     """
 
     def __init__(self, engine: "Engine", request_id: int, prompt: np.ndarray,
-                 events: "asyncio.Queue") -> None:
-        super().__init__(engine, request_id, prompt)
+                 events: "asyncio.Queue", n: int = 1) -> None:
+        super().__init__(engine, request_id, prompt, n)
         self._events = events
 
     def __aiter__(self) -> "AsyncRequest":
@@ -236,23 +258,31 @@ class AsyncRequest(_Handle):
             raise StopAsyncIteration
         return self._take(await self._events.get())
 
-    async def result(self) -> List[int]:
-        """The generated tokens, once the request has ended."""
+    async def result(self) -> Union[List[int], List[List[int]]]:
+        """The generated tokens, once the request has ended (of each choice, with n > 1)."""
         async for _ in self:
             pass
-        return list(self.tokens)
+        return self._result()
 
 
-def _dispatch(guard: _Guard, sinks: Dict[int, Callable], closed: threading.Event) -> None:
+def _dispatch(guard: _Guard, sinks: Dict[int, Callable], choices: Dict[int, set],
+              closed: threading.Event) -> None:
     """The dispatcher thread: routes every event to its request's sink until the engine is
-    closed and its last events are drained. Holds no reference to the :class:`Engine`."""
+    closed and its last events are drained. `choices`: the choices not yet ended of each
+    request of n > 1 (a request's sink goes once all have). Holds no reference to the
+    :class:`Engine`."""
 
     def route(events: List[tuple]) -> None:
         for raw in events:
             rid = raw[0]
             if raw[3] == "error":
                 guard.last_error = raw[4]
-            sink = sinks.get(rid) if raw[3] is None else sinks.pop(rid, None)
+            left = choices.get(rid)
+            if raw[3] is not None and left is not None:
+                left.discard(raw[10])
+                if not left:
+                    choices.pop(rid, None)
+            sink = sinks.get(rid) if raw[3] is None or left else sinks.pop(rid, None)
             if sink is None:
                 continue
             try:
@@ -261,6 +291,7 @@ def _dispatch(guard: _Guard, sinks: Dict[int, Callable], closed: threading.Event
                 # The consumer is gone (its event loop closed): nobody will
                 # read the request, so end it.
                 sinks.pop(rid, None)
+                choices.pop(rid, None)
                 guard.cancel(rid)
 
     low = guard.low
@@ -281,7 +312,8 @@ def _dispatch(guard: _Guard, sinks: Dict[int, Callable], closed: threading.Event
         sink = sinks.pop(rid, None)
         if sink is not None:
             try:
-                sink(TokenEvent(-1, 0, "cancelled"))
+                for choice in sorted(choices.pop(rid, None) or {0}):
+                    sink(TokenEvent(-1, 0, "cancelled", choice=choice))
             except Exception:
                 pass
 
@@ -396,10 +428,11 @@ class Engine:
         self._guard = _Guard(self._low)
         self._ids = itertools.count(1)
         self._sinks: Dict[int, Callable] = {}
+        self._choices: Dict[int, set] = {}
         self._closed = threading.Event()
         self._closing = False
         self._thread = threading.Thread(target=_dispatch, args=(self._guard, self._sinks,
-                                                                self._closed),
+                                                                self._choices, self._closed),
                                         name="axrt-engine-events", daemon=True)
         self._thread.start()
         # Closes the engine when this object goes away, and at exit.
@@ -445,6 +478,30 @@ class Engine:
         return self._tokenizer
 
     @property
+    def chat_template(self):
+        """The model's :class:`~axrt.llm.chat.ChatTemplate`, or None when the file carries
+        none (docs/serving.md, "Chat")."""
+        from .chat import ChatTemplate
+
+        return ChatTemplate.of_model(self.executable)
+
+    def chat_prompt(self, messages, chat_template=None) -> np.ndarray:
+        """The prompt ids of a chat: `messages` (``[{"role": "user", "content": "..."}]``)
+        rendered with `chat_template` (default: the model's) and the assistant's header, as
+        transformers' ``apply_chat_template(..., add_generation_prompt=True)`` gives them.
+        ValueError (:class:`~axrt.llm.chat.ChatError`) when the model has no template or
+        tokenizer, or the messages are refused."""
+        from .chat import ChatError
+
+        template = chat_template if chat_template is not None else self.chat_template
+        if template is None:
+            raise ChatError("this model carries no chat template: give one (--chat-template "
+                            "FILE) or send a prompt", "chat_template")
+        if self.tokenizer is None:
+            raise ChatError(f"{self._no_tokenizer}: chats need the model's tokenizer")
+        return template.prompt_ids(self.tokenizer, messages)
+
+    @property
     def closed(self) -> bool:
         return self._closing
 
@@ -465,7 +522,10 @@ class Engine:
 
     def _check(self, prompt: Prompt, max_tokens: int, temperature: float, top_k: int,
                top_p: float, stop_ids: Optional[Iterable[int]],
-               logprobs: Optional[int]) -> Tuple[np.ndarray, Tuple[int, ...]]:
+               logprobs: Optional[int], *, presence_penalty: float = 0.0,
+               frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+               min_p: float = 0.0, logit_bias: Optional[Dict[int, float]] = None,
+               n: int = 1) -> Tuple[np.ndarray, Tuple[int, ...]]:
         ids = self.encode(prompt)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
             raise ValueError(f"max_tokens must be an integer, not {max_tokens!r}")
@@ -476,6 +536,8 @@ class Engine:
             raise ValueError(f"prompt ({ids.size} tokens) + max_tokens ({max_tokens}) = {total} "
                              f"exceeds the model's context of {self.max_context}")
         check_sampling(float(temperature), int(top_k), float(top_p))
+        check_logit_options(presence_penalty, frequency_penalty, repetition_penalty, min_p,
+                            logit_bias, n, self.config.vocab_size)
         if logprobs is not None and not 0 <= int(logprobs) <= MAX_TOP_LOGPROBS:
             raise ValueError(f"logprobs must be in [0, {MAX_TOP_LOGPROBS}], not {logprobs}")
         stops = tuple(self.config.eos_token_ids if stop_ids is None
@@ -484,29 +546,41 @@ class Engine:
 
     def _add(self, sink: Callable, prompt: Prompt, max_tokens: int, temperature: float,
              top_k: int, top_p: float, seed: int, stop_ids: Optional[Iterable[int]],
-             logprobs: Optional[int], logits: bool) -> Tuple[int, np.ndarray]:
+             logprobs: Optional[int], logits: bool, **options) -> Tuple[int, np.ndarray]:
         ids, stops = self._check(prompt, max_tokens, temperature, top_k, top_p, stop_ids,
-                                 logprobs)
+                                 logprobs, **options)
         rid = self._enqueue(sink, ids, max_tokens, stops, temperature, top_k, top_p, seed,
-                            logprobs, logits)
+                            logprobs, logits, **options)
         return rid, ids
 
     def _enqueue(self, sink: Callable, ids: np.ndarray, max_tokens: int,
                  stops: Tuple[int, ...], temperature: float, top_k: int, top_p: float,
-                 seed: int, logprobs: Optional[int], logits: bool) -> int:
+                 seed: int, logprobs: Optional[int], logits: bool, *,
+                 presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+                 repetition_penalty: float = 1.0, min_p: float = 0.0,
+                 logit_bias: Optional[Dict[int, float]] = None, n: int = 1) -> int:
         """Hands a request to the C++ engine as it is (which checks it); returns its id."""
         if self._closing:
             raise RuntimeError("the engine is closed")
         rid = next(self._ids)
+        n = int(n)
         self._sinks[rid] = sink
+        if n > 1:
+            self._choices[rid] = set(range(n))
         try:
+            bias = [] if not logit_bias else [(int(k), float(v)) for k, v in logit_bias.items()]
             self._guard.add_request(rid, ids, int(max_tokens), stop_ids=stops,
-                                  temperature=float(temperature), top_k=int(top_k),
-                                  top_p=float(top_p), seed=int(seed) & 0xFFFFFFFFFFFFFFFF,
-                                  logits=bool(logits), logprobs=logprobs is not None,
-                                  top_logprobs=int(logprobs or 0))
+                                    temperature=float(temperature), top_k=int(top_k),
+                                    top_p=float(top_p), seed=int(seed) & 0xFFFFFFFFFFFFFFFF,
+                                    logits=bool(logits), logprobs=logprobs is not None,
+                                    top_logprobs=int(logprobs or 0),
+                                    presence_penalty=float(presence_penalty),
+                                    frequency_penalty=float(frequency_penalty),
+                                    repetition_penalty=float(repetition_penalty),
+                                    min_p=float(min_p), logit_bias=bias, n=n)
         except BaseException:
             self._sinks.pop(rid, None)
+            self._choices.pop(rid, None)
             raise
         return rid
 
@@ -516,7 +590,10 @@ class Engine:
     def submit(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                stop_ids: Optional[Iterable[int]] = None, logprobs: Optional[int] = None,
-               logits: bool = False) -> Request:
+               logits: bool = False, presence_penalty: float = 0.0,
+               frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+               min_p: float = 0.0, logit_bias: Optional[Dict[int, float]] = None,
+               n: int = 1) -> Request:
         """Queues one request; returns its :class:`Request` at once.
 
         `prompt`: token ids, or a string when the model carries a tokenizer.
@@ -524,71 +601,130 @@ class Engine:
         temperature) over the `top_k` most likely tokens (0: all), then the
         smallest set reaching probability `top_p`, reproducibly for a given
         `seed`. Ends after `max_tokens` tokens or after one of `stop_ids`
-        (default: the model's end-of-sequence ids; ``()`` for none).
-        `logprobs`: None, or the number of alternatives (0 to 20) each event
-        carries beside the token's own log-probability; `logits`: events
-        carry the logits too.
+        (default: the model's end-of-sequence ids; ``()`` for none, which is
+        how to ignore the end-of-sequence token). `logprobs`: None, or the
+        number of alternatives (0 to 20) each event carries beside the
+        token's own log-probability; `logits`: events carry the logits too
+        (both those of the model, before the options below).
 
-        Raises ValueError for a bad request (nothing is queued),
-        ``axrt.UnavailableError`` when ``max_waiting`` requests already wait.
+        Sampling options, with vLLM's definitions, applied to the logits in
+        this order before temperature (docs/serving.md, "Sampling options"):
+
+        - `logit_bias`: ``{token id: bias}``, each bias in [-100, 100], at most
+          300 entries, added to those tokens' logits;
+        - `repetition_penalty` (> 0; 1: none): the logit ``l`` of every token
+          of the prompt or generated so far becomes ``l / repetition_penalty``
+          when positive, else ``l * repetition_penalty``;
+        - `frequency_penalty`, `presence_penalty` (finite; 0: none): subtract
+          ``frequency_penalty * count + presence_penalty * (count > 0)``,
+          ``count`` the token's occurrences among the tokens generated so far
+          (not the prompt's);
+        - `min_p` (in [0, 1]; 0: none): when sampling, after temperature, the
+          tokens whose probability is below ``min_p`` times the largest are
+          dropped; then `top_k` and `top_p`. Greedy takes the largest logit
+          after the bias and penalties.
+
+        `n` (1 to 128): that many choices, generated from the prompt, which
+        the engine runs once. Choice 0 samples with `seed` (what a request
+        with n = 1 draws), choice c > 0 with a seed derived from (`seed`, c).
+        Each choice has its own events (:attr:`TokenEvent.choice`); the
+        request is done when all are, and :meth:`Request.result` returns the
+        tokens of each (:attr:`Request.choices`, :attr:`Request.finish_reasons`).
+        A model converted before these options were added refuses all but
+        `n` (``axrt.InvalidArgumentError``: convert it again).
+
+        Raises ValueError for a bad request, naming the option (nothing is
+        queued), ``axrt.UnavailableError`` when ``max_waiting`` requests
+        already wait.
         """
         events: "queue.SimpleQueue" = queue.SimpleQueue()
+        options = dict(presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                       repetition_penalty=repetition_penalty, min_p=min_p,
+                       logit_bias=logit_bias, n=n)
         rid, ids = self._add(events.put, prompt, max_tokens, temperature, top_k, top_p, seed,
-                             stop_ids, logprobs, logits)
-        return Request(self, rid, ids, events)
+                             stop_ids, logprobs, logits, **options)
+        return Request(self, rid, ids, events, int(n))
 
     def submit_async(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
                      top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                      stop_ids: Optional[Iterable[int]] = None, logprobs: Optional[int] = None,
-                     logits: bool = False) -> AsyncRequest:
+                     logits: bool = False, presence_penalty: float = 0.0,
+                     frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                     min_p: float = 0.0, logit_bias: Optional[Dict[int, float]] = None,
+                     n: int = 1) -> AsyncRequest:
         """:meth:`submit` for asyncio: called in a running loop, returns an
         :class:`AsyncRequest` whose events arrive on that loop. Errors are raised here,
         before anything is queued."""
         sink, events = _loop_sink()
+        options = dict(presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                       repetition_penalty=repetition_penalty, min_p=min_p,
+                       logit_bias=logit_bias, n=n)
         rid, ids = self._add(sink, prompt, max_tokens, temperature, top_k, top_p, seed,
-                             stop_ids, logprobs, logits)
-        return AsyncRequest(self, rid, ids, events)
+                             stop_ids, logprobs, logits, **options)
+        return AsyncRequest(self, rid, ids, events, int(n))
 
     def _submit_checked_async(self, ids: np.ndarray, max_tokens: int, *, temperature: float,
                               top_k: int, top_p: float, seed: int,
                               stop_ids: Optional[Sequence[int]],
-                              logprobs: Optional[int]) -> AsyncRequest:
+                              logprobs: Optional[int], presence_penalty: float = 0.0,
+                              frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                              min_p: float = 0.0, logit_bias: Optional[Dict[int, float]] = None,
+                              n: int = 1) -> AsyncRequest:
         """:meth:`submit_async` for a request its caller has checked already, as the server's
         protocol layer does (:func:`axrt.llm.protocol.prompt_token_ids`): `ids` int32 token
         ids in the vocabulary, within the context with `max_tokens`, and sampling options in
-        range. Nothing is checked again in Python; the C++ engine checks everything."""
+        range (:func:`axrt.llm.modelfile.check_logit_options` checks those of
+        :meth:`submit`'s list that this takes too). Nothing is checked again in Python; the
+        C++ engine checks everything (``axrt.InvalidArgumentError`` naming the option).
+        ``stop_ids=()`` ignores the end-of-sequence token. With `n` > 1 the
+        :class:`AsyncRequest` yields the events of every choice (:attr:`TokenEvent.choice`)."""
         sink, events = _loop_sink()
         stops = tuple(self.config.eos_token_ids if stop_ids is None else stop_ids)
         rid = self._enqueue(sink, ids, max_tokens, stops, temperature, top_k, top_p, seed,
-                            logprobs, False)
-        return AsyncRequest(self, rid, ids, events)
+                            logprobs, False, presence_penalty=presence_penalty,
+                            frequency_penalty=frequency_penalty,
+                            repetition_penalty=repetition_penalty, min_p=min_p,
+                            logit_bias=logit_bias, n=n)
+        return AsyncRequest(self, rid, ids, events, int(n))
 
     def tokens(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0,
-               stop_ids: Optional[Iterable[int]] = None) -> Iterator[int]:
+               stop_ids: Optional[Iterable[int]] = None, presence_penalty: float = 0.0,
+               frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+               min_p: float = 0.0, logit_bias: Optional[Dict[int, float]] = None,
+               n: int = 1) -> Iterator[Union[int, Tuple[int, int]]]:
         """One request's token ids, yielded as they come (:meth:`submit`'s options, and its
-        errors, raised by this call): :meth:`tokens_of` the submitted request."""
-        return self.tokens_of(self.submit(prompt, max_tokens, temperature=temperature,
-                                          top_k=top_k, top_p=top_p, seed=seed,
-                                          stop_ids=stop_ids))
+        errors, raised by this call): :meth:`tokens_of` the submitted request. With `n` > 1,
+        ``(choice, token)`` pairs, the choices' tokens interleaved as they come."""
+        request = self.submit(prompt, max_tokens, temperature=temperature, top_k=top_k,
+                              top_p=top_p, seed=seed, stop_ids=stop_ids,
+                              presence_penalty=presence_penalty,
+                              frequency_penalty=frequency_penalty,
+                              repetition_penalty=repetition_penalty, min_p=min_p,
+                              logit_bias=logit_bias, n=n)
+        return self.tokens_of(request)
 
     @staticmethod
-    def tokens_of(request: Request) -> Iterator[int]:
-        """The token ids of a submitted request, yielded as they come; the request is
-        cancelled when the iteration stops early. Raises :class:`RequestError` when the
-        request ends with an error."""
+    def tokens_of(request: Request) -> Iterator[Union[int, Tuple[int, int]]]:
+        """The token ids of a submitted request, yielded as they come (``(choice, token)``
+        pairs when it has n > 1 choices); the request is cancelled when the iteration stops
+        early. Raises :class:`RequestError` when the request ends with an error."""
         try:
             for event in request:
                 if event.token >= 0:
-                    yield event.token
+                    yield event.token if request.n == 1 else (event.choice, event.token)
         finally:
             request.cancel()
 
     async def stream(self, prompt: Prompt, max_tokens: int = 16, *, temperature: float = 0.0,
                      top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                      stop_ids: Optional[Iterable[int]] = None, logprobs: Optional[int] = None,
-                     logits: bool = False) -> AsyncIterator[TokenEvent]:
-        """Yields the request's :class:`TokenEvent` as they come (see :meth:`submit`).
+                     logits: bool = False, presence_penalty: float = 0.0,
+                     frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                     min_p: float = 0.0, logit_bias: Optional[Dict[int, float]] = None,
+                     n: int = 1) -> AsyncIterator[TokenEvent]:
+        """Yields the request's :class:`TokenEvent` as they come (see :meth:`submit`; with
+        `n` > 1, those of every choice, :attr:`TokenEvent.choice` saying whose).
 
         A consumer that stops early (``aclose()``, ``break`` followed by the
         generator's finalization, a cancelled task) cancels the request, so
@@ -596,7 +732,11 @@ class Engine:
         """
         request = self.submit_async(prompt, max_tokens, temperature=temperature, top_k=top_k,
                                     top_p=top_p, seed=seed, stop_ids=stop_ids,
-                                    logprobs=logprobs, logits=logits)
+                                    logprobs=logprobs, logits=logits,
+                                    presence_penalty=presence_penalty,
+                                    frequency_penalty=frequency_penalty,
+                                    repetition_penalty=repetition_penalty, min_p=min_p,
+                                    logit_bias=logit_bias, n=n)
         try:
             async for event in request:
                 yield event
@@ -605,8 +745,12 @@ class Engine:
 
     def generate(self, prompts: Sequence[Prompt], max_tokens: int = 16, *,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
-                 stop_ids: Optional[Iterable[int]] = None) -> List[List[int]]:
-        """Runs every prompt of `prompts` as one batch; returns their generated tokens in order.
+                 stop_ids: Optional[Iterable[int]] = None, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, repetition_penalty: float = 1.0,
+                 min_p: float = 0.0, logit_bias: Optional[Dict[int, float]] = None,
+                 n: int = 1) -> Union[List[List[int]], List[List[List[int]]]]:
+        """Runs every prompt of `prompts` as one batch; returns their generated tokens in order
+        (with `n` > 1, for each prompt the tokens of each choice).
 
         The options are :meth:`submit`'s, the same for every prompt. Every
         prompt is checked before any is queued.
@@ -615,9 +759,13 @@ class Engine:
                 len(prompts) and isinstance(prompts[0], (int, np.integer))):
             raise ValueError("generate takes a list of prompts; put a single prompt in a list")
         stop_ids = None if stop_ids is None else list(stop_ids)
+        options = dict(presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                       repetition_penalty=repetition_penalty, min_p=min_p,
+                       logit_bias=logit_bias, n=n)
         for i, prompt in enumerate(prompts):
             try:
-                self._check(prompt, max_tokens, temperature, top_k, top_p, stop_ids, None)
+                self._check(prompt, max_tokens, temperature, top_k, top_p, stop_ids, None,
+                            **options)
             except ValueError as e:
                 raise ValueError(f"prompt {i}: {e}") from None
         requests: List[Request] = []
@@ -625,7 +773,7 @@ class Engine:
             for prompt in prompts:
                 requests.append(self.submit(prompt, max_tokens, temperature=temperature,
                                             top_k=top_k, top_p=top_p, seed=seed,
-                                            stop_ids=stop_ids))
+                                            stop_ids=stop_ids, **options))
             return [r.result() for r in requests]
         finally:
             for r in requests:

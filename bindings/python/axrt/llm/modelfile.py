@@ -2,7 +2,7 @@
 its :class:`ModelConfig` and tokenizer, token ids and sampling options."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -58,3 +58,52 @@ def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
         raise ValueError(f"top_k must be >= 0 (0: all tokens), not {top_k}")
     if not (0 < top_p <= 1):
         raise ValueError(f"top_p must be in (0, 1], not {top_p}")
+
+
+#: The most entries of a logit bias (AXRT_ENGINE_MAX_LOGIT_BIAS, OpenAI's), and each value's
+#: bound (AXRT_ENGINE_LOGIT_BIAS_BOUND).
+MAX_LOGIT_BIAS = 300
+LOGIT_BIAS_BOUND = 100.0
+#: The most choices a request may ask for (AXRT_ENGINE_MAX_CHOICES).
+MAX_CHOICES = 128
+
+
+def check_logit_options(presence_penalty: float, frequency_penalty: float,
+                        repetition_penalty: float, min_p: float,
+                        logit_bias: Optional[Mapping[int, float]], n: int,
+                        vocab_size: int) -> List[Tuple[int, float]]:
+    """ValueError naming the option unless the serving engine's sampling options beyond
+    :func:`check_sampling`'s are in range (docs/serving.md, "Sampling options"); returns the
+    logit bias as ``[(token, bias)]``."""
+    for name, value in (("presence_penalty", presence_penalty),
+                        ("frequency_penalty", frequency_penalty),
+                        ("repetition_penalty", repetition_penalty)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, not {value!r}")
+    if not repetition_penalty > 0:
+        raise ValueError(f"repetition_penalty must be > 0 (1: none), not {repetition_penalty}")
+    if isinstance(min_p, bool) or not isinstance(min_p, (int, float, np.integer, np.floating)) \
+            or not 0 <= min_p <= 1:
+        raise ValueError(f"min_p must be in [0, 1], not {min_p!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= MAX_CHOICES:
+        raise ValueError(f"n must be an integer in [1, {MAX_CHOICES}], not {n!r}")
+    if logit_bias is None:
+        return []
+    if not isinstance(logit_bias, Mapping):
+        raise ValueError("logit_bias must be a dict of token id -> bias, not "
+                         f"{type(logit_bias).__name__}")
+    if len(logit_bias) > MAX_LOGIT_BIAS:
+        raise ValueError(f"logit_bias has {len(logit_bias)} entries, more than {MAX_LOGIT_BIAS}")
+    pairs = []
+    for token, bias in logit_bias.items():
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)) \
+                or not 0 <= token < vocab_size:
+            raise ValueError(f"logit_bias token {token!r} is not an id in the vocabulary "
+                             f"[0, {vocab_size})")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float, np.integer, np.floating)) \
+                or not -LOGIT_BIAS_BOUND <= bias <= LOGIT_BIAS_BOUND:
+            raise ValueError(f"logit_bias of token {token} must be in [-{LOGIT_BIAS_BOUND:g}, "
+                             f"{LOGIT_BIAS_BOUND:g}], not {bias!r}")
+        pairs.append((int(token), float(bias)))
+    return pairs

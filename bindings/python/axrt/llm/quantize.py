@@ -13,6 +13,9 @@ import numpy as np
 #: AWQ's nibble order: nibble p of a word holds element AWQ_ORDER[p] of its eight.
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
 INT4_GROUP = 128
+#: The int4 group sizes (inputs per scale and zero point), largest first; AWQ and GPTQ
+#: define each. The converter takes the first that divides a projection's inputs.
+INT4_GROUP_SIZES = (128, 64, 32)
 
 
 def int8_per_channel(w: np.ndarray, peak: Optional[np.ndarray] = None
@@ -83,6 +86,12 @@ def pack_sequential(codes: np.ndarray, axis: int) -> np.ndarray:
     return words
 
 
+def int4_group_size(k: int) -> Optional[int]:
+    """The group size int4 weights with `k` inputs take: the first of
+    :data:`INT4_GROUP_SIZES` (128, 64, 32) that divides `k`, or None when none does."""
+    return next((g for g in INT4_GROUP_SIZES if k % g == 0), None)
+
+
 def int4_codes(w: np.ndarray, group: int = INT4_GROUP
                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Asymmetric 4-bit with groups of `group` inputs per output.
@@ -110,13 +119,34 @@ def int4_codes(w: np.ndarray, group: int = INT4_GROUP
     return q.reshape(k, n), scale, zero
 
 
+#: Weights (outputs x inputs) :func:`int4_awq` and :func:`int4_gptq` quantize at once: their
+#: temporaries are a few f32 and u32 copies of a block of outputs, not of the whole weight.
+_INT4_BLOCK = 1 << 22
+
+
+def _int4_by_blocks(w: np.ndarray, group: int, pack) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`pack` of :func:`int4_codes` of each block of outputs (a multiple of 8: every output's
+    groups and every packed word of outputs lie in one block), joined along N: the same
+    bytes as the whole at once. `w` may be in any float type (bf16, f16, f32)."""
+    w = np.asarray(w)
+    n, k = w.shape
+    if k % group != 0 or n % 8 != 0:
+        raise ValueError(f"int4 needs inputs a multiple of {group} and outputs a multiple of 8; "
+                         f"this weight is [{n}, {k}]")
+    rows = max(8, _INT4_BLOCK // max(1, k) // 8 * 8)
+    parts = [pack(*int4_codes(w[i:i + rows], group)) for i in range(0, n, rows)]
+    if len(parts) == 1:
+        return parts[0]
+    return tuple(np.concatenate([p[j] for p in parts], axis=1) for j in range(3))
+
+
 def int4_awq(w: np.ndarray, group: int = INT4_GROUP
              ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`int4_codes` in AWQ's storage: ``qweight`` u32 ``[K, N/8]``,
     ``scales`` f16 ``[K/g, N]`` and ``qzeros`` u32 ``[K/g, N/8]``, packed
     along N in the AWQ order."""
-    q, scale, zero = int4_codes(w, group)
-    return pack_awq(q), scale, pack_awq(zero)
+    return _int4_by_blocks(w, group, lambda q, scale, zero: (pack_awq(q), scale,
+                                                            pack_awq(zero)))
 
 
 def int4_gptq(w: np.ndarray, group: int = INT4_GROUP
@@ -124,12 +154,30 @@ def int4_gptq(w: np.ndarray, group: int = INT4_GROUP
     """:func:`int4_codes` in GPTQ's (v2) storage: ``qweight`` u32 ``[K/8, N]``
     packed along K, ``scales`` f16 ``[K/g, N]`` and ``qzeros`` u32
     ``[K/g, N/8]`` packed along N, element i of each eight in nibble i."""
-    q, scale, zero = int4_codes(w, group)
-    return pack_sequential(q, 0), scale, pack_sequential(zero, 1)
+    return _int4_by_blocks(w, group, lambda q, scale, zero: (pack_sequential(q, 0), scale,
+                                                            pack_sequential(zero, 1)))
 
 
-def bf16(w: np.ndarray) -> np.ndarray:
-    """Rounds to bfloat16 (nearest, ties to even), keeping the layout."""
+#: Elements of f32 a block of :func:`bf16` converts at once (64 MiB).
+_BF16_BLOCK = 1 << 24
+
+
+def bf16(w: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """Rounds to bfloat16 (nearest, ties to even), keeping the layout: into `out` (a bf16
+    array of `w`'s shape) or a new array. bf16 data is copied as it is; other types go
+    through f32 a block of rows at a time, so that a large tensor in bf16 or f16 never has
+    an f32 copy of the whole."""
     import ml_dtypes
 
-    return np.asarray(w, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    w = np.asarray(w)
+    if out is None:
+        out = np.empty(w.shape, ml_dtypes.bfloat16)
+    if w.dtype == ml_dtypes.bfloat16:
+        out[...] = w
+    elif w.ndim < 2:
+        out[...] = w.astype(np.float32).astype(ml_dtypes.bfloat16)
+    else:
+        rows = max(1, _BF16_BLOCK // max(1, w[0].size))
+        for i in range(0, w.shape[0], rows):
+            out[i:i + rows] = np.asarray(w[i:i + rows], np.float32).astype(ml_dtypes.bfloat16)
+    return out

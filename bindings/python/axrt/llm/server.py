@@ -6,7 +6,8 @@
     with ServerThread(app) as server:                    # uvicorn on a free port
         openai.OpenAI(base_url=server.url + "/v1", api_key="-").completions.create(...)
 
-Endpoints: ``POST /v1/completions``, ``GET /v1/models``, ``GET /health``,
+Endpoints: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``,
+``GET /health``,
 ``GET /metrics``. Starlette and uvicorn serve them; prometheus_client keeps
 the metrics in a registry of the app's own. This module is the app: routes,
 authentication, server-sent events, metrics. What a request may hold and
@@ -23,7 +24,7 @@ import secrets
 import socket
 import threading
 import time
-from typing import Any, AsyncIterator, Callable, Dict, Optional
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -44,11 +45,14 @@ from starlette.routing import Route  # noqa: E402
 
 import axrt  # noqa: E402
 
+from .chat import ChatError, ChatTemplate  # noqa: E402
 from .detokenize import Completion, TokenTexts  # noqa: E402
 from .engine import AsyncRequest, Engine, RequestError  # noqa: E402
-from .protocol import (APIError, CompletionParams, choice, completion_head,  # noqa: E402
-                       empty_logprobs, error_body, merge_logprobs, model_card,
-                       parse_completion_request, prompt_token_ids, usage)
+from .protocol import (APIError, ChatParams, CompletionParams, SamplingParams,  # noqa: E402
+                       chat_choice, chat_delta, chat_head, check_against_model, choice,
+                       completion_head, empty_logprobs, error_body, merge_logprobs,
+                       model_card, parse_chat_request, parse_completion_request,
+                       prompt_token_ids, usage)
 
 #: Default limit on a request's body.
 DEFAULT_MAX_BODY_BYTES = 1 << 20
@@ -150,7 +154,8 @@ class _Metrics:
         for reason in _FINISH_REASONS:
             self.finished.labels(reason)
         self.responses = prometheus_client.Counter(
-            "axrt_http_responses", "HTTP responses of /v1/completions, by status code.",
+            "axrt_http_responses", "HTTP responses of /v1/completions and /v1/chat/completions, "
+            "by status code.",
             ["code"], registry=self.registry)
         self.ttft = prometheus_client.Histogram(
             "axrt_time_to_first_token_seconds", "From a request's arrival to its first token.",
@@ -235,8 +240,9 @@ class _EventStream:
 
 class _App:
     def __init__(self, engine: Engine, model_name: str, api_key: Optional[str],
-                 max_body_bytes: int) -> None:
+                 max_body_bytes: int, chat_template: Optional[ChatTemplate]) -> None:
         self.engine = engine
+        self.chat_template = chat_template
         self.model_name = model_name
         self.api_key = api_key
         self.max_body_bytes = int(max_body_bytes)
@@ -272,8 +278,14 @@ class _App:
                         media_type=prometheus_client.CONTENT_TYPE_LATEST)
 
     async def completions(self, request: HTTPRequest) -> Response:
+        return await self._respond(request, chat=False)
+
+    async def chat_completions(self, request: HTTPRequest) -> Response:
+        return await self._respond(request, chat=True)
+
+    async def _respond(self, request: HTTPRequest, chat: bool) -> Response:
         try:
-            response = await self._completions(request)
+            response = await self._generate(request, chat)
         except APIError as e:
             response = _error(e)
         except Exception as e:  # never let a request take the server down
@@ -307,7 +319,27 @@ class _App:
     def _prompt_ids(self, params: CompletionParams) -> np.ndarray:
         return prompt_token_ids(params, self.tokenizer, self.vocab_size, self.max_context)
 
-    def _submit(self, ids: np.ndarray, params: CompletionParams) -> AsyncRequest:
+    def _chat_ids(self, params: ChatParams) -> np.ndarray:
+        if self.chat_template is None:
+            raise APIError(400, "this model has no chat template, so it cannot chat: start the "
+                           "server with --chat-template FILE, or use /v1/completions",
+                           param="messages", code="chat_template_missing")
+        if self.tokenizer is None:
+            raise APIError(400, "this model has no tokenizer, so it cannot chat: use "
+                           "/v1/completions with token ids", param="messages",
+                           code="unsupported_value")
+        try:
+            ids = self.chat_template.prompt_ids(self.tokenizer, params.messages)
+        except ChatError as e:
+            raise APIError(400, str(e), param=e.param, code="invalid_value") from None
+        check_against_model(ids, params, self.vocab_size, self.max_context, "messages")
+        return ids
+
+    def _stop_ids(self, params: SamplingParams) -> Tuple[int, ...]:
+        eos = [] if params.ignore_eos else list(self.engine.config.eos_token_ids)
+        return tuple(dict.fromkeys(eos + params.stop_token_ids))
+
+    def _submit(self, ids: np.ndarray, params: SamplingParams) -> AsyncRequest:
         """Queues a request whose prompt and fields the protocol has checked: the engine takes
         them without checking them again in Python (its C++ core still does)."""
         seed = params.seed
@@ -316,8 +348,8 @@ class _App:
         try:
             return self.engine._submit_checked_async(
                 ids, params.max_tokens, temperature=params.temperature, top_k=params.top_k,
-                top_p=params.top_p, seed=seed, stop_ids=() if params.ignore_eos else None,
-                logprobs=params.logprobs)
+                top_p=params.top_p, seed=seed, stop_ids=self._stop_ids(params),
+                logprobs=params.logprobs, **params.options)
         except axrt.UnavailableError as e:
             raise self._unavailable(e) from None
         except ValueError as e:  # axrt.InvalidArgumentError: e.g. more blocks than the cache
@@ -335,60 +367,79 @@ class _App:
         return APIError(503, f"the server is overloaded, retry later ({e})", type="server_error",
                         code="overloaded", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
-    async def _completions(self, request: HTTPRequest) -> Response:
+    async def _generate(self, request: HTTPRequest, chat: bool) -> Response:
         arrival = time.perf_counter()
         body = await self._read_body(request)
         try:
             data = json.loads(body)
         except (ValueError, RecursionError) as e:
             raise APIError(400, f"the body is not valid JSON: {e}", code="invalid_json") from None
-        params = parse_completion_request(data, self.model_name)
-        if isinstance(params.prompt, str) and len(params.prompt) > _LONG_PROMPT_CHARS:
-            ids = await asyncio.to_thread(self._prompt_ids, params)
+        if chat:
+            params = parse_chat_request(data, self.model_name)
+            ids = await asyncio.to_thread(self._chat_ids, params)
         else:
-            ids = self._prompt_ids(params)
+            params = parse_completion_request(data, self.model_name)
+            if isinstance(params.prompt, str) and len(params.prompt) > _LONG_PROMPT_CHARS:
+                ids = await asyncio.to_thread(self._prompt_ids, params)
+            else:
+                ids = self._prompt_ids(params)
         engine_request = self._submit(ids, params)
-        completion = Completion(self.tokenizer, ids, params.stop, params.logprobs,
-                                params.tokens_as_ids, self.token_texts)
-        head = completion_head(self.model_name)
+        completions = [Completion(self.tokenizer, ids, params.stop, params.logprobs,
+                                  getattr(params, "tokens_as_ids", False), self.token_texts,
+                                  chat=chat) for _ in range(params.n)]
         if params.stream:
-            return _EventStream(self._chunks(engine_request, completion, head, params, arrival),
+            return _EventStream(self._chunks(engine_request, completions, params, chat, arrival),
                                 engine_request)
         watcher = asyncio.ensure_future(_watch_disconnect(request.receive,
                                                           engine_request.cancel))
-        run = self._run(engine_request, completion, arrival)
+        run = self._run(engine_request, completions, arrival)
+        texts: List[List[str]] = [[] for _ in completions]
+        logprobs: List[Optional[Dict[str, list]]] = [None] * len(completions)
+        finishes: List[Optional[str]] = [None] * len(completions)
         try:
-            text, logprobs = [], None
-            finish = None
-            async for piece, part, finish in run:
-                text.append(piece)
-                logprobs = merge_logprobs(logprobs, part)
+            async for index, piece, part, finish in run:
+                texts[index].append(piece)
+                logprobs[index] = merge_logprobs(logprobs[index], part)
+                finishes[index] = finish or finishes[index]
         finally:
             watcher.cancel()
             engine_request.cancel()
             await run.aclose()
-        if finish == "error":
-            raise APIError(500, f"the engine failed: {completion.error}", type="server_error",
-                           code="engine_error")
-        if logprobs is None and params.logprobs is not None:
-            logprobs = empty_logprobs()
-        return _JSON({**head, "choices": [choice("".join(text), logprobs, finish)],
-                      "usage": self._usage(engine_request, completion)})
+        for index, finish in enumerate(finishes):
+            if finish == "error":
+                raise APIError(500, f"the engine failed: {completions[index].error}",
+                               type="server_error", code="engine_error")
+        choices = []
+        for index, completion in enumerate(completions):
+            part = logprobs[index]
+            if part is None and params.logprobs is not None:
+                part = empty_logprobs(chat)
+            make = chat_choice if chat else choice
+            choices.append(make("".join(texts[index]), part, finishes[index], index))
+        head = chat_head(self.model_name, chunk=False) if chat else completion_head(self.model_name)
+        return _JSON({**head, "choices": choices,
+                      "usage": self._usage(engine_request, completions)})
 
     @staticmethod
-    def _usage(engine_request: AsyncRequest, completion: Completion) -> Dict[str, Any]:
-        return usage(engine_request.prompt_tokens, len(completion.tokens),
+    def _usage(engine_request: AsyncRequest, completions: List[Completion]) -> Dict[str, Any]:
+        return usage(engine_request.prompt_tokens, sum(len(c.tokens) for c in completions),
                      engine_request.cached_tokens)
 
-    async def _run(self, engine_request: AsyncRequest, completion: Completion, arrival: float):
-        """Yields (text, logprobs, finish_reason) as the tokens come; the last has a finish
-        reason. Records the request's metrics."""
+    async def _run(self, engine_request: AsyncRequest, completions: List[Completion],
+                   arrival: float):
+        """Yields (choice, text, logprobs, finish_reason) as the tokens come; each choice's
+        last has a finish reason. Ends the request once every choice has ended (a stop
+        string ends a choice before the engine does). Records the request's metrics."""
         metrics = self.metrics
         last = None
-        finish = None
+        running = set(range(len(completions)))
         try:
             async for event in engine_request:
-                text, logprobs = "", None
+                index = getattr(event, "choice", 0)
+                if index not in running:
+                    continue  # the rest of a choice that a stop string ended
+                completion = completions[index]
+                text, logprobs, finish = "", None, None
                 if event.token >= 0:
                     now = time.perf_counter()
                     if last is None:
@@ -398,43 +449,71 @@ class _App:
                     last = now
                     text, logprobs = completion.add(event)
                     if completion.stopped:
-                        engine_request.cancel()
                         finish = "stop"
                 finish = finish or event.finish_reason
                 if finish is not None:
+                    running.discard(index)
+                    metrics.finished.labels(finish).inc()
+                    if finish == "stop" and event.finish_reason is None:
+                        self._end_choice(engine_request, index, len(completions))
                     rest, rest_logprobs = completion.finish()
-                    yield text + rest, merge_logprobs(logprobs, rest_logprobs), finish
-                    return
-                if text or logprobs and logprobs["tokens"]:
-                    yield text, logprobs, None
+                    yield index, text + rest, merge_logprobs(logprobs, rest_logprobs), finish
+                    if not running:
+                        return
+                elif text or (logprobs and any(logprobs.get(k) for k in ("tokens", "content"))):
+                    yield index, text, logprobs, None
         except RequestError as e:
-            completion.error = str(e)
-            finish = "error"
-            yield "", None, finish
+            for index in sorted(running):
+                completions[index].error = str(e)
+                metrics.finished.labels("error").inc()
+                yield index, "", None, "error"
+            running.clear()
         finally:
-            if finish is None:
-                finish = "cancelled"
-            metrics.finished.labels(finish).inc()
+            for _ in running:  # the client went away, or the engine closed
+                metrics.finished.labels("cancelled").inc()
             if last is not None:
                 metrics.e2e.observe(time.perf_counter() - arrival)
 
-    async def _chunks(self, engine_request: AsyncRequest, completion: Completion,
-                      head: Dict[str, Any], params: CompletionParams,
+    @staticmethod
+    def _end_choice(engine_request: AsyncRequest, index: int, choices: int) -> None:
+        """Stops generating for a choice a stop string ended: the request itself when it has
+        one choice; else that choice, where the engine can end one alone."""
+        if choices == 1:
+            engine_request.cancel()
+        elif hasattr(engine_request, "cancel_choice"):
+            engine_request.cancel_choice(index)
+
+    async def _chunks(self, engine_request: AsyncRequest, completions: List[Completion],
+                      params: SamplingParams, chat: bool,
                       arrival: float) -> AsyncIterator[bytes]:
-        run = self._run(engine_request, completion, arrival)
+        head = chat_head(self.model_name, chunk=True) if chat else completion_head(self.model_name)
+        if chat:  # each choice opens with the assistant's role
+            for index in range(len(completions)):
+                yield _sse({**head, "choices": [chat_delta({"role": "assistant", "content": ""},
+                                                           None, None, index)]})
+        run = self._run(engine_request, completions, arrival)
         try:
-            async for text, logprobs, finish in run:
+            async for index, text, logprobs, finish in run:
                 if finish == "error":
-                    yield _sse(error_body(f"the engine failed: {completion.error}",
+                    yield _sse(error_body(f"the engine failed: {completions[index].error}",
                                           "server_error", code="engine_error"))
                     break
                 if params.logprobs is not None and logprobs is None:
-                    logprobs = empty_logprobs()
-                yield _sse({**head, "choices": [choice(text, logprobs, finish)]})
+                    logprobs = empty_logprobs(chat)
+                if not chat:
+                    part = choice(text, logprobs, finish, index)
+                elif finish is None or text:
+                    part = chat_delta({"content": text}, logprobs, None, index)
+                    if finish is not None:  # the last text, then the end in a chunk of its own
+                        yield _sse({**head, "choices": [part]})
+                        part = chat_delta({}, None, finish, index)
+                else:
+                    part = chat_delta({}, logprobs, finish, index)
+                yield _sse({**head, "choices": [part]})
         finally:
             await run.aclose()
         if params.include_usage:
-            yield _sse({**head, "choices": [], "usage": self._usage(engine_request, completion)})
+            yield _sse({**head, "choices": [], "usage": self._usage(engine_request, completions)})
         yield b"data: [DONE]\n\n"
 
 
@@ -455,22 +534,32 @@ async def _internal(request: HTTPRequest, exc: Exception) -> Response:
 
 def create_app(engine: Engine, *, model_name: Optional[str] = None,
                api_key: Optional[str] = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Starlette:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               chat_template: Optional[os.PathLike] = None) -> Starlette:
     """The ASGI app serving `engine` (which it borrows: closing it is the caller's business).
 
     `model_name`: the name clients give as ``model`` (default: the
     executable's file name without its extension; a set's directory name). `api_key`: when set,
     every endpoint but ``/health`` needs ``Authorization: Bearer
-    <api_key>``. `max_body_bytes`: larger request bodies get 413.
+    <api_key>``. `max_body_bytes`: larger request bodies get 413. `chat_template`: a file
+    whose template renders chats instead of the model's (:mod:`axrt.llm.chat`; a model
+    without one refuses chats with 400).
     """
     if model_name is None:
         name = engine.executable.name
         if len(engine.executables) > 1:  # a set: its directory's name
             name = os.path.dirname(os.path.abspath(name))
         model_name = os.path.splitext(os.path.basename(name))[0] or "model"
-    state = _App(engine, model_name, api_key, max_body_bytes)
+    template = engine.chat_template
+    if chat_template is not None:
+        template = ChatTemplate.from_file(
+            chat_template, template.special_tokens if template is not None else None)
+    elif template is not None:
+        template.compiled()  # a template that does not compile is said at the start
+    state = _App(engine, model_name, api_key, max_body_bytes, template)
     routes = [
         Route("/v1/completions", state.completions, methods=["POST"]),
+        Route("/v1/chat/completions", state.chat_completions, methods=["POST"]),
         Route("/v1/models", state.models, methods=["GET"]),
         Route("/v1/models/{model:path}", state.model, methods=["GET"]),
         Route("/health", state.health, methods=["GET"]),
@@ -560,13 +649,14 @@ class ServerThread:
 def serve(model: str, *, host: str = "127.0.0.1", port: int = 8000, device=None,
           devices=None, api_key: Optional[str] = None, model_name: Optional[str] = None,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, log_level: str = "info",
-          **engine_options: Any) -> None:
+          chat_template: Optional[os.PathLike] = None, **engine_options: Any) -> None:
     """Serves the converted model `model` (on `device`, or a tensor-parallel set on `devices`)
-    until SIGINT or SIGTERM, then closes the engine. `engine_options` are :class:`Engine`'s."""
+    until SIGINT or SIGTERM, then closes the engine. `engine_options` are :class:`Engine`'s;
+    the others :func:`create_app`'s."""
     engine = Engine(model, device, devices=devices, **engine_options)
     try:
         app = create_app(engine, model_name=model_name, api_key=api_key,
-                         max_body_bytes=max_body_bytes)
+                         max_body_bytes=max_body_bytes, chat_template=chat_template)
         sock = _bind(host, port)
         shown = f"[{host}]" if ":" in host else host
         print(f"axrt.llm: serving '{app.state.axrt.model_name}' on "
