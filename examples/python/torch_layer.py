@@ -1,6 +1,6 @@
 """An axrt function inside a PyTorch model, trained through it.
 
-    python torch_layer.py
+    python torch_layer.py [--backend inductor]
 
 Builds torch_kernels.c (next to this file) with the C compiler into a host
 shared object, writes an .axe executable with two functions over it,
@@ -11,11 +11,15 @@ shared object, writes an .axe executable with two functions over it,
 registers them as the PyTorch operator torch.ops.example.act (act_backward
 becomes its gradient by axrt.torch's naming convention), and trains a small
 MLP whose activation is that operator: first eagerly, then compiled with
-torch.compile(fullgraph=True). Prints the losses; exits 1 unless training
-brought the loss down and the operator's gradient matched torch's own
-2 tanh.
+torch.compile(fullgraph=True), with torch.compile's backend (--backend:
+inductor by default; the test run takes aot_eager, which traces the same
+graphs through the operator and its gradient without generating and
+compiling C++ for the rest: tests/python/test_torch_ops.py compiles with
+inductor). Prints the losses; exits 1 unless training brought the loss down
+and the operator's gradient matched torch's own 2 tanh.
 """
 
+import argparse
 import os
 import shutil
 import subprocess
@@ -93,6 +97,9 @@ def train(model, step, steps=60):
 
 
 def main():
+    parser = argparse.ArgumentParser(description="An axrt function inside a PyTorch model.")
+    parser.add_argument("--backend", default="inductor", help="torch.compile's backend")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         executable = axrt.load(build_executable(Path(tmp)), allow_native_code=True)
     axrt.torch.register(executable, "example")
@@ -106,7 +113,8 @@ def main():
     eager_model = make_model()
     eager = train(eager_model, eager_model)
     compiled_model = make_model()
-    compiled = train(compiled_model, torch.compile(compiled_model, fullgraph=True))
+    compiled = train(compiled_model, torch.compile(compiled_model, fullgraph=True,
+                                                   backend=args.backend))
     print(f"gradient vs torch: max |difference| {gradient_error:.2e}")
     print(f"eager:    loss {eager[0]:.4f} -> {eager[-1]:.4f} in {len(eager)} steps")
     print(f"compiled: loss {compiled[0]:.4f} -> {compiled[-1]:.4f} in {len(compiled)} steps")

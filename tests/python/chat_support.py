@@ -71,7 +71,8 @@ def byte_level_tokenizer(vocab_size: int) -> str:
 def sentencepiece_like_tokenizer(vocab_size: int) -> str:
     """Llama 2's kind: "▁" for spaces (one prepended), <unk> <s> </s> at ids 0..2, the 256
     byte tokens <0x00>..<0xFF> at 3..258 as ordinary entries, merges trained on the rest."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, processors, trainers
+    from tokenizers import (Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                            processors, trainers)
 
     specials = ["<unk>", "<s>", "</s>"]
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
@@ -80,8 +81,12 @@ def sentencepiece_like_tokenizer(vocab_size: int) -> str:
                                                  normalizers.Replace(" ", "\u2581")])
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(byte_tokens),
                                   special_tokens=specials, show_progress=False)
+    # Trained word by word (pieces never span a "▁" that begins a word, as SentencePiece's
+    # own), then applied, as Llama 2's tokenizer.json is, without a pre-tokenizer.
+    tokenizer.pre_tokenizer = pre_tokenizers.Split("\u2581", "merged_with_next")
     tokenizer.train_from_iterator(_docs(), trainer=trainer)
     spec = json.loads(tokenizer.to_str())
+    spec["pre_tokenizer"] = None
     trained = sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])
     pieces = [p for p, _ in trained if p not in specials]
     vocab = {p: i for i, p in enumerate(specials + byte_tokens + pieces)}

@@ -119,3 +119,46 @@ def test_a_malformed_index_is_refused(tmp_path, index, message):
     (tmp_path / "ckpt" / INDEX_FILE).write_text(index)
     with pytest.raises(CheckpointError, match=message):
         Checkpoint(tmp_path / "ckpt")
+
+
+def write_safetensors(path: Path, tensors: dict) -> None:
+    """`tensors` as one safetensors file, bf16 included (written here: the format is a
+    length, a JSON header and the data)."""
+    import struct
+
+    import ml_dtypes
+
+    names = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
+             np.dtype(ml_dtypes.bfloat16): "BF16"}
+    header, offset = {}, 0
+    for name, t in tensors.items():
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + t.nbytes]}
+        offset += t.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for t in tensors.values():
+            f.write(np.ascontiguousarray(t).tobytes())
+
+
+@pytest.mark.parametrize("stored,weights", [
+    ("bf16", "bf16"), ("bf16", "int8"), ("bf16", "fp8"), ("bf16", "int4"), ("bf16", "f32"),
+    ("f16", "bf16"), ("f16", "int4")])
+def test_half_precision_checkpoints_convert_as_their_values_in_f32(tmp_path, stored, weights):
+    """A bf16 or f16 checkpoint (converted without an f32 copy of its weights) gives the file
+    that the f32 checkpoint of the same values gives, byte for byte."""
+    import ml_dtypes
+
+    half = ml_dtypes.bfloat16 if stored == "bf16" else np.float16
+    source = Checkpoint(SOURCE)
+    values = {n: np.asarray(source.tensor(n)).astype(half) for n in source.keys()}
+    for kind, tensors in (("half", values),
+                          ("f32", {n: t.astype(np.float32) for n, t in values.items()})):
+        (tmp_path / kind).mkdir()
+        for name in ("config.json", "generation_config.json", "tokenizer.json"):
+            shutil.copy(SOURCE / name, tmp_path / kind / name)
+        write_safetensors(tmp_path / kind / "model.safetensors", tensors)
+        axrt.llm.convert(tmp_path / kind, tmp_path / f"{kind}.axe", weights=weights, cuda=False)
+    assert (tmp_path / "half.axe").read_bytes() == (tmp_path / "f32.axe").read_bytes()

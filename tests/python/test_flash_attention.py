@@ -24,7 +24,7 @@ import axrt.llm
 from axrt.builder import ceildiv
 from axrt.llm import UnsupportedModelError
 from serving_support import prompts, reference
-from test_llm_kernels import device, cpu, params, refused, run, stored_rows  # noqa: F401
+from test_llm_kernels import cpu, params, refused, run, stored_rows  # noqa: F401
 
 DATA = Path(__file__).resolve().parent.parent / "llm" / "data"
 

@@ -16,7 +16,7 @@ import axrt
 from axrt.builder import ceildiv
 from axrt.llm import quantize
 from axrt.llm.convert import FP8_LAYOUT, KERNELS as CONTRACTS
-from test_llm_kernels import cpu, cuda_code_object, device, pack_nibbles, refused, run  # noqa: F401
+from test_llm_kernels import cpu, cuda_code_object, pack_nibbles, refused, run  # noqa: F401
 
 FP8_TILE = "axrt_matmul_fp8_e4m3_pc_f32"
 FP8_DECODE = "axrt_matmul_fp8_e4m3_pc_f32_decode"

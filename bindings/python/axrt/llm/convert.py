@@ -239,12 +239,9 @@ class _Converter:
             k = cols[1] - cols[0]
         bias = self.bias(label, bias_names, n, rows) if with_bias else self.zero_bias
 
-        def weight() -> np.ndarray:
-            return self.stacked(names, rows, cols)
-
         mode = self.mode
         if mode == "f32":
-            w = self.constant(label, weight, "f32", (n, k))
+            w = self.constant(label, lambda: self.stacked(names, rows, cols), "f32", (n, k))
             return _Linear("axrt_matmul_f32_nk", (w,), bias, n, k)
         if mode == "bf16":
             if (gated and self.cfg.fused_kernels and self.cfg.decode_matmuls
@@ -267,9 +264,13 @@ class _Converter:
             def q8():
                 if "q" not in cache:
                     # Part of the inputs: each row's scale is still its whole row's.
-                    peak = (None if cols is None else
-                            np.max(np.abs(self.stacked(names, rows)), axis=1, keepdims=True))
-                    cache["q"] = per_channel(weight(), peak)
+                    peak = None
+                    if cols is not None:
+                        whole_rows = self.stacked_source(names, rows)
+                        peak = np.max(np.abs(whole_rows), axis=1, keepdims=True).astype(
+                            np.float32)
+                        del whole_rows
+                    cache["q"] = per_channel(self.stacked_source(names, rows, cols), peak)
                 return cache["q"]
 
             def take_scale():

@@ -18,6 +18,29 @@ INT4_GROUP = 128
 INT4_GROUP_SIZES = (128, 64, 32)
 
 
+#: Weights (outputs x inputs) the per-channel quantizers take at once: their temporaries
+#: are a few f32 copies of a block of rows, not of the whole weight.
+_ROW_BLOCK = 1 << 22
+
+
+def _by_rows(w: np.ndarray, peak: Optional[np.ndarray], quantize_rows, code_dtype
+             ) -> Tuple[np.ndarray, np.ndarray]:
+    """`quantize_rows(rows as f32, their peaks)` over blocks of rows of `w` (any float type):
+    each row's codes and scale depend on that row alone, so the blocks give the bytes of the
+    whole at once."""
+    w = np.asarray(w)
+    n, k = w.shape
+    q = np.empty((n, k), code_dtype)
+    scale = np.empty((n, 1), np.float32)
+    rows = max(1, _ROW_BLOCK // max(1, k))
+    for i in range(0, n, rows):
+        block = np.asarray(w[i:i + rows], dtype=np.float32)
+        block_peak = (np.max(np.abs(block), axis=1, keepdims=True) if peak is None
+                      else np.asarray(peak[i:i + rows], dtype=np.float32))
+        q[i:i + rows], scale[i:i + rows] = quantize_rows(block, block_peak)
+    return q, scale
+
+
 def int8_per_channel(w: np.ndarray, peak: Optional[np.ndarray] = None
                      ) -> Tuple[np.ndarray, np.ndarray]:
     """Symmetric int8 with one f32 scale per output row: ``w ~ q * scale``.
@@ -26,15 +49,13 @@ def int8_per_channel(w: np.ndarray, peak: Optional[np.ndarray] = None
     gets scale 1. `peak` (f32 ``[N, 1]``, default: each row's largest ``|w|``)
     is the largest ``|w|`` of each whole row when `w` holds only some of its
     columns (a row-parallel shard): the codes and scales are then the whole
-    weight's, restricted to those columns.
+    weight's, restricted to those columns. `w` may be bf16, f16 or f32.
     """
-    w = np.asarray(w, dtype=np.float32)
-    if peak is None:
-        peak = np.max(np.abs(w), axis=1, keepdims=True)
-    peak = np.asarray(peak, dtype=np.float32)
-    scale = np.where(peak > 0, peak / np.float32(127.0), np.float32(1.0)).astype(np.float32)
-    q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
-    return q, scale
+    def rows(w: np.ndarray, peak: np.ndarray):
+        scale = np.where(peak > 0, peak / np.float32(127.0), np.float32(1.0)).astype(np.float32)
+        return np.clip(np.rint(w / scale), -127, 127).astype(np.int8), scale
+
+    return _by_rows(w, peak, rows, np.int8)
 
 
 #: The largest finite e4m3fn value.
@@ -48,19 +69,18 @@ def fp8_e4m3_per_channel(w: np.ndarray, peak: Optional[np.ndarray] = None
     ``scale = max |w[n, :]| / 448`` in f32 (1 for a row of zeros) and ``q``
     the e4m3fn codes of ``w / scale`` rounded to nearest even (ml_dtypes),
     ``[N, K]`` as ``ml_dtypes.float8_e4m3fn``; ``scale`` is f32 ``[N, 1]``.
-    `peak` as for :func:`int8_per_channel`.
+    `peak` and `w`'s types as for :func:`int8_per_channel`.
     """
     import ml_dtypes
 
-    w = np.asarray(w, dtype=np.float32)
-    if peak is None:
-        peak = np.max(np.abs(w), axis=1, keepdims=True)
-    peak = np.asarray(peak, dtype=np.float32)
-    scale = np.where(peak > 0, peak / np.float32(E4M3_MAX), np.float32(1.0)).astype(np.float32)
-    # |w / scale| <= 448 but for the rounding of the division; clip what
-    # rounds past it (e4m3fn has no infinity: it would become NaN).
-    ratio = np.clip(w / scale, -E4M3_MAX, E4M3_MAX)
-    return ratio.astype(ml_dtypes.float8_e4m3fn), scale
+    def rows(w: np.ndarray, peak: np.ndarray):
+        scale = np.where(peak > 0, peak / np.float32(E4M3_MAX), np.float32(1.0)).astype(
+            np.float32)
+        # |w / scale| <= 448 but for the rounding of the division; clip what
+        # rounds past it (e4m3fn has no infinity: it would become NaN).
+        return np.clip(w / scale, -E4M3_MAX, E4M3_MAX).astype(ml_dtypes.float8_e4m3fn), scale
+
+    return _by_rows(w, peak, rows, ml_dtypes.float8_e4m3fn)
 
 
 def pack_awq(codes: np.ndarray) -> np.ndarray:
