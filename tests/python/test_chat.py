@@ -237,6 +237,7 @@ def test_terminal_chat_streams_replies_and_keeps_the_conversation(chat_model, mo
         assert chat.messages == [{"role": "system", "content": "Be brief."}]
 
 
+@pytest.mark.parametrize("chat_model", ["llama3"], indirect=True)  # the terminal's path is one
 def test_the_chat_command_reads_messages_and_prints_replies(chat_model):
     import subprocess
     import sys

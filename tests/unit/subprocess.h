@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/sanitizer.h"
+
 extern char** environ;
 
 namespace axrt_test {
@@ -60,24 +62,6 @@ inline int RunSelf(const std::string& tag, int timeout_s = 60, const std::string
 inline bool ExitedCleanly(int status) {
   return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
-
-// Which sanitizer this program runs under (GCC says so with a macro, clang
-// with __has_feature).
-#if defined(__has_feature)
-#define AXRT_TEST_HAS_FEATURE(f) __has_feature(f)
-#else
-#define AXRT_TEST_HAS_FEATURE(f) 0
-#endif
-#if defined(__SANITIZE_ADDRESS__) || AXRT_TEST_HAS_FEATURE(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-#if defined(__SANITIZE_THREAD__) || AXRT_TEST_HAS_FEATURE(thread_sanitizer)
-inline constexpr bool kThreadSanitizer = true;
-#else
-inline constexpr bool kThreadSanitizer = false;
-#endif
 
 // Whether LimitAddressSpace() can work: not under ASan and TSan, which
 // reserve terabytes of address space up front (a limit would stop them, not
