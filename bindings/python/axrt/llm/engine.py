@@ -9,6 +9,7 @@ asyncio loop for :meth:`Engine.stream` and :meth:`Engine.submit_async`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import os
 import queue
@@ -477,10 +478,10 @@ class Engine:
                 self.tokenizer_json = None
         return self._tokenizer
 
-    @property
+    @functools.cached_property
     def chat_template(self):
         """The model's :class:`~axrt.llm.chat.ChatTemplate`, or None when the file carries
-        none (docs/serving.md, "Chat")."""
+        none (docs/serving.md, "Chat"); read from the file's metadata once."""
         from .chat import ChatTemplate
 
         return ChatTemplate.of_model(self.executable)
@@ -490,7 +491,8 @@ class Engine:
         rendered with `chat_template` (default: the model's) and the assistant's header, as
         transformers' ``apply_chat_template(..., add_generation_prompt=True)`` gives them.
         ValueError (:class:`~axrt.llm.chat.ChatError`) when the model has no template or
-        tokenizer, or the messages are refused."""
+        tokenizer, or the messages are refused. Safe to call from several threads; it borrows
+        `messages` for the call and keeps nothing of them."""
         from .chat import ChatError
 
         template = chat_template if chat_template is not None else self.chat_template
