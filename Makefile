@@ -191,10 +191,11 @@ bench-build: deps-bench
 
 # Every Python benchmark runs in $(VENV), with the anchors that
 # `tools/bootstrap.sh bench` adds to it; LLAMA_CPP_SOURCE, a llama.cpp
-# source tree, adds llama.cpp's rows to the language-model benchmark (docs/performance.md). Every
-# figure also becomes a record, against its anchor from the same run, in
-# $(BENCH_DIR)/results.json (tests/bench/bench_results.py; the raw files are
-# kept in $(BENCH_RAW)).
+# source tree (the one in llama-cpp-python's sdist), adds llama.cpp's rows,
+# built at the CPU's best and at AVX2, to the language-model benchmark
+# (docs/performance.md, "Like for like"). Every figure also becomes a
+# record, against its anchor from the same run, in $(BENCH_DIR)/results.json
+# (tests/bench/bench_results.py; the raw files are kept in $(BENCH_RAW)).
 BENCH_RAW = $(BENCH_DIR)/raw
 BENCH_OUT = --benchmark_out_format=json --benchmark_out=$(BENCH_RAW)
 bench: bench-build

@@ -726,6 +726,68 @@ KernelCase MatmulInt4Q8(const std::string& kernel = "axrt_matmul_gptq_int4_q8_f3
   return c;
 }
 
+// int8 weights per output channel times x quantized to int8 per group
+// (axrt_matmul_int8_pc_q8_f32; K = 192: groups of 64). The reference
+// quantizes x as the contract says and multiplies in double, the codes of
+// -128 to 127 included; the bound is 1e-5 (|xq| . |W| + |bias|) + 1e-6. Row
+// 0's first group has a = 127, so its .5 values are ties; row 1's second
+// group is zeros (s_x = 0).
+KernelCase MatmulInt8Q8() {
+  const uint64_t M = 5, N = 71, K = 192, group = 64;
+  const std::vector<int> codes = RandomInts(N * K, 68, -128, 127);
+  const std::vector<float> scale = RandomFloats(N, 69, 0.005f, 0.02f);
+  std::vector<int8_t> w(N * K);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(codes[i]);
+  std::vector<float> x = RandomFloats(M * K, 70, -2.0f, 2.0f);
+  const std::vector<int> ties = RandomInts(group, 71, -127, 126);
+  for (uint64_t k = 0; k < group; ++k) x[k] = static_cast<float>(ties[k]) + 0.5f;
+  x[0] = 127.0f;
+  std::fill_n(x.begin() + K + group, group, 0.0f);
+  const std::vector<float> bias = RandomFloats(N, 72);
+
+  std::vector<double> xq(M * K, 0.0);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t g0 = 0; g0 < K; g0 += group) {
+      float a = 0.0f;
+      for (uint64_t k = g0; k < g0 + group; ++k) a = std::max(a, std::fabs(x[m * K + k]));
+      if (a == 0.0f) continue;
+      const float inv = 127.0f / a;
+      const float s_x = a / 127.0f;
+      for (uint64_t k = g0; k < g0 + group; ++k) {
+        const float product = x[m * K + k] * inv;
+        xq[m * K + k] = std::nearbyint(product) * static_cast<double>(s_x);
+      }
+    }
+  }
+  std::vector<double> want(M * N), bound(M * N);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t n = 0; n < N; ++n) {
+      double sum = bias[n];
+      double magnitude = std::fabs(static_cast<double>(bias[n]));
+      for (uint64_t k = 0; k < K; ++k) {
+        const double term = xq[m * K + k] * codes[n * K + k] * double{scale[n]};
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      want[m * N + n] = sum;
+      bound[m * N + n] = 1e-5 * magnitude + 1e-6;
+    }
+  }
+
+  KernelCase c;
+  c.kernel = "axrt_matmul_int8_pc_q8_f32";
+  c.description = "M = 5, N = 71, K = 192 (groups of 64)";
+  c.grid = {CeilDiv(N, 64), CeilDiv(M, 64), 1};
+  c.buffers = {InputBuffer(BytesOf(x)), InputBuffer(BytesOf(w), &kInt8PerChannel),
+               InputBuffer(BytesOf(scale)), InputBuffer(BytesOf(bias)),
+               OutputBuffer(M * N * sizeof(float))};
+  c.scalars = {M, N, K};
+  c.check = [want, bound](std::span<const std::vector<uint8_t>> buffers) {
+    CheckNear(ValuesOf<float>(buffers.back()), want, bound, "axrt_matmul_int8_pc_q8_f32");
+  };
+  return c;
+}
+
 KernelCase MatmulFp8(const std::string& kernel, uint64_t M, uint64_t N, uint64_t K, uint64_t block,
                      const axrt_axe_quant_layout_t* layout) {
   const uint64_t bn = block != 0 ? block : N, bk = block != 0 ? block : K;
@@ -1694,6 +1756,7 @@ std::vector<KernelCase> BuiltinCases() {
   cases.push_back(MatmulAwqInt4TensorCore());
   cases.push_back(MatmulInt8());
   cases.push_back(MatmulInt8(/*decode=*/true));
+  cases.push_back(MatmulInt8Q8());
   cases.push_back(MatmulInt4("axrt_matmul_awq_int4_f32", Int4Format::kAwq, &kAwq));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_int4_f32_decode", Int4Format::kGptqV2, &kGptqV2,

@@ -154,8 +154,8 @@ struct MatmulInt4Args {
 };
 static_assert(sizeof(MatmulInt4Args) == 80);
 
-// Tests set this to run axrt_matmul_gptq_int4_q8_f32's AVX-512 build as on a
-// CPU without VNNI.
+// Tests set this to run the AVX-512 builds of axrt_matmul_gptq_int4_q8_f32
+// and axrt_matmul_int8_pc_q8_f32 as on a CPU without VNNI.
 inline std::atomic<bool> q8_matmul_without_vnni{false};
 
 // w e4m3fn [N, K], scale f32 [ceil(N/bn), ceil(K/bk)].
@@ -404,6 +404,11 @@ axrt_kernel_result_t axrt_matmul_f32_nk(const void* args, const axrt_kernel_disp
 axrt_kernel_result_t axrt_matmul_int8_pc_f32(const void* args,
                                              const axrt_kernel_dispatch_t* dispatch,
                                              const axrt_kernel_workgroup_t* workgroup);
+// int8 weights per output channel times x quantized to int8 per group
+// (MatmulInt8Args).
+axrt_kernel_result_t axrt_matmul_int8_pc_q8_f32(const void* args,
+                                                const axrt_kernel_dispatch_t* dispatch,
+                                                const axrt_kernel_workgroup_t* workgroup);
 axrt_kernel_result_t axrt_matmul_awq_int4_f32(const void* args,
                                               const axrt_kernel_dispatch_t* dispatch,
                                               const axrt_kernel_workgroup_t* workgroup);

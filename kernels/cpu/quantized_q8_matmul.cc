@@ -22,6 +22,7 @@
 #include "axrt/base.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/q8_activations.h"
 
 #if AXRT_CPU_HAVE_AVX2_BUILD
 #include <immintrin.h>
@@ -58,97 +59,8 @@ QuantizedRows& quantized_rows() {
 }
 
 // ---------------------------------------------------------------------------
-// x to int8, per group: a = max |x|, xq = rint(x * (127 / a)), s_x = a / 127.
+// x to int8, per group (q8_activations.h), in the nibble order.
 // ---------------------------------------------------------------------------
-
-// Adding and subtracting 1.5 x 2^23 rounds |v| < 2^22 to an integer, ties to
-// even, as rintf does in the default rounding mode.
-inline constexpr float kRoundingBias = 0x1.8p23f;
-
-typedef int8_t Bytes8 __attribute__((vector_size(8)));
-typedef int8_t Bytes16 __attribute__((vector_size(16)));
-typedef int8_t Bytes32 __attribute__((vector_size(32)));
-typedef int8_t Bytes64 __attribute__((vector_size(64)));
-
-// Codes of x[0, W) (W = 8 or 16) into dst in the nibble order; returns them
-// as 32-bit lanes.
-template <int W>
-AXRT_CPU_INLINE typename Simd<W>::I quantize_run(const float* __restrict x, float inv,
-                                                 int8_t* __restrict dst) {
-  using F = typename Simd<W>::F;
-  using I = typename Simd<W>::I;
-  F v = load_vector<F>(x) * inv;  // a lone product: the file is built without contraction
-  v = (v + kRoundingBias) - kRoundingBias;
-  const I q = __builtin_convertvector(v, I);
-  // The low byte of each lane (|q| <= 127), picked by a byte shuffle: GCC
-  // narrows a vector conversion to 8 bits an element at a time.
-  if constexpr (W == 16) {
-    const auto b = reinterpret_cast<Bytes64>(q);
-    store_vector(dst, Bytes16{__builtin_shufflevector(b, b, 0, 8, 16, 24, 4, 12, 20, 28, 32, 40, 48,
-                                                      56, 36, 44, 52, 60)});
-  } else {
-    const auto b = reinterpret_cast<Bytes32>(q);
-    store_vector(dst, Bytes8{__builtin_shufflevector(b, b, 0, 8, 16, 24, 4, 12, 20, 28)});
-  }
-  return q;
-}
-
-// How a group whose max |x| has the bits `a_bits` is quantized.
-struct GroupScale {
-  bool coded;   // false: every code is 0
-  float inv;    // 127 / a
-  float scale;  // s_x
-};
-
-AXRT_CPU_INLINE GroupScale group_scale(uint32_t a_bits) {
-  const float a = std::bit_cast<float>(a_bits);
-  const float inv = 127.0f / a;
-  if (a_bits == 0 || a_bits >= 0x7f800000u || inv > std::numeric_limits<float>::max()) {
-    // a = 0 as the contract says; a below 127 / FLT_MAX (where 127 / a
-    // overflows) likewise; Inf or NaN in the group makes the row's y NaN.
-    return {false, 0.0f, a_bits < 0x7f800000u ? 0.0f : std::numeric_limits<float>::quiet_NaN()};
-  }
-  return {true, inv, a / 127.0f};
-}
-
-template <int kLanes>
-AXRT_CPU_INLINE void quantize_group(const float* __restrict x, uint64_t G, int8_t* __restrict dst,
-                                    float* scale, int32_t* sum) {
-  using U = typename Simd<kLanes>::U;
-  // max |x| as the bits of |x|: unsigned order is float order for |x|, with
-  // NaN above infinity, and any order of the maxima gives the same answer.
-  U top{};
-  uint64_t k = 0;
-  for (; k + kLanes <= G; k += kLanes) {
-    const U bits = load_vector<U>(x + k) & 0x7fffffffu;
-    top = bits > top ? bits : top;
-  }
-  uint32_t a_bits = 0;
-  for (int lane = 0; lane < kLanes; ++lane) a_bits = std::max<uint32_t>(a_bits, top[lane]);
-  for (; k < G; ++k) {
-    a_bits = std::max<uint32_t>(a_bits, std::bit_cast<uint32_t>(x[k]) & 0x7fffffffu);
-  }
-  const GroupScale group = group_scale(a_bits);
-  *scale = group.scale;
-  if (!group.coded) {
-    std::memset(dst, 0, G);
-    *sum = 0;
-    return;
-  }
-  constexpr int W = kLanes == 16 ? 16 : 8;
-  typename Simd<W>::I lanes{};
-  k = 0;
-  for (; k + W <= G; k += W) lanes += quantize_run<W>(x + k, group.inv, dst + k);
-  int32_t total = 0;
-  if constexpr (W == 16) {
-    if (k < G) {  // G is a multiple of 8
-      const typename Simd<8>::I tail = quantize_run<8>(x + k, group.inv, dst + k);
-      for (int lane = 0; lane < 8; ++lane) total += tail[lane];
-    }
-  }
-  for (int lane = 0; lane < W; ++lane) total += lanes[lane];
-  *sum = total;
-}
 
 template <int kLanes>
 AXRT_CPU_INLINE void quantize_rows(const float* x, uint64_t K, uint64_t G, int rows,
@@ -156,8 +68,9 @@ AXRT_CPU_INLINE void quantize_rows(const float* x, uint64_t K, uint64_t G, int r
   const uint64_t groups = K / G;
   for (int m = 0; m < rows; ++m) {
     for (uint64_t g = 0; g < groups; ++g) {
-      quantize_group<kLanes>(x + m * K + g * G, G, q.codes.data() + m * K + g * G,
-                             q.scale.data() + m * groups + g, q.sum.data() + m * groups + g);
+      q8::quantize_group<kLanes, /*kNibbleOrder=*/true>(
+          x + m * K + g * G, G, q.codes.data() + m * K + g * G, q.scale.data() + m * groups + g,
+          q.sum.data() + m * groups + g);
     }
   }
 }
@@ -354,8 +267,6 @@ struct Avx2Group {
   }
 };
 
-#define AXRT_CPU_AVX512_VNNI_TARGET AXRT_CPU_AVX512_TARGET ",avx512vnni"
-
 // AVX-512 VNNI: a register of 16 words of one word row holds 16 columns x
 // 8 k; w & 0x0f0f0f0f gives per column the codes of k = 0, 2, 4, 6 and
 // w & 0xf0f0f0f0 16 times those of 1, 3, 5, 7, so two vpdpbusd against the
@@ -437,73 +348,17 @@ struct VnniGroup {
     }
   }
 
-  // The unsigned maximum (kMax) or the sum of the 16 lanes.
-  template <bool kMax>
-  [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static inline int32_t reduce(
-      __m512i v) {
-    const __m256i a = _mm512_maskz_extracti64x4_epi64(0xf, v, 0);
-    const __m256i b = _mm512_maskz_extracti64x4_epi64(0xf, v, 1);
-    const __m256i half = kMax ? _mm256_max_epu32(a, b) : _mm256_add_epi32(a, b);
-    const __m128i c = _mm256_castsi256_si128(half);
-    const __m128i d = _mm256_extracti128_si256(half, 1);
-    __m128i r = kMax ? _mm_max_epu32(c, d) : _mm_add_epi32(c, d);
-    __m128i t = _mm_shuffle_epi32(r, 0x4e);
-    r = kMax ? _mm_max_epu32(r, t) : _mm_add_epi32(r, t);
-    t = _mm_shuffle_epi32(r, 0xb1);
-    r = kMax ? _mm_max_epu32(r, t) : _mm_add_epi32(r, t);
-    return _mm_cvtsi128_si32(r);
-  }
-
-  // The codes of 16 values in the nibble order; lanes += the codes.
-  [[gnu::always_inline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static inline __m128i codes_of(
-      __m512 values, __m512 inv, __m128i order, __m512i& lanes) {
-    const __m512i codes = _mm512_maskz_cvt_roundps_epi32(
-        0xffff, _mm512_mul_ps(values, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    lanes = _mm512_add_epi32(lanes, codes);
-    return _mm_shuffle_epi8(_mm512_maskz_cvtepi32_epi8(0xffff, codes), order);
-  }
-
-  // quantize_rows with the rounding and narrowing in one instruction each:
-  // vcvtps2dq rounding to nearest even, as the generic code's rounding bias
-  // in the default rounding mode; vpmovdb; vpshufb into the nibble order.
-  // The zero-masked forms: GCC warns about the unmasked ones' merge operand.
+  // quantize_rows with the rounding and narrowing in one instruction each
+  // (q8::quantize_group_x16).
   [[gnu::noinline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static void quantize(
       const float* x, uint64_t K, uint64_t G, int rows, QuantizedRows& q) {
     const uint64_t groups = K / G;
-    const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-    const __m128i order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
     for (int m = 0; m < rows; ++m) {
       for (uint64_t g = 0; g < groups; ++g) {
-        const float* xg = x + m * K + g * G;
-        int8_t* dst = q.codes.data() + m * K + g * G;
-        // G is a multiple of 8: a tail of 8 reads through a mask.
-        const __mmask16 tail = G % 16 != 0 ? 0xff : 0;
-        const uint64_t whole = G / 16 * 16;
-        __m512i top = _mm512_setzero_si512();
-        for (uint64_t k = 0; k < whole; k += 16) {
-          top = _mm512_maskz_max_epu32(0xffff, top,
-                                       _mm512_and_si512(_mm512_loadu_si512(xg + k), magnitude));
-        }
-        top = _mm512_maskz_max_epu32(
-            0xffff, top, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail, xg + whole), magnitude));
-        const GroupScale group = group_scale(static_cast<uint32_t>(reduce<true>(top)));
-        q.scale[m * groups + g] = group.scale;
-        if (!group.coded) {
-          std::memset(dst, 0, G);
-          q.sum[m * groups + g] = 0;
-          continue;
-        }
-        const __m512 inv = _mm512_set1_ps(group.inv);
-        __m512i lanes = _mm512_setzero_si512();
-        for (uint64_t k = 0; k < whole; k += 16) {
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
-                           codes_of(_mm512_loadu_ps(xg + k), inv, order, lanes));
-        }
-        if (tail != 0) {
-          _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + whole),
-                           codes_of(_mm512_maskz_loadu_ps(tail, xg + whole), inv, order, lanes));
-        }
-        q.sum[m * groups + g] = reduce<false>(lanes);
+        q8::quantize_group_x16</*kNibbleOrder=*/true>(x + m * K + g * G, G,
+                                                     q.codes.data() + m * K + g * G,
+                                                     &q.scale[m * groups + g],
+                                                     &q.sum[m * groups + g]);
       }
     }
   }
@@ -583,14 +438,6 @@ struct VnniGroup {
   }
 };
 
-bool cpu_has_avx512_vnni() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni");
-  }();
-  return has;
-}
-
 #endif  // AXRT_CPU_HAVE_AVX2_BUILD
 
 // ---------------------------------------------------------------------------
@@ -633,7 +480,7 @@ struct MatmulQ8Body {
   AXRT_CPU_INLINE static void run(const MatmulInt4Args* args, const Tile* tile, QuantizedRows* q) {
 #if AXRT_CPU_HAVE_AVX2_BUILD
     if constexpr (kLanes == 16) {
-      if (cpu_has_avx512_vnni() && !q8_matmul_without_vnni.load(std::memory_order_relaxed)) {
+      if (q8::cpu_has_avx512_vnni() && !q8_matmul_without_vnni.load(std::memory_order_relaxed)) {
         q8_tile<VnniGroup, kLanes>(*args, *tile, *q);
       } else {
         q8_tile<Avx2Group<kLanes>, kLanes>(*args, *tile, *q);  // AVX-512 without VNNI
@@ -659,23 +506,9 @@ axrt_kernel_result_t matmul_q8(const char* name, const void* raw_args,
   Tile tile;
   if (!locate_tile(workgroup, args->M, args->N, &tile)) return AXRT_KERNEL_OK;
   QuantizedRows& q = quantized_rows();
-  const uint64_t codes = static_cast<uint64_t>(tile.rows) * args->K;
-  const uint64_t groups = static_cast<uint64_t>(tile.rows) * (args->K / args->group_size);
-  const uint64_t kept = tile.rows <= kKeptRows ? codes : 0;
-  if (q.codes.size() < codes || q.scale.size() < groups || q.kept.size() < kept) {
-    try {
-      q.codes.resize(std::max<uint64_t>(codes, q.codes.size()));
-      q.scale.resize(std::max<uint64_t>(groups, q.scale.size()));
-      q.sum.resize(q.scale.size());
-      q.kept.resize(std::max<uint64_t>(kept, q.kept.size()));
-    } catch (const std::bad_alloc&) {
-      if (workgroup->error_message != nullptr && workgroup->error_message_capacity > 0) {
-        std::snprintf(workgroup->error_message, workgroup->error_message_capacity,
-                      "%s: no memory for the %" PRIu64 " bytes of a tile's quantized x", name,
-                      codes);
-      }
-      return AXRT_STATUS_CODE_RESOURCE_EXHAUSTED;
-    }
+  if (const axrt_kernel_result_t r = q8::reserve_rows(q, tile.rows, args->K, args->group_size,
+                                                      kKeptRows, name, workgroup)) {
+    return r;
   }
   run_matmul_isa<MatmulQ8Body>(matmul_isa(), args, &tile, &q);
   return AXRT_KERNEL_OK;

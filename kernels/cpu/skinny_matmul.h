@@ -398,7 +398,31 @@ struct DotSpan {
   bool first;    // the accumulators start at zero, else from `saved`
   bool last;     // reduce them, else leave them in `saved`
   float* saved;  // (row m, column c) of a block at saved + (m kTile + c) kLanes
+  // Streamed blocks whose weight rows lie back to back (over all of K): the
+  // next block's bytes, [ahead, ahead_end), fetched into L2 in memory order
+  // while this block is multiplied, as many lines per step as the block reads.
+  // Null: each row is fetched a few lines ahead of itself instead.
+  const char* ahead = nullptr;
+  const char* ahead_end = nullptr;
 };
+
+// The streamed loops' prefetch for the lines of step `line` (of 64 bytes a
+// weight row): NC lines of the next block, else each row's line 8 ahead.
+template <int NC, class T>
+AXRT_CPU_INLINE void dot_prefetch(const T* const* wr, const DotSpan& span, uint64_t k,
+                                  uint64_t line) {
+  if (span.ahead != nullptr) {
+    const char* p = span.ahead + line * NC * 64;
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      if (p + c * 64 < span.ahead_end) __builtin_prefetch(p + c * 64, 0, 2);
+    }
+    return;
+  }
+  constexpr uint64_t kLine = 64 / sizeof(T);
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
+}
 
 // acc[m][c] += x rows [at, at + kLanes) x widened w rows [at, at + kLanes).
 template <int kLanes, int MR, int NC, class T>
@@ -495,8 +519,7 @@ template <int MR, int NC, bool kStream, class T>
   uint64_t k = 0;
   if constexpr (kStream) {
     for (; k + kLine <= K; k += kLine) {
-#pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
+      dot_prefetch<NC>(wr, span, k, k / kLine);
 #pragma GCC unroll 4
       for (int s = 0; s < kLine; s += 16) dot_step_x16<MR, NC>(acc, xr, wr, k + s);
     }
@@ -560,8 +583,7 @@ template <int MR, int NC, bool kStream, class T>
   uint64_t k = 0;
   if constexpr (kStream) {
     for (; k + kLine <= K; k += kLine) {
-#pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) __builtin_prefetch(wr[c] + k + 8 * kLine);
+      dot_prefetch<NC>(wr, span, k, k / kLine);
 #pragma GCC unroll 8
       for (int s = 0; s < kLine; s += 8) dot_step_x8<MR, NC>(acc, xr, wr, k + s);
     }
@@ -689,6 +711,13 @@ AXRT_CPU_INLINE void dot_rows(const DotOperands<T>& op, int m0, int n_begin, int
     for (int j = 0; j < NC; ++j) w_rows[j] = op.w + std::min(n + j, op.cols - 1) * op.ldw;
     DotSpan block = span;
     if (!(span.first && span.last)) block.saved = span.saved + (m0 * kTile + n) * kLanes;
+    if (kStream && m0 == 0 && span.first && span.last && op.ldw == span.count &&
+        n + NC < op.cols) {
+      // Rows back to back: the next block follows this one in memory (the
+      // first group of rows streams it; the others find it in cache).
+      block.ahead = reinterpret_cast<const char*>(op.w + (n + NC) * op.ldw);
+      block.ahead_end = reinterpret_cast<const char*>(op.w + op.cols * op.ldw);
+    }
     float out[MR][NC];
     dot_block<kLanes, MR, NC, kStream>(x_rows, w_rows, block, out);
     if (!span.last) continue;

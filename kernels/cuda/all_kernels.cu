@@ -5,6 +5,7 @@
 #include "matmul_tensor_core.cu"
 #include "matmul_int4.cu"
 #include "matmul_int4_decode.cu"
+#include "matmul_int8_q8.cu"
 #include "rowwise.cu"
 #include "transformer.cu"
 #include "attention.cu"

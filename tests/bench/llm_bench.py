@@ -1,96 +1,102 @@
-"""Language-model inference on the CPU: axrt.llm against transformers and llama.cpp, in one run.
+"""Language-model inference on the CPU: axrt.llm against llama.cpp (and transformers), like
+for like, at the machine's widest instruction set and held to AVX2 + FMA, in one run.
 
-One Llama-architecture checkpoint of about 125 M parameters with random
-weights (fixed seed; hidden 768, 12 layers, 12 heads, 4 KV heads, MLP 2048,
-vocabulary 32000) is built locally with transformers and saved as safetensors
-under --model-dir (reused when present; nothing is downloaded). The same
-checkpoint then runs on three engines with the same number of threads:
+Two Llama-architecture checkpoints with random weights (fixed seeds) are built locally
+under --model-dir (reused when present; nothing is downloaded):
 
-    engine          weights      how it is made
-    axrt            f32, int4,   axrt.llm.convert (int4: AWQ layout, asymmetric,
-                    int4-q8      groups of 128, f16 scales; int4-q8: the same
-                                 weights in GPTQ's layout with
-                                 activations="int8"), run by the
-                                 serving engine (axrt.llm.Engine), one
-                                 request at a time, prefix caching off
-    transformers    f32          LlamaForCausalLM (PyTorch), with its KV cache
-    llama.cpp       f32, Q4_1    llama.cpp's own convert_hf_to_gguf.py (run from
-                                 the llama.cpp source tree named by
-                                 --llama-cpp-source), Q4_1 through
-                                 llama_model_quantize, run with llama-cpp-python
+    model   shape                                                    checkpoint
+    125m    hidden 768, 12 layers, 12 heads, 4 KV heads, MLP 2048,  f32, by transformers
+            vocabulary 32000 (125 M parameters)
+    1.1b    TinyLlama's: hidden 2048, 22 layers, 32 heads, 4 KV     bf16 in shards of 1 GiB
+            heads, MLP 5632, vocabulary 32000 (1.1 B parameters;     (convert_bench.py's)
+            its weights are far beyond the caches)
 
-Q4_1 is the llama.cpp format closest to axrt's int4: asymmetric 4-bit with a
-scale and a minimum per group, but groups of 32 with f16 scale and minimum
-(0.625 bytes a weight against int4's 0.52). It is made "pure": every matrix,
-the output projection included, is Q4_1, as every projection is int4 in axrt.
+Each gets a SentencePiece tokenizer trained here on the project's docs/*.md (2000 pieces;
+llama.cpp's converter pads it to the vocabulary with [PAD<i>] entries). Every axrt
+precision runs beside the llama.cpp format that computes the same way:
 
-Measured for each engine and precision, under the same conditions:
-  - prefill tokens/s of a 128- and a 512-token prompt (one call; the logits
-    of the last token only);
-  - decode tokens/s at batch 1: --steps greedy tokens after a 128-token
-    prompt, the prefill excluded, each step taking the argmax of the logits
-    (axrt: on the device, in the engine's sample function);
-  - the bandwidth bound of decode: the weight bytes a token reads (every
-    projection matrix and the output projection, in the engine's format;
-    the embedding row, the norms and the KV cache are left out) over the
-    memory read bandwidth measured here with --threads threads (np.max over
-    a 1 GiB array split among them; the best pass of every round).
-Each figure is the best of --repeats rounds (the engines take turns within a
-round; before each round the script waits, up to --wait-quiet seconds, for
-other processes to leave the CPUs idle) and comes with its spread, (best -
-worst) / best; the medians and the CPU time other processes used during each
-round are printed too.
+    axrt precision   axrt.llm.convert                          llama.cpp format (pure)
+    f32              weights="f32"                             F32
+    bf16             weights="bf16"                            BF16
+    int8             weights="int8" (f32 activations)          Q8_0
+    int8-q8          weights="int8", activations="int8"        Q8_0
+    int4             weights="int4" (f32 activations)          Q4_1
+    int4-q8          weights="int4", activations="int8"        Q4_0, Q4_1
 
-Before timing, greedy generation from a 16-token prompt is compared with
-transformers': the llama.cpp f32 GGUF must produce the same tokens, which
-checks the conversion; axrt f32 is compared the same way.
+llama.cpp's files come from its own convert_hf_to_gguf.py (F32, BF16) and
+llama_model_quantize (Q8_0, Q4_0, Q4_1, "pure": every matrix, the output projection
+included, as every projection is quantized in axrt). llama.cpp runs through
+llama-cpp-python on libllama built here from --llama-cpp-source (the sources vendored in
+llama-cpp-python's sdist, which its Python bindings match), twice:
 
-The GGUF converter needs a tokenizer: the checkpoint gets a SentencePiece
-model trained here on the project's docs/*.md (2000 pieces), which the
-converter pads to the configuration's vocabulary with [PAD<i>] entries. The
-prompts are random ids among the tokenizer's pieces.
+    level   axrt                       llama.cpp build
+    best    the CPU's widest build     GGML_NATIVE=ON (-march=native)
+    avx2    AXRT_CPU_ISA=avx2          GGML_NATIVE=OFF, AVX, AVX2, FMA, F16C, BMI2 on,
+                                       every AVX-512 option off
 
-Needs numpy, torch and transformers (to build the checkpoint), sentencepiece
-(for the tokenizer), llama-cpp-python and the llama.cpp source tree (for the
-llama.cpp rows), and PYTHONPATH naming the built axrt package:
+so that a machine with AVX-512 also gives the figures of one without. Each (model, level)
+runs in a process of its own (the instruction set is chosen once a process). Within it the
+precisions run in groups (f32; bf16; int8 and int8-q8; int4 and int4-q8), each group's
+engines loaded together and taking turns within a round, then closed, so that the 1.1 B
+model's files need not all be in memory at once.
+
+Measured for each engine, under the same conditions:
+  - prefill tokens/s of a 128-token prompt (and of 512 tokens for the 125m model): one
+    call; the logits of the last token only;
+  - decode tokens/s at batch 1: --steps greedy tokens after a 128-token prompt, the
+    prefill excluded, each step taking the argmax of the logits (axrt: on the device);
+  - the bandwidth bound of decode: the weight bytes a token reads (every projection matrix
+    and the output projection, in the engine's format; the embedding row, the norms and
+    the KV cache are left out) over the read bandwidth measured with --threads threads
+    at the start of each round (numpy max over 1 GiB; the best pass).
+Each figure is the best of --repeats rounds with its spread, (best - worst) / best; before
+each round the process waits, up to --wait-quiet seconds, for the other processes to leave
+the CPUs idle. Before timing the 125m model, greedy generation from a 16-token prompt is
+compared with transformers' (the llama.cpp F32 file and axrt f32 must give its tokens).
+
+The summary sets each axrt precision against its llama.cpp format at each level and model
+with the targets' verdicts:
+
+    f32 >= 1.0x F32, int8-q8 >= 1.0x Q8_0, int4-q8 >= 1.1x Q4_0, int4 >= 0.9x Q4_1 at
+    decode; every precision >= 1.0x its format at prefill@128.
 
     PYTHONPATH=build/bench/python python3 tests/bench/llm_bench.py \\
-        --llama-cpp-source path/to/llama.cpp
+        --llama-cpp-source path/to/llama.cpp --models 125m,1.1b --levels best,avx2
 
-What is missing is skipped with a message. axrt's CPU device runs as many
-workgroup threads as the machine has CPUs; when --threads differs, the script
-says so. --json FILE also writes axrt's figures as records for the
-regression gate (bench_results.py), each against the same figure of
-transformers and of llama.cpp at the same precision.
+Needs numpy, torch and transformers (the 125m checkpoint, the reference), ml_dtypes (the
+1.1b checkpoint), sentencepiece (the tokenizer), llama-cpp-python, cmake and ninja (the
+llama.cpp rows), and PYTHONPATH naming the built axrt package; what is missing is skipped
+with a message. --json FILE writes axrt's figures as records for the regression gate
+(bench_results.py), each against its llama.cpp format of the same level.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import inspect
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llm_bench_engines import (SEED, AxrtEngine, Engine, LlamaCppEngine, OtherLoad,  # noqa: E402,F401
+                               ReadBandwidth, TransformersEngine, _rate, cpu_description,
+                               greedy_check, log, run_rounds)
+
 ROOT = Path(__file__).resolve().parents[2]
-SEED = 0
-PREFILL_LENGTHS = (128, 512)
 DECODE_PROMPT = 128
 CHECK_PROMPT = 16
-CHECK_TOKENS = 16
 TOKENIZER_PIECES = 2000
-BANDWIDTH_BYTES = 1 << 30
 
 CONFIG = dict(
     hidden_size=768,
@@ -107,58 +113,41 @@ CONFIG = dict(
     eos_token_id=2,
 )
 
+# The models: the directory under --model-dir and the prefill lengths timed.
+MODELS = {"125m": ("", (128, 512)), "1.1b": ("tinyllama-1.1b", (128,))}
+LEVELS = ("best", "avx2")
+
+# axrt's precisions: convert's arguments and the llama.cpp formats each is set beside (the
+# first is the one of its targets).
+PRECISIONS = {
+    "f32": (dict(weights="f32"), ("F32",)),
+    "bf16": (dict(weights="bf16"), ("BF16",)),
+    "int8": (dict(weights="int8"), ("Q8_0",)),
+    "int8-q8": (dict(weights="int8", activations="int8"), ("Q8_0",)),
+    "int4": (dict(weights="int4"), ("Q4_1",)),
+    "int4-q8": (dict(weights="int4", activations="int8"), ("Q4_0", "Q4_1")),
+}
+GROUPS = (("f32",), ("bf16",), ("int8", "int8-q8"), ("int4", "int4-q8"))
+
 # Bytes per weight of each stored format, scales and zero points included.
 BYTES_PER_WEIGHT = {
-    "f32": 4.0,
+    "f32": 4.0, "F32": 4.0, "bf16": 2.0, "BF16": 2.0,
+    "int8": 1.0, "int8-q8": 1.0,  # int8 codes; one f32 scale per output row (under 0.2 %)
     "int4": 0.5 + (2 + 0.5) / 128,  # AWQ: 4-bit weights; per 128: f16 scale, 4-bit zero
     "int4-q8": 0.5 + (2 + 0.5) / 128,  # the same bytes in GPTQ's layout
-    "q4_1": 20 / 32,  # per 32: f16 scale, f16 minimum, 16 bytes of 4-bit weights
+    "Q8_0": 34 / 32,  # per 32: f16 scale, 32 int8 codes
+    "Q4_0": 18 / 32,  # per 32: f16 scale, 16 bytes of 4-bit codes
+    "Q4_1": 20 / 32,  # per 32: f16 scale, f16 minimum, 16 bytes of 4-bit codes
 }
 
-
-def log(message: str = "") -> None:
-    print(message, flush=True)
-
-
-# ---------------------------------------------------------------------------
-# The machine.
-
-
-def cpu_description() -> Tuple[str, int]:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return model, os.cpu_count() or 1
-
-
-class ReadBandwidth:
-    """Memory read bandwidth: threads each reducing their share of a 1 GiB array."""
-
-    def __init__(self) -> None:
-        self.data = np.ones(BANDWIDTH_BYTES // 4, np.float32)
-        self.data[:: 4096] = np.arange(self.data[:: 4096].size, dtype=np.float32)
-
-    def measure(self, threads: int, repeats: int = 5) -> float:
-        """Bytes per second, the best of `repeats` passes."""
-        parts = np.array_split(self.data, threads)
-        best = float("inf")
-        # numpy releases the GIL in its reductions, so the threads read in parallel.
-        with ThreadPoolExecutor(threads) as pool:
-            for _ in range(repeats):
-                start = time.perf_counter()
-                list(pool.map(np.max, parts))
-                best = min(best, time.perf_counter() - start)
-        return self.data.nbytes / best
+# The targets: (axrt precision, llama.cpp format, figure, least ratio).
+TARGETS = [("f32", "F32", "decode", 1.0), ("int8-q8", "Q8_0", "decode", 1.0),
+           ("int4-q8", "Q4_0", "decode", 1.1), ("int4", "Q4_1", "decode", 0.9)] + [
+    (p, formats[0], "p128", 1.0) for p, (_, formats) in PRECISIONS.items()]
 
 
 # ---------------------------------------------------------------------------
-# The checkpoint.
+# The checkpoints.
 
 
 def checkpoint_ready(model_dir: Path) -> bool:
@@ -219,337 +208,8 @@ def matrix_weights(config: Dict) -> Tuple[int, int]:
     return config["num_hidden_layers"] * per_layer + output, output
 
 
-# ---------------------------------------------------------------------------
-# Engines. Each runs greedy generation the same way: prefill, then one token
-# at a time, each taking the argmax of the previous step's logits.
-
-
-class Engine:
-    name = ""
-    weights = ""
-
-    def prefill(self, ids: Sequence[int]) -> Tuple[float, np.ndarray]:
-        """Seconds to prefill `ids` into a fresh sequence, and the last token's logits."""
-        raise NotImplementedError
-
-    def decode(self, prompt: Sequence[int], steps: int) -> Tuple[float, List[int]]:
-        """Seconds of `steps` decode calls after prefilling `prompt` (not timed), and the
-        greedy tokens (steps + 1: the prefill's and each decode's)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-class AxrtEngine(Engine):
-    """The serving engine, serving one request at a time as Model.generate does. Its
-    prefix cache is off, so that every prefill computes the whole prompt; greedy
-    tokens are picked on the device (the sample function)."""
-    name = "axrt"
-
-    def __init__(self, path: Path, weights: str) -> None:
-        import axrt.llm
-
-        self.weights = weights
-        self.engine = axrt.llm.Engine(path, max_running=1, prefix_caching=False)
-
-    def prefill(self, ids):
-        start = time.perf_counter()
-        (event,) = self.engine.submit(ids, 1, stop_ids=(), logits=True)
-        return time.perf_counter() - start, event.logits
-
-    def decode(self, prompt, steps):
-        # The first token comes with the prefill; the clock runs from it to the last.
-        request = self.engine.submit(prompt, steps + 1, stop_ids=())
-        times = [time.perf_counter() for _ in request]
-        return times[-1] - times[0], list(request.tokens)
-
-    def close(self):
-        self.engine.close()
-
-
-class TransformersEngine(Engine):
-    name = "transformers"
-    weights = "f32"
-
-    def __init__(self, model_dir: Path, threads: int) -> None:
-        import torch
-        from transformers import LlamaForCausalLM
-
-        torch.set_num_threads(threads)
-        self.torch = torch
-        self.model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-        # Transformers 5.24 renamed forward's past_key_values to cache.
-        params = inspect.signature(self.model.forward).parameters
-        self.cache_arg = "cache" if "cache" in params else "past_key_values"
-
-    def _run(self, ids, cache):
-        """The logits of the last of `ids`, appending them to `cache` (a DynamicCache)."""
-        out = self.model(input_ids=self.torch.tensor([list(ids)], dtype=self.torch.long),
-                         use_cache=True, logits_to_keep=1, **{self.cache_arg: cache})
-        return out.logits[0, -1]
-
-    def _cache(self):
-        from transformers import DynamicCache
-
-        try:
-            return DynamicCache(config=self.model.config)
-        except TypeError:  # transformers 4 takes no configuration
-            return DynamicCache()
-
-    def prefill(self, ids):
-        with self.torch.inference_mode():
-            cache = self._cache()
-            start = time.perf_counter()
-            logits = self._run(ids, cache).numpy()
-            return time.perf_counter() - start, logits
-
-    def decode(self, prompt, steps):
-        with self.torch.inference_mode():
-            cache = self._cache()
-            tokens = [int(self._run(prompt, cache).argmax())]
-            start = time.perf_counter()
-            for _ in range(steps):
-                tokens.append(int(self._run(tokens[-1:], cache).argmax()))
-            return time.perf_counter() - start, tokens
-
-    def close(self):
-        del self.model
-
-
-class LlamaCppEngine(Engine):
-    name = "llama.cpp"
-
-    def __init__(self, path: Path, weights: str, threads: int, flash_attn: bool) -> None:
-        import llama_cpp
-
-        self.llama_cpp = llama_cpp
-        self.weights = weights
-        self.llm = llama_cpp.Llama(
-            model_path=str(path), n_ctx=1024, n_batch=512, n_ubatch=512, n_threads=threads,
-            n_threads_batch=threads, flash_attn=flash_attn, verbose=False, seed=SEED)
-        self.vocab = self.llm.n_vocab()
-
-    def _logits(self) -> np.ndarray:
-        # The last eval asked for the logits of its last token only: one row.
-        return np.ctypeslib.as_array(self.llama_cpp.llama_get_logits(self.llm.ctx),
-                                     shape=(self.vocab,))
-
-    def prefill(self, ids):
-        self.llm.reset()
-        start = time.perf_counter()
-        self.llm.eval(list(ids))
-        logits = self._logits().copy()
-        return time.perf_counter() - start, logits
-
-    def decode(self, prompt, steps):
-        self.llm.reset()
-        self.llm.eval(list(prompt))
-        tokens = [int(np.argmax(self._logits()))]
-        start = time.perf_counter()
-        for _ in range(steps):
-            self.llm.eval(tokens[-1:])
-            tokens.append(int(np.argmax(self._logits())))
-        return time.perf_counter() - start, tokens
-
-    def close(self):
-        self.llm.close()
-
-
-# ---------------------------------------------------------------------------
-# llama.cpp's files.
-
-
-def make_ggufs(source: Path, model_dir: Path, weights: Sequence[str], threads: int) -> Dict[str, Path]:
-    """The f32 GGUF by llama.cpp's converter and its pure Q4_1 quantization (cached)."""
-    import llama_cpp
-
-    out_dir = model_dir / "gguf"
-    out_dir.mkdir(exist_ok=True)
-    stamp = max((model_dir / name).stat().st_mtime for name in ("model.safetensors", "tokenizer.model"))
-    f32 = out_dir / "model-f32.gguf"
-    if not f32.is_file() or f32.stat().st_mtime < stamp:
-        log(f"llama.cpp: converting the checkpoint with {source.name}/convert_hf_to_gguf.py")
-        start = time.perf_counter()
-        result = subprocess.run(
-            [sys.executable, str(source / "convert_hf_to_gguf.py"), str(model_dir),
-             "--outfile", str(f32), "--outtype", "f32"],
-            capture_output=True, text=True)
-        if result.returncode != 0:
-            f32.unlink(missing_ok=True)
-            raise RuntimeError("convert_hf_to_gguf.py failed:\n" + result.stderr[-3000:])
-        log(f"  {f32.name}: {f32.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - start:.1f} s")
-    files = {"f32": f32}
-    if "int4" in weights:
-        q4 = out_dir / "model-q4_1.gguf"
-        if not q4.is_file() or q4.stat().st_mtime < f32.stat().st_mtime:
-            params = llama_cpp.llama_model_quantize_default_params()
-            params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_1
-            params.nthread = threads
-            params.pure = True
-            start = time.perf_counter()
-            status = llama_cpp.llama_model_quantize(str(f32).encode(), str(q4).encode(), params)
-            if status != 0:
-                q4.unlink(missing_ok=True)
-                raise RuntimeError(f"llama_model_quantize to Q4_1 failed ({status})")
-            log(f"  {q4.name}: {q4.stat().st_size / 1e6:.1f} MB in "
-                f"{time.perf_counter() - start:.1f} s (llama_model_quantize, Q4_1, pure)")
-        files["int4"] = q4
-    return files
-
-
-def describe_vocabulary(engine: LlamaCppEngine, pieces: int) -> str:
-    llama_cpp = engine.llama_cpp
-    vocab = llama_cpp.llama_model_get_vocab(engine.llm.model)
-
-    def text(token: int) -> str:
-        return llama_cpp.llama_vocab_get_text(vocab, token).decode("utf-8", "replace")
-
-    return (f"the GGUF's vocabulary holds {engine.vocab} entries: ids 0..{pieces - 1} the "
-            f"SentencePiece pieces ({text(pieces - 1)!r} last), then {text(pieces)!r} .. "
-            f"{text(engine.vocab - 1)!r}")
-
-
-# ---------------------------------------------------------------------------
-# Measurement.
-
-
-class Figure:
-    def __init__(self) -> None:
-        self.samples: List[float] = []
-
-    def add(self, value: float) -> None:
-        self.samples.append(value)
-
-    @property
-    def best(self) -> float:
-        return max(self.samples) if self.samples else float("nan")
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples) if self.samples else float("nan")
-
-    @property
-    def spread(self) -> float:
-        """(best - worst) / best."""
-        return (max(self.samples) - min(self.samples)) / self.best if self.samples else 0.0
-
-    def __str__(self) -> str:
-        if not self.samples:
-            return "-"
-        return f"{_rate(self.best)} ({self.spread * 100:.0f}%)"
-
-
-def _rate(value: float) -> str:
-    return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
-
-
-def greedy_check(engines: List[Engine], reference: Optional[Engine], prompt: List[int]) -> List[str]:
-    lines = []
-    if reference is None:
-        return ["greedy check: skipped (transformers is not available as the reference)"]
-    _, want = reference.decode(prompt, CHECK_TOKENS - 1)
-    _, ref_logits = reference.prefill(prompt)
-    top = np.sort(ref_logits)[-2:]
-    lines.append(f"greedy check: transformers f32, {CHECK_PROMPT}-token prompt -> {want} "
-                 f"(top-2 logit margin after the prompt: {top[1] - top[0]:.2e})")
-    for engine in engines:
-        if engine is reference:
-            continue
-        _, got = engine.decode(prompt, CHECK_TOKENS - 1)
-        _, logits = engine.prefill(prompt)
-        same = sum(a == b for a, b in zip(got, want))
-        diff = float(np.max(np.abs(logits - ref_logits)))
-        scale = float(np.max(np.abs(ref_logits)))
-        if engine.weights == "f32":
-            verdict = "same tokens" if got == want else f"DIFFERENT tokens: {got}"
-        else:
-            verdict = f"{same} of {CHECK_TOKENS} tokens equal (quantized weights: not expected to match)"
-        lines.append(f"  {engine.name} {engine.weights}: {verdict}; largest logit difference after "
-                     f"the prompt {diff:.2e} (largest logit {scale:.2e})")
-    return lines
-
-
-class OtherLoad:
-    """CPUs kept busy by other processes over an interval: the machine's busy time
-    (/proc/stat) less this process's CPU time, over the wall time."""
-
-    def __init__(self) -> None:
-        self.available = os.path.exists("/proc/stat")
-
-    @staticmethod
-    def _busy_seconds() -> float:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        idle = fields[3] + fields[4]  # idle + iowait
-        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-    def start(self) -> None:
-        if self.available:
-            t = os.times()
-            self._begin = (time.perf_counter(), self._busy_seconds(), t.user + t.system)
-
-    def stop(self) -> float:
-        if not self.available:
-            return float("nan")
-        wall, busy, own = self._begin
-        t = os.times()
-        others = (self._busy_seconds() - busy) - (t.user + t.system - own)
-        return max(0.0, others / max(time.perf_counter() - wall, 1e-9))
-
-    def wait_quiet(self, threshold: float, longest: float) -> float:
-        """Waits (up to `longest` seconds) for a second in which others use under `threshold` CPUs."""
-        if not self.available or longest <= 0:
-            return float("nan")
-        deadline = time.perf_counter() + longest
-        while True:
-            self.start()
-            time.sleep(1.0)
-            load = self.stop()
-            if load < threshold or time.perf_counter() >= deadline:
-                return load
-
-
-def run_rounds(engines: List[Engine], prompts: Dict[int, List[int]], decode_prompt: List[int],
-               steps: int, repeats: int, wait_quiet: float, bandwidth: ReadBandwidth,
-               threads: int) -> Tuple[Dict[Tuple[str, str], Dict[str, Figure]], List[float], Figure]:
-    """The figures, the CPUs other processes used during each round, and the read
-    bandwidth (bytes/s) measured at the start of each round."""
-    figures = {(e.name, e.weights): {key: Figure() for key in ("p128", "p512", "decode")}
-               for e in engines}
-    # Untimed warm-up: first calls page weights in and build caches and thread pools.
-    for engine in engines:
-        engine.prefill(prompts[PREFILL_LENGTHS[0]])
-        engine.decode(decode_prompt, 4)
-    monitor = OtherLoad()
-    loads = []
-    read = Figure()
-    for round_ in range(repeats):
-        before = monitor.wait_quiet(0.1, wait_quiet)
-        monitor.start()
-        read.add(bandwidth.measure(threads))
-        for engine in engines:
-            entry = figures[(engine.name, engine.weights)]
-            for length in PREFILL_LENGTHS:
-                seconds, _ = engine.prefill(prompts[length])
-                entry[f"p{length}"].add(length / seconds)
-                time.sleep(0.1)  # let spinning worker threads go idle before the next engine
-            seconds, _ = engine.decode(decode_prompt, steps)
-            entry["decode"].add(steps / seconds)
-            time.sleep(0.1)
-        loads.append(monitor.stop())
-        waited = "" if before != before else f" (the second before: {before:.2f})"  # NaN: no wait
-        log(f"  round {round_ + 1} of {repeats}: read bandwidth {read.samples[-1] / 1e9:.1f} GB/s; "
-            f"other processes used {loads[-1]:.2f} CPUs{waited}")
-    return figures, loads, read
-
-
-# ---------------------------------------------------------------------------
-
-
-
 def prepare_checkpoint(tool: str, model_dir: Path) -> Tuple[bool, Optional[dict]]:
-    """Whether torch and transformers import (said in the log), and the checkpoint's
+    """Whether torch and transformers import (said in the log), and the 125m checkpoint's
     configuration, building the checkpoint in `model_dir` first when it is not there; None
     when it is not there and cannot be built."""
     try:
@@ -569,253 +229,496 @@ def prepare_checkpoint(tool: str, model_dir: Path) -> Tuple[bool, Optional[dict]
         build_checkpoint(model_dir)
     return have_transformers, json.loads((model_dir / "config.json").read_text())
 
+
+def prepare_large_checkpoint(model_dir: Path) -> Optional[dict]:
+    """The 1.1b checkpoint (convert_bench.py's), written first when it is not there."""
+    import convert_bench
+
+    if not (model_dir / "model.safetensors.index.json").is_file():
+        try:
+            import ml_dtypes  # noqa: F401
+        except ImportError as error:
+            log(f"1.1b: writing the checkpoint needs ml_dtypes ({error}); skipped")
+            return None
+        log(f"building the 1.1b checkpoint (bf16) in {model_dir}")
+        start = time.perf_counter()
+        convert_bench.write_checkpoint(model_dir)
+        log(f"  written in {time.perf_counter() - start:.0f} s")
+    return json.loads((model_dir / "config.json").read_text())
+
+
+def checkpoint_stamp(model_dir: Path) -> float:
+    """The newest modification time of the checkpoint's files."""
+    names = [p for p in model_dir.iterdir()
+             if p.suffix in (".safetensors", ".json", ".model") and p.is_file()]
+    return max(p.stat().st_mtime for p in names)
+
+
+# ---------------------------------------------------------------------------
+# axrt's and llama.cpp's files, made once in the parent process.
+
+
+def convert_axrt(model_dir: Path, precisions: Sequence[str]) -> Dict[str, Path]:
+    import axrt.llm
+
+    files = {}
+    for precision in precisions:
+        path = model_dir / f"model-{precision}.axe"
+        start = time.perf_counter()
+        try:
+            axrt.llm.convert(model_dir, path, **PRECISIONS[precision][0])
+        except Exception as error:  # a precision this build cannot make
+            log(f"axrt {precision}: not converted ({type(error).__name__}: {error})")
+            continue
+        log(f"  axrt {path.name}: {path.stat().st_size / 1e6:.1f} MB, converted in "
+            f"{time.perf_counter() - start:.1f} s")
+        files[precision] = path
+    return files
+
+
+LLAMA_BUILD_FLAGS = {
+    "best": ["-DGGML_NATIVE=ON"],
+    "avx2": ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
+             "-DGGML_F16C=ON", "-DGGML_BMI2=ON", "-DGGML_AVX512=OFF", "-DGGML_AVX512_VBMI=OFF",
+             "-DGGML_AVX512_VNNI=OFF", "-DGGML_AVX512_BF16=OFF", "-DGGML_AVX_VNNI=OFF"],
+}
+
+
+def build_llama(source: Path, out: Path, level: str) -> Path:
+    """libllama (and its ggml libraries) built from `source` for `level`; the folder that
+    holds libllama.so (cached: built again only when the sources are newer)."""
+    marker = out / "built-from"
+    want = f"{source.resolve()}\n{' '.join(LLAMA_BUILD_FLAGS[level])}\n"
+    found = sorted(out.glob("**/libllama.so"))
+    if found and marker.is_file() and marker.read_text() == want:
+        return found[0].parent
+    shutil.rmtree(out, ignore_errors=True)
+    log(f"llama.cpp: building libllama for level {level} in {out} (a few minutes)")
+    start = time.perf_counter()
+    configure = ["cmake", "-S", str(source), "-B", str(out), "-G", "Ninja",
+                 "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_CURL=OFF",
+                 "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+                 "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+                 "-DLLAMA_BUILD_COMMON=OFF"] + LLAMA_BUILD_FLAGS[level]
+    for command in (configure, ["cmake", "--build", str(out), "--target", "llama"]):
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[:3])} failed:\n{result.stdout[-2000:]}"
+                               f"{result.stderr[-2000:]}")
+    found = sorted(out.glob("**/libllama.so"))
+    if not found:
+        raise RuntimeError(f"no libllama.so under {out}")
+    marker.write_text(want)
+    log(f"  built in {time.perf_counter() - start:.0f} s")
+    return found[0].parent
+
+
+GGUF_QUANTIZED = {"Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "Q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
+                  "Q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1"}
+
+
+def make_ggufs(source: Path, model_dir: Path, formats: Sequence[str], threads: int) -> Dict[str, Path]:
+    """The GGUF files of `formats`: F32 and BF16 by llama.cpp's converter, the others by
+    llama_model_quantize of the F32 (125m) or BF16 (1.1b) one, pure (cached)."""
+    import llama_cpp
+
+    out_dir = model_dir / "gguf"
+    out_dir.mkdir(exist_ok=True)
+    stamp = checkpoint_stamp(model_dir)
+    large = (model_dir / "model.safetensors.index.json").is_file()
+    base = "BF16" if large else "F32"
+    files: Dict[str, Path] = {}
+
+    def convert(fmt: str) -> Path:
+        path = out_dir / f"model-{fmt.lower()}.gguf"
+        if path.is_file() and path.stat().st_mtime >= stamp:
+            return path
+        log(f"llama.cpp: converting the checkpoint to {fmt} with convert_hf_to_gguf.py")
+        start = time.perf_counter()
+        result = subprocess.run(
+            [sys.executable, str(source / "convert_hf_to_gguf.py"), str(model_dir),
+             "--outfile", str(path), "--outtype", fmt.lower()], capture_output=True, text=True)
+        if result.returncode != 0:
+            path.unlink(missing_ok=True)
+            raise RuntimeError("convert_hf_to_gguf.py failed:\n" + result.stderr[-3000:])
+        log(f"  {path.name}: {path.stat().st_size / 1e6:.1f} MB in "
+            f"{time.perf_counter() - start:.1f} s")
+        return path
+
+    for fmt in formats:
+        if fmt in ("F32", "BF16"):
+            files[fmt] = convert(fmt)
+            continue
+        source_file = convert(base)
+        path = out_dir / f"model-{fmt.lower()}.gguf"
+        if not path.is_file() or path.stat().st_mtime < source_file.stat().st_mtime:
+            params = llama_cpp.llama_model_quantize_default_params()
+            params.ftype = getattr(llama_cpp, GGUF_QUANTIZED[fmt])
+            params.nthread = threads
+            params.pure = True
+            start = time.perf_counter()
+            status = llama_cpp.llama_model_quantize(str(source_file).encode(), str(path).encode(),
+                                                    params)
+            if status != 0:
+                path.unlink(missing_ok=True)
+                raise RuntimeError(f"llama_model_quantize to {fmt} failed ({status})")
+            log(f"  {path.name}: {path.stat().st_size / 1e6:.1f} MB in "
+                f"{time.perf_counter() - start:.1f} s (llama_model_quantize, {fmt}, pure)")
+        files[fmt] = path
+    return files
+
+
+def describe_vocabulary(engine: LlamaCppEngine, pieces: int) -> str:
+    llama_cpp = engine.llama_cpp
+    vocab = llama_cpp.llama_model_get_vocab(engine.llm.model)
+
+    def text(token: int) -> str:
+        return llama_cpp.llama_vocab_get_text(vocab, token).decode("utf-8", "replace")
+
+    return (f"the GGUF's vocabulary holds {engine.vocab} entries: ids 0..{pieces - 1} the "
+            f"SentencePiece pieces ({text(pieces - 1)!r} last), then {text(pieces)!r} .. "
+            f"{text(engine.vocab - 1)!r}")
+
+
+# ---------------------------------------------------------------------------
+# One (model, level): a process of its own.
+
+
+def run_level(spec: dict) -> dict:
+    """Times every group of `spec` (written by the parent) and returns the figures."""
+    threads = spec["threads"]
+    model_dir = Path(spec["model_dir"])
+    pieces = spec["pieces"] or TOKENIZER_PIECES
+    lengths = tuple(spec["lengths"])
+    rng = np.random.default_rng(SEED)
+    # Ids among the tokenizer's pieces (past the unknown, BOS and EOS ids).
+    prompts = {n: rng.integers(3, pieces, n).tolist() for n in lengths}
+    decode_prompt = rng.integers(3, pieces, DECODE_PROMPT).tolist()
+    check_prompt = rng.integers(3, pieces, CHECK_PROMPT).tolist()
+    out: dict = {"engines": [], "bandwidth": [], "loads": [], "problems": []}
+
+    axe = {k: Path(v) for k, v in spec["axe"].items()}
+    gguf = {k: Path(v) for k, v in spec["gguf"].items()}
+    if axe:
+        os.environ.setdefault("AXRT_CPU_THREADS", str(threads))
+        import axrt
+
+        device = axrt.device("cpu:0")
+        out["axrt"] = f"axrt {axrt.__version__} on {device.id} ({device.compute_units} threads)"
+    if gguf:
+        import llama_cpp
+
+        info = llama_cpp.llama_print_system_info().decode().strip()
+        out["llama_cpp"] = f"llama-cpp-python {llama_cpp.__version__}; {info}"
+        log(f"  {out['llama_cpp']}")
+    reference = None
+    if spec["check"]:
+        reference = TransformersEngine(model_dir, threads)
+
+    bandwidth = ReadBandwidth()
+    for group in GROUPS:
+        engines: List[Engine] = []
+        formats = []
+        for precision in group:
+            if precision in axe:
+                try:
+                    engines.append(AxrtEngine(axe[precision], precision))
+                except Exception:
+                    out["problems"].append(f"axrt {precision}:\n{traceback.format_exc()}")
+            for fmt in PRECISIONS[precision][1]:
+                if fmt in gguf and fmt not in formats:
+                    formats.append(fmt)
+        for fmt in formats:
+            try:
+                engines.append(LlamaCppEngine(gguf[fmt], fmt, threads, spec["flash_attn"]))
+            except Exception:
+                out["problems"].append(f"llama.cpp {fmt}:\n{traceback.format_exc()}")
+        if spec["check"] and group == ("f32",):
+            engines.append(reference)
+        if not engines:
+            continue
+        log(f"  group {', '.join(group)}: {', '.join(f'{e.name} {e.weights}' for e in engines)}")
+        if reference is not None:
+            for line in greedy_check(engines, reference, check_prompt):
+                log(f"    {line}")
+        figures, loads, read = run_rounds(engines, prompts, decode_prompt, spec["steps"],
+                                          spec["repeats"], spec["wait_quiet"], bandwidth, threads)
+        out["bandwidth"] += read.samples
+        out["loads"] += loads
+        for engine in engines:
+            entry = figures[(engine.name, engine.weights)]
+            out["engines"].append({"name": engine.name, "weights": engine.weights,
+                                   **{key: figure.samples for key, figure in entry.items()}})
+            if engine is not reference:
+                engine.close()
+    if reference is not None:
+        reference.close()
+    return out
+
+
+def run_child(spec: dict, level: str) -> Optional[dict]:
+    """run_level in a child process with `level`'s environment."""
+    env = dict(os.environ)
+    env.pop("AXRT_CPU_ISA", None)
+    if level == "avx2":
+        env["AXRT_CPU_ISA"] = "avx2"
+    if spec.get("llama_lib", {}).get(level):
+        env["LLAMA_CPP_LIB_PATH"] = spec["llama_lib"][level]
+    if not spec.get("llama_lib", {}).get(level):
+        spec = dict(spec, gguf={})
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_path = Path(tmp) / "spec.json"
+        out_path = Path(tmp) / "out.json"
+        spec_path.write_text(json.dumps(spec))
+        result = subprocess.run([sys.executable, __file__, "--child", str(spec_path), str(out_path)],
+                                env=env)
+        if result.returncode != 0 or not out_path.is_file():
+            log(f"level {level}: the child process failed ({result.returncode})")
+            return None
+        return json.loads(out_path.read_text())
+
+
+# ---------------------------------------------------------------------------
+# The summary.
+
+
+def best(samples: Sequence[float]) -> float:
+    return max(samples) if samples else float("nan")
+
+
+def spread(samples: Sequence[float]) -> float:
+    return (max(samples) - min(samples)) / max(samples) if samples else 0.0
+
+
+def summarize(results: Dict[Tuple[str, str], dict], configs: Dict[str, dict],
+              threads: int, repeats: int) -> List[dict]:
+    """Prints the tables and the targets' verdicts; returns the comparisons."""
+    cpu, _ = cpu_description()
+    comparisons = []
+    log("")
+    log(f"{cpu}, {threads} threads; tok/s, the best of {repeats} rounds (spread: (best - worst) "
+        "/ best); bound: the best read bandwidth of the level's rounds over the bytes of the "
+        "projection matrices in the engine's format")
+    for (model, level), out in results.items():
+        matrices, _ = matrix_weights(configs[model])
+        bandwidth = best(out["bandwidth"])
+        lengths = [key for key in out["engines"][0] if key.startswith("p")] if out["engines"] else []
+        log("")
+        log(f"### {model}, level {level} (read bandwidth {bandwidth / 1e9:.1f} GB/s; other "
+            f"processes {statistics.mean(out['loads']) if out['loads'] else float('nan'):.2f} CPUs)")
+        log("")
+        log("| engine | weights | " + " | ".join(f"prefill@{k[1:]}" for k in lengths)
+            + " | decode | decode / bound |")
+        log("|---|---|" + "---|" * len(lengths) + "---|---|")
+        for e in out["engines"]:
+            bound = bandwidth / (matrices * BYTES_PER_WEIGHT.get(e["weights"], 4.0))
+            cells = [f"{_rate(best(e[k]))} ({spread(e[k]) * 100:.0f}%)" for k in lengths]
+            log(f"| {e['name']} | {e['weights']} | " + " | ".join(cells)
+                + f" | {_rate(best(e['decode']))} ({spread(e['decode']) * 100:.0f}%) | "
+                f"{best(e['decode']) / bound:.2f} |")
+        figures = {(e["name"], e["weights"]): e for e in out["engines"]}
+        for precision, (_, formats) in PRECISIONS.items():
+            ours = figures.get(("axrt", precision))
+            for fmt in formats:
+                theirs = figures.get(("llama.cpp", fmt))
+                if ours is None or theirs is None:
+                    continue
+                for key in ("p128", "decode"):
+                    target = next((t[3] for t in TARGETS
+                                   if t[:3] == (precision, fmt, key)), None)
+                    comparisons.append(dict(model=model, level=level, precision=precision,
+                                            format=fmt, figure=key, axrt=best(ours[key]),
+                                            llama=best(theirs[key]), target=target))
+    log("")
+    log("### axrt against llama.cpp, like for like")
+    log("")
+    log("| model | level | axrt | llama.cpp | prefill@128 ratio | decode ratio | verdict |")
+    log("|---|---|---|---|---|---|---|")
+    rows: Dict[Tuple[str, str, str, str], Dict[str, dict]] = {}
+    for c in comparisons:
+        rows.setdefault((c["model"], c["level"], c["precision"], c["format"]), {})[c["figure"]] = c
+    for (model, level, precision, fmt), pair in rows.items():
+        verdicts = []
+        cells = []
+        for key in ("p128", "decode"):
+            c = pair.get(key)
+            if c is None:
+                cells.append("-")
+                continue
+            ratio = c["axrt"] / c["llama"]
+            cells.append(f"{ratio:.2f}x ({_rate(c['axrt'])} / {_rate(c['llama'])})")
+            if c["target"] is not None:
+                met = ratio >= c["target"]
+                verdicts.append(f"{'prefill' if key == 'p128' else 'decode'} >= "
+                                f"{c['target']:.1f}x {'met' if met else 'MISSED'}")
+        log(f"| {model} | {level} | {precision} | {fmt} | {cells[0]} | {cells[1]} | "
+            f"{'; '.join(verdicts) or '-'} |")
+    return comparisons
+
+
+def write_json(path: str, comparisons: List[dict], loads: List[float]) -> None:
+    """axrt's prefill@128 and decode tokens/s (best of the rounds) as records, each against
+    its llama.cpp format of the same model and level."""
+    from bench_results import write_records
+    records = [{"name": f"{c['model']}/{c['level']}/{c['precision']}/"
+                        f"{'prefill@128' if c['figure'] == 'p128' else 'decode'}/vs:{c['format']}",
+                "unit": "tok/s", "axrt": c["axrt"], "anchor": c["llama"],
+                "anchor_name": f"llama.cpp {c['format']}", "higher_is_better": True}
+               for c in comparisons]
+    write_records(path, "llm_bench", records,
+                  context={"others_cpu": round(statistics.mean(loads), 2) if loads else None})
+
+
+# ---------------------------------------------------------------------------
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        spec = json.loads(Path(argv[1]).read_text())
+        out = run_level(spec)
+        Path(argv[2]).write_text(json.dumps(out))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2, help="threads for every engine (default 2)")
     parser.add_argument("--steps", type=int, default=64, help="decode steps timed (default 64)")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="rounds; each figure is the best of them (default 5)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds; each figure is the best of them (default 3)")
     parser.add_argument("--wait-quiet", type=float, default=30.0,
                         help="before each round, wait up to this many seconds for a second in "
                              "which other processes use under 0.1 CPU (default 30; 0: do not wait)")
-    parser.add_argument("--weights", default="f32,int4,int4-q8",
-                        help="precisions to run, a subset of f32,int4,int4-q8 (int4: axrt int4, "
-                             "llama.cpp Q4_1; int4-q8: axrt int4 with int8 activations)")
+    parser.add_argument("--models", default="125m,1.1b", help="a subset of 125m,1.1b")
+    parser.add_argument("--levels", default="best,avx2", help="a subset of best,avx2")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS),
+                        help=f"axrt precisions, a subset of {','.join(PRECISIONS)} (their "
+                             "llama.cpp formats come with them)")
     parser.add_argument("--model-dir", type=Path, default=ROOT / "build" / "bench" / "llm",
-                        help="where the checkpoint, .axe and GGUF files are kept (default build/bench/llm)")
+                        help="where the checkpoints, .axe and GGUF files and llama.cpp's builds "
+                             "are kept (default build/bench/llm)")
     parser.add_argument("--llama-cpp-source", type=Path, default=None,
-                        help="a llama.cpp source tree (convert_hf_to_gguf.py, gguf-py)")
+                        help="a llama.cpp source tree (convert_hf_to_gguf.py, gguf-py, "
+                             "CMakeLists.txt): the one vendored in llama-cpp-python's sdist")
     parser.add_argument("--llama-flash-attn", action="store_true",
-                        help="run llama.cpp with flash attention (default: off, llama-cpp-python's default)")
+                        help="run llama.cpp with flash attention (default: off)")
     parser.add_argument("--skip-axrt", action="store_true")
-    parser.add_argument("--skip-transformers", action="store_true")
     parser.add_argument("--skip-llama-cpp", action="store_true")
+    parser.add_argument("--skip-check", action="store_true",
+                        help="no greedy check against transformers (125m)")
     parser.add_argument("--json", default="",
                         help="also write the records of bench_results.py to this file")
     args = parser.parse_args(argv)
-    weights = [w for w in args.weights.split(",") if w]
-    if not weights or any(w not in ("f32", "int4", "int4-q8") for w in weights):
-        parser.error(f"--weights takes a subset of f32,int4,int4-q8, not {args.weights!r}")
+    models = [m for m in args.models.split(",") if m]
+    levels = [v for v in args.levels.split(",") if v]
+    precisions = [p for p in args.precisions.split(",") if p]
+    if not models or any(m not in MODELS for m in models):
+        parser.error(f"--models takes a subset of {','.join(MODELS)}, not {args.models!r}")
+    if not levels or any(v not in LEVELS for v in levels):
+        parser.error(f"--levels takes a subset of {','.join(LEVELS)}, not {args.levels!r}")
+    if not precisions or any(p not in PRECISIONS for p in precisions):
+        parser.error(f"--precisions takes a subset of {','.join(PRECISIONS)}, not {args.precisions!r}")
     for name in ("threads", "steps", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     threads = args.threads
-    model_dir = args.model_dir.resolve()
+    root = args.model_dir.resolve()
 
     cpu, cpus = cpu_description()
     log(f"llm_bench: {cpu}, {cpus} CPUs, {threads} threads; Python {platform.python_version()}, "
         f"numpy {np.__version__}; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
-    have_transformers, config = prepare_checkpoint("llm_bench", model_dir)
-    if config is None:
-        return 0
-    matrices, output = matrix_weights(config)
-    log(f"checkpoint: {model_dir}: {matrices / 1e6:.1f} M weights in the projections "
-        f"({output / 1e6:.1f} M of them the output projection), plus "
-        f"{config['vocab_size'] * config['hidden_size'] / 1e6:.1f} M in the embedding table")
-    pieces = tokenizer_pieces(model_dir)
-    if pieces is None:
-        log("sentencepiece is not importable (pip install sentencepiece): no tokenizer, so no "
-            "llama.cpp rows")
-        args.skip_llama_cpp = True
-    rng = np.random.default_rng(SEED)
-    # Ids among the tokenizer's pieces (past the unknown, BOS and EOS ids).
-    high = pieces or TOKENIZER_PIECES
-    prompts = {n: rng.integers(3, high, n).tolist() for n in PREFILL_LENGTHS}
-    decode_prompt = rng.integers(3, high, DECODE_PROMPT).tolist()
-    check_prompt = rng.integers(3, high, CHECK_PROMPT).tolist()
+    have_transformers, _ = prepare_checkpoint("llm_bench", root) if "125m" in models else (False, None)
 
-    bandwidth = ReadBandwidth()
-
-    engines: List[Engine] = []
-    problems: List[str] = []
-    reference: Optional[Engine] = None
-    axe_bytes: Dict[str, int] = {}
-
-    if have_transformers:
-        reference = TransformersEngine(model_dir, threads)
-        if not args.skip_transformers:
-            engines.append(reference)
-
-    if not args.skip_axrt:
-        try:
-            # The CPU device's thread count, read when axrt makes its first
-            # instance (an explicit AXRT_CPU_THREADS wins).
-            os.environ.setdefault("AXRT_CPU_THREADS", str(threads))
-            import axrt
-            import axrt.llm
-
-            device = axrt.device("cpu:0")
-            log(f"axrt {axrt.__version__} on {device.id} ({device.compute_units} workgroup threads"
-                f"{'' if device.compute_units == threads else '; AXRT_CPU_THREADS overrides --threads'})")
-            for w in weights:
-                path = model_dir / f"model-{w}.axe"
-                try:
-                    start = time.perf_counter()
-                    if w == "int4-q8":
-                        axrt.llm.convert(model_dir, path, weights="int4", activations="int8")
-                    else:
-                        axrt.llm.convert(model_dir, path, weights=w)
-                    took = time.perf_counter() - start
-                    engine = AxrtEngine(path, w)
-                    axe_bytes[w] = engine.engine.executable.constant_bytes
-                    table = config["vocab_size"] * config["hidden_size"] * (4 if w == "f32" else 2)
-                    log(f"  {path.name}: {path.stat().st_size / 1e6:.1f} MB, converted in {took:.1f} s; "
-                        f"constants {axe_bytes[w] / 1e6:.1f} MB, {(axe_bytes[w] - table) / 1e6:.1f} MB "
-                        f"without the embedding table (the bound counts "
-                        f"{matrices * BYTES_PER_WEIGHT[w] / 1e6:.1f} MB)")
-                    engine.prefill(check_prompt)
-                    engines.append(engine)
-                except Exception:
-                    problems.append(f"axrt {w}:\n{traceback.format_exc()}")
-                    log(f"axrt {w}: FAILED\n{traceback.format_exc()}")
-        except ImportError as error:
-            log(f"axrt side: skipped (axrt.llm is not importable: {error}; set PYTHONPATH to the "
-                "built package)")
-
+    # llama.cpp: a build per level, from the source tree.
+    llama_lib: Dict[str, str] = {}
+    source = args.llama_cpp_source
     if not args.skip_llama_cpp:
-        source = args.llama_cpp_source
-        try:
-            import llama_cpp
-        except ImportError as error:
-            llama_cpp = None
-            log(f"llama.cpp side: skipped (llama-cpp-python is not importable: {error})")
-        if llama_cpp is None:
-            pass
-        elif source is None or not (source / "convert_hf_to_gguf.py").is_file():
+        if source is None or not (source / "convert_hf_to_gguf.py").is_file():
             log("llama.cpp side: skipped (no llama.cpp source tree with convert_hf_to_gguf.py: "
                 "give one with --llama-cpp-source)")
         else:
-            info = llama_cpp.llama_print_system_info().decode().strip()
-            log(f"llama-cpp-python {llama_cpp.__version__}; system info: {info}")
-            log("  llama.cpp reports AMX paths" if "AMX" in info else
-                "  llama.cpp reports no AMX path")
             try:
-                # One llama.cpp row per precision: f32, and Q4_1 for the 4-bit ones.
-                llama_weights = [w for w in ("f32", "int4")
-                                 if w in weights or (w == "int4" and "int4-q8" in weights)]
-                files = make_ggufs(source.resolve(), model_dir, llama_weights, threads)
-                for w in llama_weights:
-                    engine = LlamaCppEngine(files[w], "f32" if w == "f32" else "Q4_1", threads,
-                                            args.llama_flash_attn)
-                    if w == "f32":
-                        log(f"  {describe_vocabulary(engine, pieces)}")
-                    engines.append(engine)
-                log(f"  n_ctx 1024, n_batch = n_ubatch = 512, flash attention "
-                    f"{'on' if args.llama_flash_attn else 'off'}, KV cache f16")
+                import llama_cpp  # noqa: F401  (the bindings; their own library is not used)
+                for level in levels:
+                    llama_lib[level] = str(build_llama(source.resolve(), root / f"llama.cpp-{level}",
+                                                       level))
+            except ImportError as error:
+                log(f"llama.cpp side: skipped (llama-cpp-python is not importable: {error})")
             except Exception:
-                problems.append(f"llama.cpp:\n{traceback.format_exc()}")
-                log(f"llama.cpp: FAILED\n{traceback.format_exc()}")
+                log(f"llama.cpp side: skipped, the build failed:\n{traceback.format_exc()}")
+                llama_lib = {}
+    if llama_lib:
+        # The parent's quantizations use the first level's library.
+        os.environ["LLAMA_CPP_LIB_PATH"] = next(iter(llama_lib.values()))
 
-    if not engines:
-        log("llm_bench: nothing to run")
-        return 0
-
-    for line in greedy_check(engines, reference, check_prompt):
-        log(line)
-    if args.skip_transformers and reference is not None:
-        reference.close()
-        reference = None
-        gc.collect()
-
-    log(f"timing: {args.repeats} rounds; prefill at {', '.join(map(str, PREFILL_LENGTHS))} tokens, "
-        f"decode {args.steps} tokens after a {DECODE_PROMPT}-token prompt")
-    figures, loads, read = run_rounds(engines, prompts, decode_prompt, args.steps, args.repeats,
-                                      args.wait_quiet, bandwidth, threads)
-    bandwidth = read.best
-
-    def bound(engine: Engine) -> float:
-        fmt = {"f32": "f32", "int4": "int4", "int4-q8": "int4-q8", "Q4_1": "q4_1"}[engine.weights]
-        return bandwidth / (matrices * BYTES_PER_WEIGHT[fmt])
-
-    def decode_of(name: str, weights_: str) -> Optional[float]:
-        entry = figures.get((name, weights_))
-        return entry["decode"].best if entry else None
-
-    log("")
-    log(f"{cpu}, {threads} threads. tok/s: the best of {args.repeats} rounds, with the spread "
-        f"(best - worst) / best; bound: {bandwidth / 1e9:.1f} GB/s over the bytes of the "
-        "projection matrices in the engine's format")
-    log("")
-    log("| engine | weights | prefill@128 tok/s | prefill@512 tok/s | decode tok/s "
-        "| axrt decode / this | bound tok/s | decode / bound |")
-    log("|---|---|---|---|---|---|---|---|")
-    for engine in engines:
-        entry = figures[(engine.name, engine.weights)]
-        ref = decode_of("axrt", "f32" if engine.weights == "f32" else "int4")
-        decode = entry["decode"].best
-        ratio = f"{ref / decode:.2f}" if ref else "-"
-        log(f"| {engine.name} | {engine.weights} | {entry['p128']} | {entry['p512']} | "
-            f"{entry['decode']} | {ratio} | {bound(engine):.0f} | {decode / bound(engine):.2f} |")
-    log("")
-    log("medians (prefill@128, prefill@512, decode tok/s):")
-    for engine in engines:
-        entry = figures[(engine.name, engine.weights)]
-        log(f"  {engine.name} {engine.weights}: "
-            + ", ".join(_rate(entry[key].median) for key in ("p128", "p512", "decode")))
-    log(f"read bandwidth: best {bandwidth / 1e9:.1f} GB/s, median {read.median / 1e9:.1f} GB/s "
-        f"({threads} threads, numpy max over 1 GiB, best of 5 passes each round)")
-    log(f"other processes used {statistics.mean(loads):.2f} CPUs on average during the rounds "
-        f"(per round: {' '.join(f'{v:.2f}' for v in loads)})")
-    if max(loads) >= 0.1:
-        log("CAUTION: other processes were busy during the timing; engines whose threads wait for "
-            "each other suffer most, so these figures and the verdicts below do not hold for a "
-            "quiet machine")
-
-    # The project's targets for decode.
-    def target(what: str, ours: Optional[float], theirs: Optional[float], factor: float) -> None:
-        if ours is None or theirs is None:
-            log(f"target {what}: not measured")
-            return
-        met = ours >= factor * theirs
-        log(f"target {what}: {_rate(ours)} vs {_rate(theirs)} tok/s = {ours / theirs:.2f}x: "
-            f"{'met' if met else 'missed'}")
-
-    target("decode, axrt f32 >= llama.cpp f32", decode_of("axrt", "f32"),
-           decode_of("llama.cpp", "f32"), 1)
-    target("decode, axrt int4 >= llama.cpp Q4_1", decode_of("axrt", "int4"),
-           decode_of("llama.cpp", "Q4_1"), 1)
-    target("decode, axrt int4-q8 >= llama.cpp Q4_1", decode_of("axrt", "int4-q8"),
-           decode_of("llama.cpp", "Q4_1"), 1)
-    target("decode, axrt f32 >= 2x transformers f32", decode_of("axrt", "f32"),
-           decode_of("transformers", "f32"), 2)
-    log(f"load average at the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    if args.json:
-        write_json(args.json, figures, loads)
-    for engine in engines:
-        engine.close()
-    if problems:
-        log(f"\n{len(problems)} engine(s) failed; see above")
-        return 1
-    return 0
-
-
-# axrt's precisions and, for each, the other engines' rows its figures are set against.
-JSON_ANCHORS = {"f32": [("transformers", "f32"), ("llama.cpp", "f32")],
-                "int4": [("llama.cpp", "Q4_1")], "int4-q8": [("llama.cpp", "Q4_1")]}
-
-
-def write_json(path: str, figures: Dict[Tuple[str, str], Dict[str, "Figure"]],
-               loads: List[float]) -> None:
-    """axrt's prefill and decode tokens/s (best of the rounds) as records, each against
-    every anchor engine that ran, or alone when none did."""
-    from bench_results import write_records
-    records = []
-    for weights, anchors in JSON_ANCHORS.items():
-        ours = figures.get(("axrt", weights))
-        if ours is None:
+    results: Dict[Tuple[str, str], dict] = {}
+    configs: Dict[str, dict] = {}
+    loads: List[float] = []
+    failed = False
+    for model in models:
+        sub, lengths = MODELS[model]
+        model_dir = root / sub if sub else root
+        config = (json.loads((model_dir / "config.json").read_text()) if model == "125m"
+                  and checkpoint_ready(model_dir) else prepare_large_checkpoint(model_dir)
+                  if model == "1.1b" else None)
+        if config is None:
+            log(f"{model}: no checkpoint; skipped")
             continue
-        ran = [a for a in anchors if a in figures]
-        for key, what in (("p128", "prefill@128"), ("p512", "prefill@512"), ("decode", "decode")):
-            for anchor in ran or [None]:
-                theirs = figures[anchor][key].best if anchor else None
-                records.append({
-                    "name": f"{weights}/{what}" + (f"/vs:{anchor[0]}" if anchor else ""),
-                    "unit": "tok/s", "axrt": ours[key].best, "anchor": theirs,
-                    "anchor_name": f"{anchor[0]} {anchor[1]}" if anchor else None,
-                    "higher_is_better": True})
-    write_records(path, "llm_bench", records,
-                  context={"others_cpu": round(statistics.mean(loads), 2) if loads else None})
+        configs[model] = config
+        pieces = tokenizer_pieces(model_dir)
+        matrices, output = matrix_weights(config)
+        log(f"{model}: {model_dir}: {matrices / 1e6:.1f} M weights in the projections "
+            f"({output / 1e6:.1f} M of them the output projection)")
+        axe: Dict[str, Path] = {}
+        if not args.skip_axrt:
+            try:
+                axe = convert_axrt(model_dir, precisions)
+            except ImportError as error:
+                log(f"axrt side: skipped (axrt.llm is not importable: {error}; set PYTHONPATH to "
+                    "the built package)")
+        gguf: Dict[str, Path] = {}
+        if llama_lib and pieces is not None:
+            formats = []
+            for p in precisions:
+                formats += [f for f in PRECISIONS[p][1] if f not in formats]
+            try:
+                gguf = make_ggufs(source.resolve(), model_dir, formats, threads)
+            except Exception:
+                log(f"llama.cpp {model}: FAILED\n{traceback.format_exc()}")
+                failed = True
+        elif llama_lib:
+            log("sentencepiece is not importable: no tokenizer, so no llama.cpp rows")
+        spec = dict(threads=threads, model_dir=str(model_dir), pieces=pieces, lengths=lengths,
+                    steps=args.steps, repeats=args.repeats, wait_quiet=args.wait_quiet,
+                    flash_attn=args.llama_flash_attn, llama_lib=llama_lib,
+                    axe={k: str(v) for k, v in axe.items()},
+                    gguf={k: str(v) for k, v in gguf.items()},
+                    check=(model == "125m" and have_transformers and not args.skip_check))
+        for level in levels:
+            log(f"{model}, level {level}:")
+            out = run_child(spec, level)
+            if out is None:
+                failed = True
+                continue
+            for problem in out["problems"]:
+                log(f"FAILED: {problem}")
+                failed = True
+            results[(model, level)] = out
+            loads += out["loads"]
+            spec["check"] = False  # once per model is enough
+    if not results:
+        log("llm_bench: nothing ran")
+        return 1 if failed else 0
+    comparisons = summarize(results, configs, threads, args.repeats)
+    log("")
+    log(f"other processes used {statistics.mean(loads) if loads else float('nan'):.2f} CPUs on "
+        f"average during the rounds; load average at the end: "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    if loads and max(loads) >= 0.1:
+        log("CAUTION: other processes were busy during some rounds; these figures and verdicts "
+            "do not hold for a quiet machine")
+    if args.json:
+        write_json(args.json, comparisons, loads)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

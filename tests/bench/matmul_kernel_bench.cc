@@ -7,8 +7,9 @@
 //
 //   axrt_matmul_kernel_bench KIND M K N THREADS SECONDS
 //
-// KIND is f32, f32nk ([N, K] f32 weights), bf16, int8, awq (groups of 128) or
-// q8 (GPTQ int4, groups of 128, int8 activations). Prints the median
+// KIND is f32, f32nk ([N, K] f32 weights), bf16, int8, int8q8 (int8 weights,
+// int8 activations), awq (groups of 128) or q8 (GPTQ int4, groups of 128,
+// int8 activations). Prints the median
 // seconds per call over five rounds of about SECONDS / 5 each, the matmul
 // build that ran, and the median process CPU seconds per call (every
 // thread's, spinning included: with one thread, the kernel's own work).
@@ -176,7 +177,8 @@ class Team {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s f32|f32nk|bf16|int8|awq|q8 M K N THREADS SECONDS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s f32|f32nk|bf16|int8|int8q8|awq|q8 M K N THREADS SECONDS\n",
+                 argv[0]);
     return 2;
   }
   const std::string kind = argv[1];
@@ -225,13 +227,14 @@ int main(int argc, char** argv) {
     dense = {x.data(), w16.data(), bias.data(), y.data(), M, N, K};
     args = &dense;
     kernel = find_kernel("axrt_matmul_bf16_f32", sizeof dense);
-  } else if (kind == "int8") {
+  } else if (kind == "int8" || kind == "int8q8") {
     w8.resize(N * K);
     for (int8_t& v : w8) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
     scale8.assign(N, 0.01f);
     int8 = {x.data(), w8.data(), scale8.data(), bias.data(), y.data(), M, N, K};
     args = &int8;
-    kernel = find_kernel("axrt_matmul_int8_pc_f32", sizeof int8);
+    kernel = find_kernel(kind == "int8" ? "axrt_matmul_int8_pc_f32" : "axrt_matmul_int8_pc_q8_f32",
+                         sizeof int8);
   } else if (kind == "awq" || kind == "q8") {
     // Any words are valid codes in either packing (AWQ: [K, N/8]; GPTQ:
     // [K/8, N]; the same count).

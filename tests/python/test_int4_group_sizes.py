@@ -98,9 +98,9 @@ def test_quantizing_by_blocks_of_outputs_gives_the_bytes_of_the_whole(monkeypatc
                 np.float32)))]
 
 
-def converted_int4_bytes(monkeypatch, tmp_path, activations: str) -> str:
+def converted_int4_bytes(monkeypatch, tmp_path, **options) -> str:
     """sha256 over the int4 constants (codes, scales, zero points) the converter writes for
-    tiny-llama3 (every projection's inputs a multiple of 128), by name."""
+    tiny-llama3 (every projection's inputs a multiple of 128) with `options`, by name."""
     seen = {}
     original = axrt.builder.Builder.constant
 
@@ -115,8 +115,8 @@ def converted_int4_bytes(monkeypatch, tmp_path, activations: str) -> str:
         return original(self, name, data, **kw)
 
     monkeypatch.setattr(axrt.builder.Builder, "constant", constant)
-    axrt.llm.convert(DATA / "tiny-llama3", tmp_path / f"{activations}.axe", weights="int4",
-                     activations=activations, cuda=False)
+    axrt.llm.convert(DATA / "tiny-llama3", tmp_path / "int4.axe", weights="int4", cuda=False,
+                     **options)
     monkeypatch.undo()
     assert len(seen) == 3 * (2 * 4 + 1)  # qkv, o, gate_up, down of 2 layers, and lm_head
     return hashlib.sha256("".join(f"{n}={seen[n]};" for n in sorted(seen)).encode()).hexdigest()
@@ -128,8 +128,11 @@ CONVERTED_GPTQ_G128 = "cc05a5d041252dfcf575f7292b7e52edd01a5fb70e0cea9476ccc7bb0
 
 
 def test_the_converter_writes_the_pinned_bytes_for_groups_of_128(monkeypatch, tmp_path):
-    assert converted_int4_bytes(monkeypatch, tmp_path, "f32") == CONVERTED_AWQ_G128
-    assert converted_int4_bytes(monkeypatch, tmp_path, "int8") == CONVERTED_GPTQ_G128
+    """GPTQ's storage with f32 and with int8 activations, AWQ's for the tensor-core matmul."""
+    assert converted_int4_bytes(monkeypatch, tmp_path) == CONVERTED_GPTQ_G128
+    assert converted_int4_bytes(monkeypatch, tmp_path, activations="int8") == CONVERTED_GPTQ_G128
+    assert (converted_int4_bytes(monkeypatch, tmp_path, tensor_core_matmuls=True)
+            == CONVERTED_AWQ_G128)
 
 
 # ---------------------------------------------------------------------------
@@ -410,7 +413,7 @@ def hidden_192(tmp_path_factory):
 def test_a_model_of_hidden_192_converts_to_int4_and_matches_transformers(
         hidden_192, tmp_path, activations, capsys):
     """Each projection takes the largest group dividing its inputs (64, 32 and 128 here), in
-    AWQ's layout with f32 activations and GPTQ's with int8 ones; against transformers on the
+    GPTQ's layout; against transformers on the
     dequantized weights, logits within the bound of docs/llm.md's modes (test_llm.py) and
     greedy generation equal up to a near tie."""
     from test_llm import F32_TOLERANCE, Q8_TOLERANCE, check_rounded_model
@@ -422,7 +425,7 @@ def test_a_model_of_hidden_192_converts_to_int4_and_matches_transformers(
     assert config.int4_group_size is None
     data = path.read_bytes()
     storage, kernel = (("gptq_v2", "axrt_matmul_gptq_int4_q8_f32") if activations == "int8"
-                       else ("awq", "axrt_matmul_awq_int4_f32"))
+                       else ("gptq_v2", "axrt_matmul_gptq_int4_f32"))
     for group in (128, 64, 32):
         assert f"{storage}.int4.g{group}".encode() in data
         assert int4_kernel(kernel, group).encode() in data
@@ -436,7 +439,7 @@ def test_a_model_of_hidden_192_converts_to_int4_and_matches_transformers(
 
 def test_decode_matmuls_at_every_group_size_give_the_tile_kernels_bits(hidden_192, tmp_path):
     """GPTQ's layout on the int4 decode grid, for groups of 32, 64 and 128: on the CPU the
-    same bits as AWQ's tile kernels."""
+    same bits as the tile kernels."""
     checkpoint, _ = hidden_192
     plain, decode = tmp_path / "plain.axe", tmp_path / "decode.axe"
     axrt.llm.convert(checkpoint, plain, weights="int4", cuda=False)
@@ -457,7 +460,8 @@ def test_an_explicit_group_size_applies_to_every_projection(hidden_192, tmp_path
     assert config.int4_group_size == 32
     assert axrt.llm.load(path).config.int4_group_size == 32
     data = path.read_bytes()
-    assert b"awq.int4.g32" in data and b"awq.int4.g64" not in data and b"awq.int4.g128" not in data
+    assert (b"gptq_v2.int4.g32" in data and b"gptq_v2.int4.g64" not in data
+            and b"gptq_v2.int4.g128" not in data)
 
 
 def test_group_sizes_that_do_not_fit_are_refused_by_name(hidden_192, tmp_path):
@@ -504,7 +508,7 @@ def test_the_command_line_takes_a_group_size(hidden_192, tmp_path):
     done = subprocess.run(command + ["--int4-group-size", "32"], capture_output=True,
                           text=True, env=os.environ)
     assert done.returncode == 0, done.stderr
-    assert b"awq.int4.g32" in (tmp_path / "out.axe").read_bytes()
+    assert b"gptq_v2.int4.g32" in (tmp_path / "out.axe").read_bytes()
 
 
 def test_tensor_parallel_shards_keep_the_one_device_groups(tmp_path):
@@ -522,12 +526,12 @@ def test_tensor_parallel_shards_keep_the_one_device_groups(tmp_path):
                      int4_group_size=64, tensor_parallel=4, cuda=False)
     for rank in range(4):
         data = (tmp_path / "g64" / f"rank{rank}.axe").read_bytes()
-        assert b"awq.int4.g64" in data and b"awq.int4.g128" not in data
+        assert b"gptq_v2.int4.g64" in data and b"gptq_v2.int4.g128" not in data
 
 
 @pytest.mark.parametrize("options", [{}, {"activations": "int8"}, {"decode_matmuls": True},
                                      {"tensor_core_matmuls": True}],
-                         ids=["awq", "int8-activations", "decode", "tensor-core"])
+                         ids=["f32-activations", "int8-activations", "decode", "tensor-core"])
 def test_every_group_size_runs_on_the_mock_cuda_device(hidden_192, tmp_path, cuda_mock, options):
     """The CUDA variants of the names for groups of 64 and 32 are the groups-of-128 kernels'
     entry points (kernels/contracts.json, cuda_entry): they load and run on their grids (the

@@ -21,10 +21,12 @@ MODELS = ("tiny-llama", "tiny-llama3", "tiny-llama-tp")
 # Logits agree with transformers within this fraction of the largest |logit|
 # of the same position.
 F32_TOLERANCE = 1e-4
-# With int8 activations (int4 weights), against transformers on the
+# With int8 activations (int4 or int8 weights), against transformers on the
 # dequantized weights: the activations' rounding, compounded over the layers
-# (measured: up to 5.8e-2 on tiny-llama, 2.9e-2 on tiny-llama3; the int4
-# weights themselves move the logits by 0.24-0.40 from the f32 model's).
+# (measured with int4 weights: up to 5.8e-2 on tiny-llama, 2.9e-2 on
+# tiny-llama3, the int4 weights themselves moving the logits by 0.24-0.40
+# from the f32 model's; with int8 weights: up to 4.8e-2, 3.3e-2 and 4.6e-2
+# on tiny-llama, tiny-llama3 and tiny-llama-tp).
 Q8_TOLERANCE = 0.1
 # A bf16 or fp8 KV cache, against transformers reading its keys and values
 # rounded the same way (tests/llm/make_tiny_llama.py): the f32 bound, but a
@@ -144,13 +146,19 @@ def test_low_precision_weights_match_transformers_on_the_dequantized_weights(
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_int8_activations_stay_near_the_dequantized_weights(converted, model, capsys):
-    """int4 weights with int8 activations: the reference is int4's (transformers
-    on the dequantized weights, activations f32), the inputs teacher-forced so
-    that every step compares the same context; the bound is Q8_TOLERANCE. How
-    many greedy tokens agree is reported, not asserted."""
-    ref = reference(model, "int4")
-    llm = axrt.llm.load(converted(model, "int4", "int8"))
+@pytest.mark.parametrize("weights", ["int4", "int8"])
+def test_int8_activations_stay_near_the_dequantized_weights(converted, model, weights, capsys):
+    """int4 or int8 weights with int8 activations: the reference is the
+    weights' own (transformers on the dequantized weights, activations f32),
+    the inputs teacher-forced so that every step compares the same context;
+    the bound is Q8_TOLERANCE. How many greedy tokens agree is reported, not
+    asserted."""
+    ref = reference(model, weights)
+    path = converted(model, weights, "int8")
+    kernel = ("axrt_matmul_gptq_int4_q8_f32" if weights == "int4"
+              else "axrt_matmul_int8_pc_q8_f32")
+    assert kernel.encode() in path.read_bytes()
+    llm = axrt.llm.load(path)
     assert llm.config.activations == "int8"
     worst = 0.0
     for i, prompt in prompts(ref):
@@ -162,10 +170,10 @@ def test_int8_activations_stay_near_the_dequantized_weights(converted, model, ca
         tokens = llm.generate(prompt, 32, stop_ids=())
         agree = int(np.sum(np.asarray(tokens) == ref[f"prompt{i}_greedy"]))
         with capsys.disabled():
-            print(f"\n{model} int4 + int8 activations prompt {i}: {agree}/32 greedy tokens equal "
-                  f"to the dequantized model's", end="")
+            print(f"\n{model} {weights} + int8 activations prompt {i}: {agree}/32 greedy tokens "
+                  f"equal to the dequantized model's", end="")
     with capsys.disabled():
-        print(f"\n{model} int4 + int8 activations: logits within {worst:.2e} of the largest",
+        print(f"\n{model} {weights} + int8 activations: logits within {worst:.2e} of the largest",
               end="")
 
 
@@ -485,7 +493,7 @@ def test_broken_checkpoints_and_options_are_refused(tmp_path):
         axrt.llm.convert(DATA / "tiny-llama3", tmp_path / "out.axe", weights="int3")
     with pytest.raises(UnsupportedModelError, match="--activations 'int4'"):
         axrt.llm.convert(DATA / "tiny-llama3", tmp_path / "out.axe", activations="int4")
-    with pytest.raises(UnsupportedModelError, match="needs --weights int4, not bf16"):
+    with pytest.raises(UnsupportedModelError, match="needs --weights int4 or int8, not bf16"):
         axrt.llm.convert(DATA / "tiny-llama3", tmp_path / "out.axe", weights="bf16",
                          activations="int8")
     assert not (tmp_path / "out.axe").exists()
@@ -494,6 +502,27 @@ def test_broken_checkpoints_and_options_are_refused(tmp_path):
     (ckpt / "model.safetensors").write_bytes(data[:len(data) // 2])
     with pytest.raises(CheckpointError, match="beyond the file"):
         axrt.llm.convert(ckpt, tmp_path / "out.axe")
+    assert not (tmp_path / "out.axe").exists()
+
+
+def test_int8_activations_of_int8_weights_need_inputs_a_multiple_of_32(tmp_path):
+    """axrt_matmul_int8_pc_q8_f32 quantizes its inputs in groups of 128, 64 or 32: a
+    projection of 240 inputs is refused by name, before anything is written."""
+    from safetensors.numpy import load_file, save_file
+
+    ckpt = _checkpoint_copy(tmp_path, lambda c: c.update(intermediate_size=240))
+    tensors = load_file(ckpt / "model.safetensors")
+    for name, t in tensors.items():
+        if "gate_proj" in name or "up_proj" in name:
+            tensors[name] = np.ascontiguousarray(t[:240])
+        elif "down_proj" in name:
+            tensors[name] = np.ascontiguousarray(t[:, :240])
+    save_file(tensors, ckpt / "model.safetensors")
+    axrt.llm.convert(ckpt, tmp_path / "f32.axe", weights="int8", cuda=False)
+    with pytest.raises(UnsupportedModelError, match=r"layers\.0\.down_proj is \[128, 240\]; int8 "
+                                                    r"activations need inputs a multiple of 32"):
+        axrt.llm.convert(ckpt, tmp_path / "out.axe", weights="int8", activations="int8",
+                         cuda=False)
     assert not (tmp_path / "out.axe").exists()
 
 
@@ -543,6 +572,50 @@ def test_command_line_convert_and_generate(tmp_path):
     assert done.returncode == 1 and "config.json" in done.stderr
 
 
+# Run in a process of its own: the instruction set is chosen once a process.
+_ISA_LOGITS = """
+import sys
+import numpy as np
+import axrt.llm
+out = {}
+for name, path, prompt, tokens in zip(*[iter(sys.argv[2:])] * 4):
+    prompt = [int(t) for t in prompt.split(",")]
+    tokens = [int(t) for t in tokens.split(",")]
+    with axrt.llm.load(path).session() as seq:
+        out[name] = np.stack([seq.prefill(prompt)] + [seq.decode(t) for t in tokens[:-1]])
+np.savez(sys.argv[1], **out)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.uname().machine != "x86_64",
+                    reason="the AVX2 build is x86-64's")
+def test_the_avx2_build_runs_the_models(converted, tmp_path):
+    """AXRT_CPU_ISA=avx2 runs every kernel's AVX2 body, on any x86-64 machine (on one with
+    AVX-512, the only way a model runs them end to end). Teacher-forced logits of tiny-llama3
+    against transformers on the weights as stored: within the f32 bound for f32 and exact
+    int4 weights, within Q8_TOLERANCE with int8 activations (int4 and int8 weights)."""
+    cases = {"f32": ("f32", "f32", F32_TOLERANCE), "int4": ("int4", "f32", F32_TOLERANCE),
+             "int4-q8": ("int4", "int8", Q8_TOLERANCE), "int8-q8": ("int8", "int8", Q8_TOLERANCE)}
+    ref = {w: reference("tiny-llama3", w) for w in ("f32", "int4", "int8")}
+    args = []
+    for name, (weights, activations, _) in cases.items():
+        path = converted("tiny-llama3", weights, activations)
+        tokens = ref[weights]["prompt0_greedy"][:8]
+        args += [name, str(path), ",".join(map(str, ref[weights]["prompt0"])),
+                 ",".join(map(str, tokens))]
+    env = dict(os.environ, AXRT_CPU_ISA="avx2")
+    out = tmp_path / "avx2.npz"
+    done = subprocess.run([sys.executable, "-c", _ISA_LOGITS, str(out)] + args, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    logits = dict(np.load(out))
+    for name, (weights, _, tolerance) in cases.items():
+        want = ref[weights]["prompt0_greedy_logits"]
+        for step, row in enumerate(logits[name]):
+            err = relative_error(row, want[step])
+            assert err <= tolerance, f"{name} step {step}: off by {err:.2e}"
+
+
 def test_the_c_example_generates_the_greedy_tokens(converted):
     build = os.environ.get("AXRT_TEST_BUILD_DIR")
     program = Path(build) / "examples" / "c" / "axrt_llm" if build else None
@@ -578,10 +651,12 @@ def test_the_cuda_variants_run_on_the_mock_device(tmp_path, cuda_mock):
     with llm.session() as seq:
         logits = seq.prefill(prompt)
     assert relative_error(logits, ref["prompt0_greedy_logits"][0]) <= F32_TOLERANCE
-    # int8 activations: the CUDA variant of the q8 kernel loads and runs (under
-    # its CPU implementation, so the tokens are the CPU's).
-    q8 = tmp_path / "cuda-q8.axe"
-    axrt.llm.convert(DATA / "tiny-llama3", q8, weights="int4", activations="int8")
-    on_cuda = axrt.llm.load(q8, device=cuda_mock).generate(prompt, 16, stop_ids=())
-    on_cpu = axrt.llm.load(q8, device="cpu:0").generate(prompt, 16, stop_ids=())
-    assert on_cuda == on_cpu
+    # int8 activations: the CUDA variants of the q8 kernels (int4 and int8
+    # weights) load and run (under their CPU implementations, so the tokens
+    # are the CPU's).
+    for weights in ("int4", "int8"):
+        q8 = tmp_path / f"cuda-{weights}-q8.axe"
+        axrt.llm.convert(DATA / "tiny-llama3", q8, weights=weights, activations="int8")
+        on_cuda = axrt.llm.load(q8, device=cuda_mock).generate(prompt, 16, stop_ids=())
+        on_cpu = axrt.llm.load(q8, device="cpu:0").generate(prompt, 16, stop_ids=())
+        assert on_cuda == on_cpu, weights

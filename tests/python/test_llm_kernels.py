@@ -30,7 +30,8 @@ KERNELS = ["axrt_embedding_f32", "axrt_embedding_bf16", "axrt_rope_f32", "axrt_s
            "axrt_rope_kv_cache_write_fp8_e4m3", "axrt_matmul_bf16_f32_decode",
            "axrt_matmul_int8_pc_f32", "axrt_matmul_int8_pc_f32_decode",
            "axrt_sample_f32", "axrt_matmul_f32_nk", "axrt_matmul_bf16_f32",
-           "axrt_matmul_gptq_int4_q8_f32", "axrt_attention_decode_split_f32",
+           "axrt_matmul_gptq_int4_q8_f32", "axrt_matmul_int8_pc_q8_f32",
+           "axrt_attention_decode_split_f32",
            "axrt_attention_decode_split_kv_bf16", "axrt_attention_decode_split_kv_fp8_e4m3",
            "axrt_attention_combine_f32", "axrt_matmul_bf16_tc_f32",
            "axrt_attention_flash_f32", "axrt_attention_flash_kv_bf16",
@@ -51,6 +52,7 @@ PREFILL = params("axrt_attention_prefill_f32")
 DECODE = params("axrt_attention_decode_f32")
 MATMUL = params("axrt_matmul_f32_nk")  # axrt_matmul_bf16_f32's too
 MATMUL_GPTQ = params("axrt_matmul_gptq_int4_q8_f32")
+MATMUL_INT8_Q8 = params("axrt_matmul_int8_pc_q8_f32")
 SAMPLE = params("axrt_sample_f32")
 assert params("axrt_embedding_bf16") == EMBEDDING and params("axrt_matmul_bf16_f32") == MATMUL
 # The KV cache's element types (docs/kernels.md, "KV cache"): write and decode kernels.
@@ -482,6 +484,48 @@ def test_matmul_gptq_int4_q8(device, m, group_size):
     w_groups = np.abs(w).reshape(groups, group_size, n).sum(axis=1)
     exact = x.astype(np.float64) @ w + bias
     assert np.all(np.abs(y - exact) <= half_step @ w_groups + bound)
+
+
+@pytest.mark.parametrize("m, k", [(1, 384), (3, 192), (70, 96)])
+def test_matmul_int8_pc_q8(device, m, k):
+    """int8 per-channel weights times x quantized to int8 per group (G = 128, 64, 32 by K):
+    within (K / G + 3) 2^-24 (|xq s_x| . |W| + |bias|) of the float64 product of the
+    quantized x, half a step per input more from x itself; a row's bits the same alone."""
+    rng = np.random.default_rng(80 + m)
+    n = 131  # past two tiles, odd
+    group = 128 if k % 128 == 0 else 64 if k % 64 == 0 else 32
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    x *= rng.uniform(0.01, 10, (m, 1)).astype(np.float32)
+    # Ties (a = 127: x * inv = x), and in the last row a group of zeros.
+    x[0, :group] = rng.integers(-127, 127, group) + 0.5
+    x[0, 0] = 127
+    x[-1, group:2 * group] = 0
+    codes = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    scale = rng.uniform(0.005, 0.02, (n, 1)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+
+    def call(xs):
+        rows = xs.shape[0]
+        (y,) = run("axrt_matmul_int8_pc_q8_f32", MATMUL_INT8_Q8,
+                   (ceildiv(n, 64), ceildiv(rows, 64)),
+                   {"x": xs, "w": codes, "scale": scale, "bias": bias},
+                   {"y": (np.float32, (rows, n))},
+                   lambda f: [f.input(0), f.input(1), f.input(2), f.input(3), f.output(0), rows, n,
+                              k], device)
+        return y
+
+    y = call(x)
+    w = codes.astype(np.float64).T * scale.astype(np.float64).T  # [K, N], exact
+    xq, s_x = quantize_rows_q8(x, group)
+    g = np.arange(k) // group
+    x_q8 = xq.astype(np.float64) * s_x.astype(np.float64)[:, g]
+    ref = x_q8 @ w + bias
+    bound = (k // group + 3) * 2.0 ** -24 * (np.abs(x_q8) @ np.abs(w) + np.abs(bias))
+    assert np.all(np.abs(y - ref) <= bound)
+    half_step = np.abs(x).reshape(m, k // group, group).max(axis=2).astype(np.float64) / 254
+    w_groups = np.abs(w).reshape(k // group, group, n).sum(axis=1)
+    assert np.all(np.abs(y - (x.astype(np.float64) @ w + bias)) <= half_step @ w_groups + bound)
+    np.testing.assert_array_equal(call(x[:1])[0], y[0])
 
 
 def test_matmul_gptq_int4_q8_refuses_a_partial_word(cpu):

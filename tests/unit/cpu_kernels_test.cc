@@ -1355,12 +1355,13 @@ std::vector<double> quantize_x_q8(const std::vector<float>& x, uint64_t M, uint6
 }
 
 // y against xq . W + bias in double, xq from quantize_x_q8, with the
-// contract's bound 1e-5 (|xq| . |W| + |bias|) + 1e-6; and against the
-// unquantized x . W + bias with that bound plus half a step of each group,
-// sum over g of (a_g / 254) sum_{k in g} |W[k][n]| (docs/kernels.md).
+// contract's bound `relative` (|xq| . |W| + |bias|) + `absolute` (1e-5 and
+// 1e-6 for the int4 kernel); and against the unquantized x . W + bias with
+// that bound plus half a step of each group, sum over g of (a_g / 254)
+// sum_{k in g} |W[k][n]| (docs/kernels.md).
 void check_q8_matmul(const std::vector<float>& y, const std::vector<float>& x, uint64_t group,
                      const std::vector<double>& w, const std::vector<float>& bias, uint64_t M,
-                     uint64_t N, uint64_t K) {
+                     uint64_t N, uint64_t K, double relative = 1e-5, double absolute = 1e-6) {
   check_guard(y, M * N);
   const std::vector<double> xq = quantize_x_q8(x, M, K, group);
   size_t failures = 0;
@@ -1389,7 +1390,7 @@ void check_q8_matmul(const std::vector<float>& y, const std::vector<float>& x, u
       for (uint64_t n = 0; n < N; ++n) half_steps[n] += a / 254 * column[n];
     }
     for (uint64_t n = 0; n < N; ++n) {
-      const double bound = 1e-5 * magnitude[n] + 1e-6;
+      const double bound = relative * magnitude[n] + absolute;
       const double got = y[m * N + n];
       if (!(std::fabs(got - ref[n]) <= bound) && failures++ < 5) {
         INFO("y[" << m << "][" << n << "] = " << got << ", want " << ref[n] << ", bound " << bound);
@@ -1631,6 +1632,208 @@ TEST_CASE("axrt_matmul_gptq_int4_q8_f32 refuses scalars that break its rules, wr
     }
     CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == kSentinel; }));
     CHECK(dispatch(args, matmul_grid(4, bad.N), Order::kSequential, 0).code == kInvalidArgument);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// axrt_matmul_int8_pc_q8_f32: int8 weights per output channel times x
+// quantized to int8 per group of G = 128, 64 or 32 inputs (the largest that
+// divides K), against the contract of docs/kernels.md
+// ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kInt8Q8 = "axrt_matmul_int8_pc_q8_f32";
+
+uint64_t int8_q8_group(uint64_t K) { return K % 128 == 0 ? 128 : K % 64 == 0 ? 64 : 32; }
+
+// The contract's bound for the f32 steps: (ceil(K / G) + 3) 2^-24 of
+// |xq s_x| . |W| + |bias| (docs/kernels.md).
+double int8_q8_relative_bound(uint64_t K) {
+  return static_cast<double>(K / int8_q8_group(K) + 3) * std::ldexp(1.0, -24);
+}
+
+// int8 weights with some codes of -128 (the converter writes none; the
+// layout allows them, and AVX2's sign trick must take them).
+Int8Weights int8_q8_weights(uint64_t N, uint64_t K, uint32_t seed) {
+  Int8Weights q = quantize_int8(random_weights(K, N, seed), N, K);
+  for (uint64_t i = 0; i < N * K; i += 37) {
+    q.w[i] = -128;
+    q.dequantized[(i % K) * N + i / K] = -128.0 * q.scale[i / K];
+  }
+  if (q.w.empty()) q.w.resize(1);
+  return q;
+}
+
+// Runs the kernel on `c` in every order under the current build and checks
+// it against the contract; leaves y in c.y.
+void run_int8_q8_case(MatmulCase& c, const Int8Weights& q) {
+  const Shape& s = c.shape;
+  c.y = output_buffer(s.M * s.N);
+  ArgBlock args(find_kernel(kInt8Q8));
+  c.common(args).buffer("w", q.w.data()).buffer("scale", q.scale.data());
+  c.run(args);
+  check_q8_matmul(c.y, c.x, int8_q8_group(s.K), q.dequantized, c.bias, s.M, s.N, s.K,
+                  int8_q8_relative_bound(s.K), 0.0);
+}
+
+// Decode (M = 1) and every block shape (4 or 2 x rows by 4 weight rows, a
+// last row by 8) with their partial blocks; N odd and short of a tile;
+// groups of 128, 64 (K = 192, 320, 576) and 32 (K = 96, 224, 2080: 65
+// groups); K = 0.
+const Shape kInt8Q8Shapes[] = {
+    {1, 8, 128},   {1, 200, 640},  {1, 67, 96},    {1, 72, 5632}, {2, 1, 32},
+    {3, 130, 192}, {4, 64, 256},   {5, 71, 320},   {6, 9, 224},   {7, 40, 512},
+    {9, 24, 96},   {13, 200, 384}, {16, 136, 576}, {17, 65, 128}, {3, 33, 2080},
+    {66, 80, 64},  {70, 131, 384}, {2, 16, 0}};
+
+}  // namespace
+
+TEST_CASE("axrt_matmul_int8_pc_q8_f32") {
+  for (size_t i = 0; i < std::size(kInt8Q8Shapes); ++i) {
+    const Shape& s = kInt8Q8Shapes[i];
+    if (!runs_in_this_build(s)) continue;
+    MatmulCase c(s, 191 + static_cast<uint32_t>(s.M + s.N + s.K));
+    // Rows of different magnitudes; in the last row a group of zeros (a = 0:
+    // codes 0, s_x = 0); every other case without a bias (zeros, as the
+    // converter binds for projections without one).
+    for (uint64_t m = 0; m < s.M; ++m) {
+      for (uint64_t k = 0; k < s.K; ++k) c.x[m * s.K + k] *= static_cast<float>(1 << (m % 5)) / 4;
+    }
+    const uint64_t G = int8_q8_group(s.K);
+    if (s.K >= 2 * G) {
+      std::fill_n(c.x.begin() + static_cast<ptrdiff_t>((s.M - 1) * s.K + G), G, 0.0f);
+    }
+    if (i % 2 == 1) std::fill(c.bias.begin(), c.bias.end(), 0.0f);
+    const Int8Weights q = int8_q8_weights(s.N, s.K, 192);
+    // Every build gives the same bits: the integer sums are exact and the f32
+    // steps the same operations in the same order.
+    std::vector<float> first;
+    for (const Q8Build& build : q8_builds()) {
+      Q8BuildScope scope(build);
+      INFO(q8_build_name(build) << " " << shape_name(s));
+      run_int8_q8_case(c, q);
+      if (first.empty()) {
+        first = c.y;
+      } else {
+        CHECK(std::memcmp(first.data(), c.y.data(), sizeof(float) * first.size()) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_int8_pc_q8_f32 takes codes at the ends of both ranges exactly") {
+  // x codes of +-127 (every |x| = a) against weights of -128 and 127: the
+  // largest products (128 x 127), many pairs of them of one sign, the most
+  // that AVX2's vpmaddubsw adds into 16 bits.
+  const Shape s{3, 16, 256};
+  MatmulCase c(s, 193);
+  for (uint64_t m = 0; m < s.M; ++m) {
+    for (uint64_t k = 0; k < s.K; ++k) c.x[m * s.K + k] = (k + m) % 3 == 0 ? -2.0f : 2.0f;
+  }
+  Int8Weights q;
+  q.w.resize(s.N * s.K);
+  q.scale.assign(s.N, 0.25f);
+  q.dequantized.resize(s.K * s.N);
+  for (uint64_t n = 0; n < s.N; ++n) {
+    for (uint64_t k = 0; k < s.K; ++k) {
+      const int code = n % 2 == 0 ? -128 : 127;
+      q.w[n * s.K + k] = static_cast<int8_t>(code);
+      q.dequantized[k * s.N + n] = code * 0.25;
+    }
+  }
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    INFO(q8_build_name(build));
+    run_int8_q8_case(c, q);
+  }
+}
+
+TEST_CASE("axrt_matmul_int8_pc_q8_f32 is batch-invariant in every build") {
+  // A row's bits alone (M = 1) and among others at several positions (M = 3,
+  // 17, 65: blocks of 4, 2 and 1 rows, a second tile of rows).
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    for (const auto& [N, K] : {std::pair<uint64_t, uint64_t>{100, 224},
+                               {72, 768},
+                               {67, 1216}}) {
+      const Int8Weights q = int8_q8_weights(N, K, 194);
+      check_batch_invariance(
+          kInt8Q8,
+          [&](ArgBlock& args) { args.buffer("w", q.w.data()).buffer("scale", q.scale.data()); }, N,
+          K, {3, 17, 65});
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_int8_pc_q8_f32 reuses a thread's quantized x only for the same x") {
+  // A thread keeps the codes of its last tile's x rows for its next tile of
+  // the same rows: a changed value, another K or fewer rows are quantized
+  // afresh (each dispatch runs tile after tile on one thread).
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    INFO(q8_build_name(build));
+    for (uint64_t K : {256, 192, 96}) {
+      const Shape s{3, 136, K};
+      MatmulCase c(s, 195);
+      const Int8Weights q = int8_q8_weights(s.N, s.K, 196);
+      run_int8_q8_case(c, q);
+      c.x[2 * s.K + K / 2] += 0.25f;  // the same buffer, one value changed
+      run_int8_q8_case(c, q);
+      MatmulCase fewer(Shape{2, s.N, s.K}, 197);
+      fewer.x.assign(c.x.begin(), c.x.begin() + static_cast<ptrdiff_t>(2 * s.K));
+      run_int8_q8_case(fewer, q);
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_int8_pc_q8_f32: NaN or Inf in x make the row NaN, tiny groups count 0") {
+  const Shape s{5, 72, 256};
+  const Int8Weights q = int8_q8_weights(s.N, s.K, 198);
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    INFO(q8_build_name(build));
+    MatmulCase c(s, 199);
+    c.x[1 * s.K + 70] = std::numeric_limits<float>::quiet_NaN();
+    c.x[3 * s.K + 200] = -std::numeric_limits<float>::infinity();
+    for (uint64_t k = 0; k < s.K; ++k) c.x[4 * s.K + k] *= 1e-37f;
+    ArgBlock args(find_kernel(kInt8Q8));
+    c.common(args).buffer("w", q.w.data()).buffer("scale", q.scale.data());
+    REQUIRE(dispatch(args, matmul_grid(s.M, s.N), Order::kShuffled).code == AXRT_KERNEL_OK);
+    for (uint64_t m = 0; m < s.M; ++m) {
+      for (uint64_t n = 0; n < s.N; ++n) {
+        INFO("y[" << m << "][" << n << "] = " << c.y[m * s.N + n]);
+        CHECK(std::isnan(c.y[m * s.N + n]) == (m == 1 || m == 3));
+        if (m == 4) CHECK(c.y[m * s.N + n] == c.bias[n]);
+      }
+    }
+  }
+}
+
+TEST_CASE("axrt_matmul_int8_pc_q8_f32 refuses K that is not a multiple of 32, writing nothing") {
+  std::vector<float> x(4096, 1.0f), bias(64, 0.0f), scale(64, 1.0f);
+  std::vector<int8_t> w(1 << 16, 1);
+  for (const uint64_t K : {uint64_t{200}, uint64_t{48}, uint64_t{1}, uint64_t{16}}) {
+    INFO("K " << K);
+    std::vector<float> y(4 * 64, kSentinel);
+    ArgBlock args(find_kernel(kInt8Q8));
+    args.buffer("x", x.data())
+        .buffer("w", w.data())
+        .buffer("scale", scale.data())
+        .buffer("bias", bias.data())
+        .buffer("y", y.data())
+        .u64("M", 4)
+        .u64("N", 64)
+        .u64("K", K);
+    for (Order order : {Order::kSequential, Order::kShuffled, Order::kThreaded}) {
+      const Outcome outcome = dispatch(args, matmul_grid(4, 64), order);
+      CHECK(outcome.code == kInvalidArgument);
+      CHECK_THAT(outcome.message,
+                 Catch::Contains("K = " + std::to_string(K) + " is not a multiple of 32"));
+      CHECK_THAT(outcome.message, Catch::Contains(kInt8Q8));
+    }
+    CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == kSentinel; }));
+    CHECK(dispatch(args, matmul_grid(4, 64), Order::kSequential, 0).code == kInvalidArgument);
   }
 }
 

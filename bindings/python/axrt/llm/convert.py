@@ -58,6 +58,9 @@ _MATMUL_TILE = 64
 # The decode matmuls' workgroup: output columns by rows (docs/kernels.md).
 _DECODE_COLS, _DECODE_ROWS = 8, 16
 _INT4_DECODE_COLS = 16  # the int4 decode matmul's columns a workgroup
+# axrt_matmul_int8_pc_q8_f32 quantizes its inputs in groups of 128, 64 or 32
+# (the largest that divides them): the inputs must be a multiple of 32.
+_Q8_INT8_INPUTS = 32
 # Gate rows, then as many up rows, a workgroup of the gated decode matmul.
 _GATED_ROWS = _DECODE_COLS // 2
 # The tensor-core matmul's workgroup: a tile of 128 x 128 (docs/kernels.md).
@@ -257,6 +260,11 @@ class _Converter:
                               (n, k))
             return _Linear(self.bf16_kernel(), (w,), bias, n, k)
         if mode in ("int8", "fp8"):
+            if mode == "int8" and self.activations == "int8" and k % _Q8_INT8_INPUTS != 0:
+                raise UnsupportedModelError(
+                    f"--weights int8 --activations int8: {label} is [{n}, {k}]{self.part_note}; "
+                    f"int8 activations need inputs a multiple of {_Q8_INT8_INPUTS} (the "
+                    "activations are quantized in groups of 128, 64 or 32 inputs)")
             cache: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
             per_channel = (quantize.int8_per_channel if mode == "int8"
                            else quantize.fp8_e4m3_per_channel)
@@ -290,7 +298,8 @@ class _Converter:
                           else "axrt_matmul_fp8_e4m3_pc_f32")
                 return _Linear(kernel, (w, scale), bias, n, k)
             w = self.constant(label, take_q, "int8", (n, k), INT8_LAYOUT.with_constants(scale=scale))
-            kernel = ("axrt_matmul_int8_pc_tc_f32" if self.cfg.tensor_core_matmuls
+            kernel = ("axrt_matmul_int8_pc_q8_f32" if self.activations == "int8"
+                      else "axrt_matmul_int8_pc_tc_f32" if self.cfg.tensor_core_matmuls
                       else "axrt_matmul_int8_pc_f32_decode" if self.cfg.decode_matmuls
                       else "axrt_matmul_int8_pc_f32")
             return _Linear(kernel, (w, scale), bias, n, k)
@@ -298,11 +307,13 @@ class _Converter:
             group = self.int4_group(label, n, k, whole_k)
             cache4: Dict[str, Tuple[np.ndarray, ...]] = {}
 
-            # With int8 activations or decode matmuls: GPTQ's storage
-            # (packed along K), which the integer dot products read directly
-            # and whose word rows a warp of the decode matmul reads across.
+            # GPTQ's storage (packed along K) but for the tensor-core matmul:
+            # the integer dot products read it directly, a warp of the decode
+            # matmul reads across its word rows, and the CPU's batch-1 tiles
+            # read 256 contiguous bytes of it per 8 inputs, where AWQ's rows
+            # give 32 (1.5x the decode of AWQ on the CPU, docs/performance.md).
             q8 = self.activations == "int8"
-            gptq = q8 or self.cfg.decode_matmuls
+            gptq = not self.cfg.tensor_core_matmuls
 
             def q4():
                 if "q" not in cache4:
@@ -323,9 +334,9 @@ class _Converter:
                 scale=scales, zero_point=qzeros)
             w = self.constant(label, take_qweight, "uint4", (k, n), layout)
             kernel = ("axrt_matmul_gptq_int4_q8_f32" if q8
-                      else "axrt_matmul_gptq_int4_f32_decode" if gptq
+                      else "axrt_matmul_gptq_int4_f32_decode" if self.cfg.decode_matmuls
                       else "axrt_matmul_awq_int4_tc_f32" if self.cfg.tensor_core_matmuls
-                      else "axrt_matmul_awq_int4_f32")
+                      else "axrt_matmul_gptq_int4_f32")
             return _Linear(int4_kernel(kernel, group), (w, scales, qzeros), bias, n, k, group)
         raise UnsupportedModelError(f"--weights {mode} is not supported ({', '.join(WEIGHT_MODES)})")
 
@@ -669,14 +680,16 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     """Converts the checkpoint in `hf_dir` to the .axe file `out`; returns its configuration.
 
     `weights`: ``"f32"``, ``"bf16"``, ``"int8"`` or ``"fp8"`` (e4m3fn; both
-    with a scale per output channel) or ``"int4"`` (AWQ layout, a scale and
-    zero point per group of inputs). `activations`: ``"f32"``, or
-    ``"int8"`` with int4 weights: the projections quantize their inputs to
-    int8 per group and multiply integers (GPTQ layout; faster, not
-    exact: docs/kernels.md states its bound). `int4_group_size` (int4
-    weights): the inputs a group holds, 32, 64 or 128; by default (None)
-    each projection takes the largest of 128, 64 and 32 that divides its
-    inputs, and the layout ids (``awq.int4.g64`` ...) and kernels record
+    with a scale per output channel) or ``"int4"`` (GPTQ's layout, a scale
+    and zero point per group of inputs; AWQ's with `tensor_core_matmuls`).
+    `activations`: ``"f32"``, or ``"int8"`` with int4 or int8 weights: the
+    projections quantize their inputs to int8 per group and multiply
+    integers (``axrt_matmul_gptq_int4_q8_f32``; for int8, in the same
+    per-channel layout, ``axrt_matmul_int8_pc_q8_f32``, whose projections
+    need inputs a multiple of 32); faster, not exact: docs/kernels.md states
+    the bounds. `int4_group_size` (int4 weights): the inputs a group holds,
+    32, 64 or 128; by default (None) each projection takes the largest of 128, 64 and 32 that divides its
+    inputs, and the layout ids (``gptq_v2.int4.g64`` ...) and kernels record
     which; a size that does not divide some projection's inputs is refused,
     naming it. `kv_cache_dtype`: the KV cache's
     element type, ``"f32"``, ``"bf16"`` (half the bytes) or ``"fp8_e4m3"``
@@ -749,8 +762,9 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     if activations not in ACTIVATION_MODES:
         raise UnsupportedModelError(f"--activations {activations!r} is not supported "
                                     f"(supported: {', '.join(ACTIVATION_MODES)})")
-    if activations == "int8" and weights != "int4":
-        raise UnsupportedModelError(f"--activations int8 needs --weights int4, not {weights}")
+    if activations == "int8" and weights not in ("int4", "int8"):
+        raise UnsupportedModelError(f"--activations int8 needs --weights int4 or int8, not "
+                                    f"{weights}")
     if int4_group_size is not None:
         if weights != "int4":
             raise UnsupportedModelError(f"--int4-group-size needs --weights int4, not {weights}")
