@@ -231,13 +231,18 @@ struct Int4Rows {
       for (uint64_t k = g0; k < g0 + group_size; ++k) {
         uint32_t shift;
         const uint32_t* words = row_words(k, &shift, padded);
-        const F w[NV] = {weights<kLanes, V0 + J>(words, shift)...};
+        float xm[MR];
 #pragma GCC unroll 4
-        for (int m = 0; m < MR; ++m) {
-          const float xm = x[m * K + k];
-#pragma GCC unroll 8
-          for (int j = 0; j < NV; ++j) acc[m][j] += xm * w[j];
-        }
+        for (int m = 0; m < MR; ++m) xm[m] = x[m * K + k];
+        // Each weight vector is multiplied as soon as it is decoded: holding
+        // all NV of them beside the accumulators spilled AVX2's 16 registers.
+        (
+            [&] {
+              const F w = weights<kLanes, V0 + J>(words, shift);
+#pragma GCC unroll 4
+              for (int m = 0; m < MR; ++m) acc[m][J] += xm[m] * w;
+            }(),
+            ...);
       }
     }
 #pragma GCC unroll 4
