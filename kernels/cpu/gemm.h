@@ -31,6 +31,28 @@ inline constexpr int kNr = 16;    // micro-tile columns
 inline constexpr int kKc = 256;   // the deepest K panel (GemmBlocking::kc <= kKc)
 static_assert(kTile % kNr == 0);
 
+// The next block of a tile's weight rows, where its rows lie back to back
+// and follow the current block's in memory: [begin, end), fetched into L2 in
+// memory order while the current block is multiplied, as many lines a step
+// as the block reads (one sequential stream for the prefetchers and the
+// DRAM pages, where fetching each row ahead of itself made many short
+// ones). Empty (begin null) for a tile's last block.
+struct NextBlock {
+  const char* begin = nullptr;
+  const char* end = nullptr;
+
+  explicit operator bool() const { return begin != nullptr; }
+  // The `lines` lines from byte `at` of the block (those before its end).
+  template <int kLines>
+  AXRT_CPU_INLINE void fetch(uint64_t at) const {
+    const char* p = begin + at;
+#pragma GCC unroll 8
+    for (int j = 0; j < kLines; ++j) {
+      if (p + 64 * j < end) __builtin_prefetch(p + 64 * j, 0, 2);
+    }
+  }
+};
+
 // The run-time blocking of the tile engine (matmul_tuning.h picks it).
 struct GemmBlocking {
   int kc = kKc;   // K panel depth, a multiple of 8 in [8, kKc]

@@ -74,12 +74,9 @@ struct Block {
   const int32_t* z;
   uint64_t K;
   uint64_t G;
-  // Weights streamed from memory: the next block's rows, `ahead_bytes` from
-  // `ahead` (they follow this block's in memory), fetched into L2 in memory
-  // order while this block is multiplied, as many lines a step as the block
-  // reads. Null: each row is fetched kPrefetchBytes ahead of itself instead.
-  const int8_t* ahead = nullptr;
-  uint64_t ahead_bytes = 0;
+  // Weights streamed from memory: the next block's rows (gemm.h); empty:
+  // each row is fetched kPrefetchBytes ahead of itself instead.
+  NextBlock next;
 };
 
 // Bytes ahead that a streamed weight row is prefetched when no next block
@@ -160,7 +157,7 @@ template <int NR, class T>
 }
 
 // The codes of the block's x rows at k; when the weights stream from
-// memory, the lines of this step's share of the next block (Block::ahead).
+// memory, the lines of this step's share of the next block (Block::next).
 template <int MR, int NR, bool kStream>
 [[gnu::always_inline, gnu::target("avx2")]] inline void load_codes(const Block<MR, NR>& b,
                                                                    uint64_t k, __m256i (&x)[MR]) {
@@ -169,15 +166,8 @@ template <int MR, int NR, bool kStream>
     x[m] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.codes + m * b.K + k));
   }
   if constexpr (kStream) {
-    if (b.ahead != nullptr) {
-      // A step reads 32 bytes of each of NR rows: NR / 2 lines.
-#pragma GCC unroll 4
-      for (int j = 0; j < NR / 2; ++j) {
-        const uint64_t at = k * NR + 64 * j;
-        if (at < b.ahead_bytes) {
-          _mm_prefetch(reinterpret_cast<const char*>(b.ahead + at), _MM_HINT_T1);
-        }
-      }
+    if (b.next) {
+      b.next.template fetch<NR / 2>(k * NR);  // a step reads 32 bytes of each of NR rows
     } else if (k % 64 == 0) {
 #pragma GCC unroll 8
       for (int r = 0; r < NR; ++r) {
@@ -336,10 +326,10 @@ AXRT_CPU_INLINE void block_rows(const MatmulInt8Args& args, const Tile& tile, co
     for (int r = 0; r < NR; ++r) b.w[r] = args.w + (tile.n0 + std::min(n + r, tile.cols - 1)) * K;
     // The rows are back to back: the next block follows this one.
     if (n + NR < tile.cols) {
-      b.ahead = args.w + (tile.n0 + n + NR) * K;
-      b.ahead_bytes = std::min(NR, tile.cols - n - NR) * K;
+      const auto* next = reinterpret_cast<const char*>(args.w + (tile.n0 + n + NR) * K);
+      b.next = {next, next + std::min(NR, tile.cols - n - NR) * K};
     } else {
-      b.ahead = nullptr;
+      b.next = {};
     }
     alignas(32) float acc[MR * NR];
     Isa::template block<MR, NR, kStream>(b, acc);

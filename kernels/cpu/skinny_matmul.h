@@ -399,11 +399,8 @@ struct DotSpan {
   bool last;     // reduce them, else leave them in `saved`
   float* saved;  // (row m, column c) of a block at saved + (m kTile + c) kLanes
   // Streamed blocks whose weight rows lie back to back (over all of K): the
-  // next block's bytes, [ahead, ahead_end), fetched into L2 in memory order
-  // while this block is multiplied, as many lines per step as the block reads.
-  // Null: each row is fetched a few lines ahead of itself instead.
-  const char* ahead = nullptr;
-  const char* ahead_end = nullptr;
+  // next block (gemm.h); empty: each row is fetched 8 lines ahead of itself.
+  NextBlock next;
 };
 
 // The streamed loops' prefetch for the lines of step `line` (of 64 bytes a
@@ -411,12 +408,8 @@ struct DotSpan {
 template <int NC, class T>
 AXRT_CPU_INLINE void dot_prefetch(const T* const* wr, const DotSpan& span, uint64_t k,
                                   uint64_t line) {
-  if (span.ahead != nullptr) {
-    const char* p = span.ahead + line * NC * 64;
-#pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) {
-      if (p + c * 64 < span.ahead_end) __builtin_prefetch(p + c * 64, 0, 2);
-    }
+  if (span.next) {
+    span.next.template fetch<NC>(line * NC * 64);
     return;
   }
   constexpr uint64_t kLine = 64 / sizeof(T);
@@ -715,8 +708,8 @@ AXRT_CPU_INLINE void dot_rows(const DotOperands<T>& op, int m0, int n_begin, int
         n + NC < op.cols) {
       // Rows back to back: the next block follows this one in memory (the
       // first group of rows streams it; the others find it in cache).
-      block.ahead = reinterpret_cast<const char*>(op.w + (n + NC) * op.ldw);
-      block.ahead_end = reinterpret_cast<const char*>(op.w + op.cols * op.ldw);
+      block.next = {reinterpret_cast<const char*>(op.w + (n + NC) * op.ldw),
+                    reinterpret_cast<const char*>(op.w + op.cols * op.ldw)};
     }
     float out[MR][NC];
     dot_block<kLanes, MR, NC, kStream>(x_rows, w_rows, block, out);

@@ -89,8 +89,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llm_bench_engines import (SEED, AxrtEngine, Engine, LlamaCppEngine, OtherLoad,  # noqa: E402,F401
-                               ReadBandwidth, TransformersEngine, _rate, cpu_description,
+from llm_bench_engines import (SEED, AxrtEngine, Engine, Figure, LlamaCppEngine,  # noqa: E402,F401
+                               OtherLoad, ReadBandwidth, TransformersEngine, _rate, cpu_description,
                                greedy_check, log, run_rounds)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -405,6 +405,7 @@ def run_level(spec: dict) -> dict:
 
         device = axrt.device("cpu:0")
         out["axrt"] = f"axrt {axrt.__version__} on {device.id} ({device.compute_units} threads)"
+        log(f"  {out['axrt']}")
     if gguf:
         import llama_cpp
 
@@ -482,14 +483,6 @@ def run_child(spec: dict, level: str) -> Optional[dict]:
 # The summary.
 
 
-def best(samples: Sequence[float]) -> float:
-    return max(samples) if samples else float("nan")
-
-
-def spread(samples: Sequence[float]) -> float:
-    return (max(samples) - min(samples)) / max(samples) if samples else 0.0
-
-
 def summarize(results: Dict[Tuple[str, str], dict], configs: Dict[str, dict],
               threads: int, repeats: int) -> List[dict]:
     """Prints the tables and the targets' verdicts; returns the comparisons."""
@@ -501,7 +494,7 @@ def summarize(results: Dict[Tuple[str, str], dict], configs: Dict[str, dict],
         "projection matrices in the engine's format")
     for (model, level), out in results.items():
         matrices, _ = matrix_weights(configs[model])
-        bandwidth = best(out["bandwidth"])
+        bandwidth = Figure(out["bandwidth"]).best
         lengths = [key for key in out["engines"][0] if key.startswith("p")] if out["engines"] else []
         log("")
         log(f"### {model}, level {level} (read bandwidth {bandwidth / 1e9:.1f} GB/s; other "
@@ -512,10 +505,9 @@ def summarize(results: Dict[Tuple[str, str], dict], configs: Dict[str, dict],
         log("|---|---|" + "---|" * len(lengths) + "---|---|")
         for e in out["engines"]:
             bound = bandwidth / (matrices * BYTES_PER_WEIGHT.get(e["weights"], 4.0))
-            cells = [f"{_rate(best(e[k]))} ({spread(e[k]) * 100:.0f}%)" for k in lengths]
+            cells = [str(Figure(e[k])) for k in lengths + ["decode"]]
             log(f"| {e['name']} | {e['weights']} | " + " | ".join(cells)
-                + f" | {_rate(best(e['decode']))} ({spread(e['decode']) * 100:.0f}%) | "
-                f"{best(e['decode']) / bound:.2f} |")
+                + f" | {Figure(e['decode']).best / bound:.2f} |")
         figures = {(e["name"], e["weights"]): e for e in out["engines"]}
         for precision, (_, formats) in PRECISIONS.items():
             ours = figures.get(("axrt", precision))
@@ -526,9 +518,10 @@ def summarize(results: Dict[Tuple[str, str], dict], configs: Dict[str, dict],
                 for key in ("p128", "decode"):
                     target = next((t[3] for t in TARGETS
                                    if t[:3] == (precision, fmt, key)), None)
-                    comparisons.append(dict(model=model, level=level, precision=precision,
-                                            format=fmt, figure=key, axrt=best(ours[key]),
-                                            llama=best(theirs[key]), target=target))
+                    comparisons.append(dict(
+                        model=model, level=level, precision=precision, format=fmt, figure=key,
+                        axrt=Figure(ours[key]).best, llama=Figure(theirs[key]).best,
+                        target=target))
     log("")
     log("### axrt against llama.cpp, like for like")
     log("")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import platform
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,16 +29,10 @@ def log(message: str = "") -> None:
 
 
 def cpu_description() -> Tuple[str, int]:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return model, os.cpu_count() or 1
+    """The CPU's model name (bench_results.machine's) and count."""
+    from bench_results import machine
+
+    return machine()["cpu"], os.cpu_count() or 1
 
 
 class ReadBandwidth:
@@ -206,8 +199,8 @@ class LlamaCppEngine(Engine):
 
 
 class Figure:
-    def __init__(self) -> None:
-        self.samples: List[float] = []
+    def __init__(self, samples: Sequence[float] = ()) -> None:
+        self.samples: List[float] = list(samples)
 
     def add(self, value: float) -> None:
         self.samples.append(value)

@@ -30,8 +30,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="precision of the stored weights (default f32)")
     convert.add_argument("--activations", default="f32", choices=["f32", "int8"],
                          help="int8 (with --weights int4 or int8): projections quantize their "
-                              "inputs to int8 and multiply integers; faster, not exact "
-                              "(default f32)")
+                              "inputs to int8 and multiply integers; faster (docs/performance.md "
+                              "says where), not exact (default f32)")
     convert.add_argument("--int4-group-size", type=int, choices=[32, 64, 128],
                          help="with --weights int4: inputs per scale and zero point (default: "
                               "each projection the largest of 128, 64, 32 that divides its "

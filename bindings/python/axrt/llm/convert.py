@@ -686,10 +686,11 @@ def convert(hf_dir: os.PathLike, out: os.PathLike, *, weights: str = "f32",
     projections quantize their inputs to int8 per group and multiply
     integers (``axrt_matmul_gptq_int4_q8_f32``; for int8, in the same
     per-channel layout, ``axrt_matmul_int8_pc_q8_f32``, whose projections
-    need inputs a multiple of 32); faster, not exact: docs/kernels.md states
-    the bounds. `int4_group_size` (int4 weights): the inputs a group holds,
-    32, 64 or 128; by default (None) each projection takes the largest of 128, 64 and 32 that divides its
-    inputs, and the layout ids (``gptq_v2.int4.g64`` ...) and kernels record
+    need inputs a multiple of 32); faster where docs/performance.md says, not
+    exact: docs/kernels.md states the bounds. `int4_group_size` (int4
+    weights): the inputs a group holds, 32, 64 or 128; by default (None) each
+    projection takes the largest of 128, 64 and 32 that divides its inputs,
+    and the layout ids (``gptq_v2.int4.g64`` ...) and kernels record
     which; a size that does not divide some projection's inputs is refused,
     naming it. `kv_cache_dtype`: the KV cache's
     element type, ``"f32"``, ``"bf16"`` (half the bytes) or ``"fp8_e4m3"``
