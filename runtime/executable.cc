@@ -137,6 +137,7 @@ axrt_status_t load_executable(Device* device, std::unique_ptr<axe::AxeFile> file
   std::vector<ResolvedKernel> resolved;
   AXRT_RETURN_IF_ERROR(resolve_kernels(ctx, &resolved));
   AXRT_RETURN_IF_ERROR(check_dispatches(ctx));
+  choose_prepacked(ctx, &resolved);
 
   // Residency.
   auto* exe = new Executable();
@@ -146,6 +147,7 @@ axrt_status_t load_executable(Device* device, std::unique_ptr<axe::AxeFile> file
   exe->name = ctx.name;
   AXRT_RETURN_IF_ERROR(load_kernels(ctx, resolved, exe));
   AXRT_RETURN_IF_ERROR(make_constants_resident(ctx, exe));
+  AXRT_RETURN_IF_ERROR(pack_constants(ctx, resolved, exe));
   exe->file = std::move(file);  // `ctx.file` stays valid: the object does not move
   AXRT_RETURN_IF_ERROR(compile_functions(ctx, exe));
   object_register(exe);

@@ -34,6 +34,9 @@ struct LoadedKernel {
   uint32_t args_size = 0;
   std::vector<uint32_t> param_offsets;  // into the argument block
   std::vector<uint32_t> param_sizes;
+  // The parameter bound to constants' packed copies (a pre-packed form of
+  // a library kernel), or -1.
+  int32_t packed_param = -1;
 };
 
 // A value computed at call time: a literal (folded at load) or an
@@ -153,6 +156,9 @@ struct Function : Object {
 // A constant as kernels reach it.
 struct ResidentConstant {
   Ref<Buffer> buffer;  // a view of the mapped file, or an uploaded copy
+  // Host devices: the copy in a pre-packed layout that the kernels bound
+  // to it in that layout read (loader_prepack.cc); null when none does.
+  Ref<Buffer> packed;
 };
 
 struct Executable : Object {

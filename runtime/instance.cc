@@ -145,6 +145,13 @@ AXRT_API axrt_status_t axrt_instance_create(const axrt_instance_options_t* optio
     std::shared_ptr<KernelLibrary> builtin;
     AXRT_RETURN_IF_ERROR(validate_kernel_library(kernels::cpu_kernel_library(),
                                                  "the built-in library", &builtin));
+    for (const kernels::CpuPrepack& prepack : kernels::cpu_prepacks()) {
+      const axrt_kernel_info_t* packed = builtin->find(prepack.packed_entry);
+      if (!packed || !builtin->find(prepack.entry)) continue;
+      builtin->prepacks.emplace(prepack.entry,
+                                KernelLibrary::Prepack{prepack.param, prepack.from_layout,
+                                                       prepack.to_layout, packed, prepack.packer});
+    }
     AXRT_RETURN_IF_ERROR(register_kernel_library(instance.get(), std::move(builtin)));
     for (Device* device : instance->devices) object_register(device);
     object_register(instance.get());

@@ -15,6 +15,7 @@
 
 #include "axrt/kernel_abi.h"
 #include "base/status.h"
+#include "kernels/cpu/library.h"
 
 namespace axrt {
 
@@ -31,6 +32,16 @@ struct KernelLibrary {
   std::unordered_map<std::string_view, const axrt_kernel_info_t*> kernels;
   // Keeps the code of a library loaded from a shared object mapped.
   std::shared_ptr<void> code;
+  // The pre-packed forms of its kernels, by the entry they stand in for
+  // (the built-in library's, kernels/cpu/library.h; runtime/loader_prepack.cc).
+  struct Prepack {
+    uint32_t param;
+    std::string_view from_layout;
+    std::string_view to_layout;
+    const axrt_kernel_info_t* packed;  // the entry reading to_layout
+    const kernels::CpuPacker* packer;
+  };
+  std::unordered_map<std::string_view, Prepack> prepacks;
 
   const axrt_kernel_info_t* find(std::string_view symbol) const {
     auto it = kernels.find(symbol);

@@ -11,6 +11,9 @@
 //                        templates (residency)
 //   loader_constants.cc  constants: views of the mapped file on host devices,
 //                        one uploaded buffer on the others (residency)
+//   loader_prepack.cc    pre-packed weights on host devices: the kernels
+//                        that run a library's pre-packed form (pre-flight),
+//                        the packed copies of their constants (residency)
 #ifndef AXRT_RUNTIME_LOADER_H_
 #define AXRT_RUNTIME_LOADER_H_
 
@@ -60,6 +63,9 @@ struct ResolvedKernel {
   uint32_t args_size = 0;
   std::vector<uint32_t> param_offsets;
   std::vector<uint32_t> param_sizes;
+  // Set by choose_prepacked(): `info` is then the library's pre-packed form
+  // and this parameter's constants are bound in its layout.
+  const KernelLibrary::Prepack* prepack = nullptr;
 };
 
 // Pre-flight: an implementation for every kernel, or every reason there is
@@ -79,6 +85,15 @@ axrt_status_t compile_functions(const LoadContext& ctx, Executable* exe);
 
 // Residency: `exe->constants`.
 axrt_status_t make_constants_resident(const LoadContext& ctx, Executable* exe);
+
+// Pre-flight, host devices: the kernels to run in a pre-packed form (their
+// `info` and `prepack` changed), unless AXRT_CPU_PREPACK=0.
+void choose_prepacked(const LoadContext& ctx, std::vector<ResolvedKernel>* resolved);
+// Residency: the packed copies (`exe->constants[i].packed`) of the
+// constants bound to a pre-packed kernel's parameter, after
+// make_constants_resident.
+axrt_status_t pack_constants(const LoadContext& ctx, const std::vector<ResolvedKernel>& resolved,
+                             Executable* exe);
 
 // The code object kind in words ("CUDA cubin").
 const char* code_object_kind_name(axe::CodeObjectKind kind);

@@ -86,8 +86,10 @@ void compile_dispatch(const LoadContext& ctx, Executable* exe,
     patch.size = kernel.param_sizes[p];
     if (param.kind() == axe::ParamKind::BUFFER) {
       if (binding.kind() == BindingKind::CONSTANT) {
-        const uint64_t address = exe->constants[binding.index()].buffer->device_address(
-            exe->constants[binding.index()].buffer->offset);
+        const ResidentConstant& constant = exe->constants[binding.index()];
+        const Ref<Buffer>& buffer =
+            static_cast<int32_t>(p) == kernel.packed_param ? constant.packed : constant.buffer;
+        const uint64_t address = buffer->device_address(buffer->offset);
         std::memcpy(block + patch.offset, &address, 8);
         continue;
       }

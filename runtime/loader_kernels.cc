@@ -396,6 +396,7 @@ axrt_status_t load_kernels(const LoadContext& ctx, std::vector<ResolvedKernel>& 
     void* const state = held->second;
     k.library = r.library;
     k.host.function = r.info->function;
+    if (r.prepack) k.packed_param = static_cast<int32_t>(r.prepack->param);
     k.host.library_state = state;
     k.host.workgroup_size = {r.impl.workgroup_size->x(), r.impl.workgroup_size->y(),
                              r.impl.workgroup_size->z()};

@@ -217,6 +217,14 @@ const axrt_axe_quant_layout_t kGptqV1G64 =
     Int4Layout("gptq.int4.g64", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 1, kInt4Group64Block);
 const axrt_axe_quant_layout_t kGptqV1G32 =
     Int4Layout("gptq.int4.g32", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 1, kInt4Group32Block);
+// The built-in library's pre-packed forms read GPTQ v2's words tile by tile
+// (docs/kernels.md, "Pre-packed weights"): the same fields, another id.
+const axrt_axe_quant_layout_t kGptqV2Tile64 =
+    Int4Layout("gptq_v2.int4.g128.tile64", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 0);
+const axrt_axe_quant_layout_t kGptqV2G64Tile64 = Int4Layout(
+    "gptq_v2.int4.g64.tile64", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 0, kInt4Group64Block);
+const axrt_axe_quant_layout_t kGptqV2G32Tile64 = Int4Layout(
+    "gptq_v2.int4.g32.tile64", AXRT_AXE_ELEMENT_ORDER_SEQUENTIAL, 0, 0, kInt4Group32Block);
 const axrt_axe_quant_layout_t kFp8PerTensor = Fp8Layout("fp8.e4m3fn.per_tensor", kWholeTensorBlock);
 const axrt_axe_quant_layout_t kFp8B128 = Fp8Layout("fp8.e4m3fn.b128x128", kBlock128x128);
 const axrt_axe_quant_layout_t kFp8PerChannel =
@@ -723,6 +731,27 @@ KernelCase MatmulInt4Q8(const std::string& kernel = "axrt_matmul_gptq_int4_q8_f3
   c.check = [want, bound, kernel](std::span<const std::vector<uint8_t>> buffers) {
     CheckNear(ValuesOf<float>(buffers.back()), want, bound, kernel);
   };
+  return c;
+}
+
+// A GPTQ v2 case (scalars M, N, K, group_size; buffer 1 the [K/8, N] words)
+// for the pre-packed form of its kernel: the words tile by tile,
+// [ceil(N/64)][K/8][64] with columns past N zero, read as `layout`; the
+// same reference.
+KernelCase PrepackedTile64(KernelCase c, const axrt_axe_quant_layout_t* layout) {
+  const uint64_t N = c.scalars[1], K = c.scalars[2], word_rows = K / 8;
+  const std::vector<uint32_t> words = ValuesOf<uint32_t>(c.buffers[1].bytes);
+  const uint64_t tiles = CeilDiv(N, 64);
+  std::vector<uint32_t> packed(tiles * word_rows * 64, 0);
+  for (uint64_t t = 0; t < tiles; ++t) {
+    for (uint64_t r = 0; r < word_rows; ++r) {
+      for (uint64_t j = 0; j < 64 && t * 64 + j < N; ++j) {
+        packed[(t * word_rows + r) * 64 + j] = words[r * N + t * 64 + j];
+      }
+    }
+  }
+  c.kernel += std::string("@") + layout->layout_id;
+  c.buffers[1] = InputBuffer(BytesOf(packed), layout);
   return c;
 }
 
@@ -1763,6 +1792,10 @@ std::vector<KernelCase> BuiltinCases() {
                              /*decode_cols=*/16));
   cases.push_back(MatmulInt4("axrt_matmul_gptq_v1_int4_f32", Int4Format::kGptqV1, &kGptqV1));
   cases.push_back(MatmulInt4Q8());
+  cases.push_back(PrepackedTile64(
+      MatmulInt4("axrt_matmul_gptq_int4_f32", Int4Format::kGptqV2, &kGptqV2), &kGptqV2Tile64));
+  cases.push_back(PrepackedTile64(MatmulInt4Q8("axrt_matmul_gptq_int4_q8_f32", &kGptqV2, 128),
+                                  &kGptqV2Tile64));
   // The same kernels under the names of groups of 64 and 32, each at its group size.
   const struct {
     uint64_t group;
@@ -1784,6 +1817,12 @@ std::vector<KernelCase> BuiltinCases() {
         MatmulAwqInt4TensorCore("axrt_matmul_awq_int4" + g + "_tc_f32", size.awq, size.group));
     cases.push_back(
         MatmulInt4Q8("axrt_matmul_gptq_int4" + g + "_q8_f32", size.gptq_v2, size.group));
+    const axrt_axe_quant_layout_t* tile64 = size.group == 64 ? &kGptqV2G64Tile64 : &kGptqV2G32Tile64;
+    cases.push_back(PrepackedTile64(MatmulInt4("axrt_matmul_gptq_int4" + g + "_f32",
+                                               Int4Format::kGptqV2, size.gptq_v2, 0, size.group),
+                                    tile64));
+    cases.push_back(PrepackedTile64(
+        MatmulInt4Q8("axrt_matmul_gptq_int4" + g + "_q8_f32", size.gptq_v2, size.group), tile64));
   }
   // Per tensor: one scale. 128 x 128 blocks: N and K past one block, so the
   // scale grid is [2, 2] and both edges are partial.

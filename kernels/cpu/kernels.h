@@ -9,6 +9,7 @@
 #include <atomic>
 
 #include "axrt/kernel_abi.h"
+#include "kernels/cpu/library.h"
 
 // A BUFFER parameter is an 8-byte address; on the CPU it is a host pointer,
 // so the blocks below name it with its pointer type.
@@ -341,6 +342,12 @@ struct LogitsProcessArgs {
 };
 static_assert(sizeof(LogitsProcessArgs) == 104);
 
+// GPTQ's int4 qweight ([K/8, N] u32, gptq_v2.int4.gNN) laid out tile by
+// tile for the CPU's int8-activation kernels (gptq_v2.int4.gNN.tile64):
+// [ceil(N/64)][K/8][64] u32, tile t's word row r at (t K/8 + r) 64, columns
+// past N zero. A 64-column tile reads one sequential run.
+extern const CpuPacker gptq_int4_tile64_packer;
+
 }  // namespace axrt::kernels::cpu
 
 // The entry points, C symbols named as in docs/kernels.md. Hidden like
@@ -532,6 +539,29 @@ axrt_kernel_result_t axrt_sample_f32(const void* args, const axrt_kernel_dispatc
 axrt_kernel_result_t axrt_logits_process_f32(const void* args,
                                              const axrt_kernel_dispatch_t* dispatch,
                                              const axrt_kernel_workgroup_t* workgroup);
+
+// The pre-packed forms (library.h CpuPrepack) of the GPTQ v2 kernels on the
+// 64-column grid, exact and with int8 activations: the same code reading
+// qweight as gptq_v2.int4.gNN.tile64, listed in the table as
+// "<name>@gptq_v2.int4.gNN.tile64".
+axrt_kernel_result_t axrt_matmul_gptq_int4_f32_prepacked(const void* args,
+                                                         const axrt_kernel_dispatch_t* dispatch,
+                                                         const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g64_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t* dispatch,
+    const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g32_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t* dispatch,
+    const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t* dispatch,
+    const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g64_q8_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t* dispatch,
+    const axrt_kernel_workgroup_t* workgroup);
+axrt_kernel_result_t axrt_matmul_gptq_int4_g32_q8_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t* dispatch,
+    const axrt_kernel_workgroup_t* workgroup);
 
 }  // extern "C"
 

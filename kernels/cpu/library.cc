@@ -59,6 +59,7 @@ constexpr axrt_kernel_info_t kernel(const char* name, axrt_cpu_kernel_fn_t funct
 #include "kernel_contracts.inc"
 
 constexpr axrt_kernel_info_t kKernels[] = {AXRT_CPU_KERNEL_TABLE};
+constexpr CpuPrepack kPrepacks[] = {AXRT_CPU_PREPACK_TABLE};
 
 }  // namespace
 
@@ -75,5 +76,7 @@ const axrt_kernel_library_t* cpu_kernel_library() noexcept {
   };
   return &library;
 }
+
+std::span<const CpuPrepack> cpu_prepacks() noexcept { return kPrepacks; }
 
 }  // namespace axrt::kernels

@@ -103,6 +103,8 @@ struct Int4Rows {
   const MatmulInt4Args& args;
   const Tile& tile;
   TileScratch& scratch;
+  // GPTQ v2 only: qweight tile by tile (gptq_v2.int4.gNN.tile64, kernels.h).
+  bool tiled = false;
 
   template <int kLanes, int V>
   AXRT_CPU_INLINE void group_vector(const uint16_t* __restrict scales,
@@ -149,12 +151,16 @@ struct Int4Rows {
       // 32 bytes a row, N / 2 bytes apart: beyond the hardware prefetcher.
       __builtin_prefetch(words + kPrefetchRows * (N / 8));
     } else {
-      words = args.qweight + (row / 8) * N + tile.n0;
+      // Word rows N apart, or kTile apart in a tile-by-tile copy (whose
+      // columns past N are zero).
+      const uint64_t stride = tiled ? kTile : N;
+      words = tiled ? args.qweight + tile.n0 / kTile * (args.K / 8) * kTile + (row / 8) * kTile
+                    : args.qweight + (row / 8) * N + tile.n0;
       count = tile.cols;
       *shift = static_cast<uint32_t>(4 * (row % 8));
       if (row % 8 == 0) {
         for (int c = 0; c < tile.cols; c += 16) {
-          __builtin_prefetch(words + kPrefetchRows / 8 * N + c);
+          __builtin_prefetch(words + kPrefetchRows / 8 * stride + c);
         }
       }
     }
@@ -228,6 +234,36 @@ struct Int4Rows {
     }
     for (uint64_t g0 = 0; g0 < K; g0 += group_size) {
       load_group<kLanes>(g0 / group_size);
+      if constexpr (kFormat != Int4Format::kAwq) {
+        if (group_size % 8 == 0) {
+          // GPTQ: a word row holds the group's next 8 rows of K. Each vector
+          // of words is loaded once, with its columns' scale and offset, and
+          // its 8 rows decoded and multiplied in K order: the operations and
+          // order of the row-by-row loop below, without its 8 loads.
+          for (uint64_t k0 = g0; k0 < g0 + group_size; k0 += 8) {
+            uint32_t shift;
+            const uint32_t* words = row_words(k0, &shift, padded);
+            (
+                [&] {
+                  using U = typename Simd<kLanes>::U;
+                  using I = typename Simd<kLanes>::I;
+                  const U w = load_vector<U>(words + (V0 + J) * kLanes);
+                  const F scale = load_vector<F>(scratch.column_scale + (V0 + J) * kLanes);
+                  const F offset = load_vector<F>(scratch.column_offset + (V0 + J) * kLanes);
+#pragma GCC unroll 8
+                  for (int j = 0; j < 8; ++j) {
+                    const U codes = (w >> static_cast<uint32_t>(4 * j)) & 0xfu;
+                    const F q = __builtin_convertvector(reinterpret_cast<I>(codes), F);
+                    const F weight = q * scale + offset;
+#pragma GCC unroll 4
+                    for (int m = 0; m < MR; ++m) acc[m][J] += x[m * K + k0 + j] * weight;
+                  }
+                }(),
+                ...);
+          }
+          continue;
+        }
+      }
       for (uint64_t k = g0; k < g0 + group_size; ++k) {
         uint32_t shift;
         const uint32_t* words = row_words(k, &shift, padded);
@@ -269,8 +305,8 @@ template <Int4Format kFormat>
 struct MatmulInt4Body {
   template <int kLanes>
   AXRT_CPU_INLINE static void run(const MatmulInt4Args* args, const Tile* tile,
-                                  TileScratch* scratch, const MatmulTuning* tuning) {
-    const Int4Rows<kFormat> source{*args, *tile, *scratch};
+                                  TileScratch* scratch, const MatmulTuning* tuning, bool tiled) {
+    const Int4Rows<kFormat> source{*args, *tile, *scratch, tiled};
     const float* x = args->x + tile->m0 * args->K;
     if (args->K == 0 && tile->rows <= kSkinnyMaxRows) {
       std::memset(scratch->c, 0, sizeof(float) * tile->rows * kTile);
@@ -293,10 +329,12 @@ struct MatmulInt4Body {
 constexpr uint64_t kInt4DecodeCols = 16;
 
 // `decode`: on the decode grid, where GPTQ's groups must also be whole
-// words (group_size % 8 == 0), as the CUDA body needs.
+// words (group_size % 8 == 0), as the CUDA body needs. `tiled`: GPTQ v2's
+// qweight tile by tile (the pre-packed form, on the 64-column grid).
 template <Int4Format kFormat>
 axrt_kernel_result_t matmul_int4(const char* name, const void* raw_args,
-                                 const axrt_kernel_workgroup_t* workgroup, bool decode = false) {
+                                 const axrt_kernel_workgroup_t* workgroup, bool decode = false,
+                                 bool tiled = false) {
   const auto* args = static_cast<const MatmulInt4Args*>(raw_args);
   if (const axrt_kernel_result_t r = check_int4_shape(
           name, *args, /*group_multiple_of_8=*/decode,
@@ -309,7 +347,8 @@ axrt_kernel_result_t matmul_int4(const char* name, const void* raw_args,
                               : locate_tile(workgroup, args->M, args->N, &tile);
   if (!located) return AXRT_KERNEL_OK;
   const MatmulIsa isa = matmul_isa();
-  run_matmul_isa<MatmulInt4Body<kFormat>>(isa, args, &tile, &tile_scratch(), &matmul_tuning(isa));
+  run_matmul_isa<MatmulInt4Body<kFormat>>(isa, args, &tile, &tile_scratch(), &matmul_tuning(isa),
+                                          tiled);
   return AXRT_KERNEL_OK;
 }
 
@@ -497,4 +536,24 @@ extern "C" axrt_kernel_result_t axrt_matmul_fp8_e4m3_f32(const void* args,
 extern "C" axrt_kernel_result_t axrt_matmul_fp8_e4m3_b128_f32(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
   return matmul_fp8(args, workgroup);
+}
+
+// The pre-packed forms (library.h CpuPrepack) of the GPTQ v2 kernels on the
+// 64-column grid: qweight as gptq_v2.int4.gNN.tile64, the same bits.
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_f32", args, workgroup,
+                                          /*decode=*/false, /*tiled=*/true);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g64_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_g64_f32", args, workgroup,
+                                          /*decode=*/false, /*tiled=*/true);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g32_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_int4<Int4Format::kGptqV2>("axrt_matmul_gptq_int4_g32_f32", args, workgroup,
+                                          /*decode=*/false, /*tiled=*/true);
 }

@@ -126,6 +126,21 @@ inline constexpr int kPrefetchWordRows = 16;
 // Groups ahead that their scales and zero points are prefetched.
 inline constexpr int kPrefetchGroups = 2;
 
+// Where a tile's word rows are: GPTQ's [K/8, N] (rows N words apart, the
+// tile's 64 columns at n0 in each), or the tile-major copy the loader packs
+// for the CPU (gptq_v2.int4.gNN.tile64: [ceil(N/64)][K/8][64], a tile's rows
+// back to back, 256 bytes each).
+struct WordRows {
+  const uint32_t* first;  // the tile's first word row
+  uint64_t stride;        // words from one word row to the next
+  const uint32_t* group(uint64_t g, int word_rows) const { return first + g * word_rows * stride; }
+};
+
+inline WordRows word_rows_of(const MatmulInt4Args& args, const Tile& tile, bool tiled) {
+  if (tiled) return {args.qweight + tile.n0 / kTile * (args.K / 8) * kTile, kTile};
+  return {args.qweight + tile.n0, args.N};
+}
+
 // ---------------------------------------------------------------------------
 // One group of the tile, every row: acc[m][n] += s[n] s_x (I[m][n] - z[n] Z)
 // with the integer sums I[m][n] = sum over the group's k of q[k][n] xq[m][k].
@@ -135,8 +150,8 @@ inline constexpr int kPrefetchGroups = 2;
 // ---------------------------------------------------------------------------
 
 template <class Sums, int kLanes>
-AXRT_CPU_INLINE void group_step(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
-                                QuantizedRows& q) {
+AXRT_CPU_INLINE void group_step(const MatmulInt4Args& args, const Tile& tile, const WordRows& rows,
+                                uint64_t g, QuantizedRows& q) {
   const uint64_t K = args.K;
   const uint64_t G = args.group_size;
   const int word_rows = static_cast<int>(G / 8);
@@ -144,15 +159,15 @@ AXRT_CPU_INLINE void group_step(const MatmulInt4Args& args, const Tile& tile, ui
   alignas(64) int32_t z[kTile];
   alignas(64) int32_t sums[Sums::kMaxRows * kTile];
   load_group<kLanes>(args, tile, g, s, z);
-  const uint32_t* w = args.qweight + g * word_rows * args.N + tile.n0;
+  const uint32_t* w = rows.group(g, word_rows);
   // Every block of rows reads the group's weights, from L1 after the first.
   for (int m0 = 0; m0 < tile.rows; m0 += Sums::kMaxRows) {
     const int mr = std::min(Sums::kMaxRows, tile.rows - m0);
     const int8_t* x = q.codes.data() + m0 * K + g * G;
     if (mr == 1) {
-      Sums::template run<1>(w, args.N, word_rows, x, K, tile.cols, sums);
+      Sums::template run<1>(w, rows.stride, word_rows, x, K, tile.cols, sums);
     } else {
-      Sums::template run<2>(w, args.N, word_rows, x, K, tile.cols, sums);
+      Sums::template run<2>(w, rows.stride, word_rows, x, K, tile.cols, sums);
     }
     update_rows(sums, s, z, q, K / G, g, m0, mr);
   }
@@ -191,9 +206,9 @@ struct ScalarGroup {
                                        QuantizedRows& q) {
     quantize_rows<4>(x, K, G, rows, q);
   }
-  AXRT_CPU_INLINE static void step(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
-                                   QuantizedRows& q) {
-    group_step<ScalarSums, 4>(args, tile, g, q);
+  AXRT_CPU_INLINE static void step(const MatmulInt4Args& args, const Tile& tile,
+                                   const WordRows& rows, uint64_t g, QuantizedRows& q) {
+    group_step<ScalarSums, 4>(args, tile, rows, g, q);
   }
 };
 
@@ -261,9 +276,9 @@ struct Avx2Group {
                                        QuantizedRows& q) {
     quantize_rows<kLanes>(x, K, G, rows, q);
   }
-  AXRT_CPU_INLINE static void step(const MatmulInt4Args& args, const Tile& tile, uint64_t g,
-                                   QuantizedRows& q) {
-    group_step<Avx2Sums, kLanes>(args, tile, g, q);
+  AXRT_CPU_INLINE static void step(const MatmulInt4Args& args, const Tile& tile,
+                                   const WordRows& rows, uint64_t g, QuantizedRows& q) {
+    group_step<Avx2Sums, kLanes>(args, tile, rows, g, q);
   }
 };
 
@@ -364,7 +379,8 @@ struct VnniGroup {
   }
 
   [[gnu::noinline, gnu::target(AXRT_CPU_AVX512_VNNI_TARGET)]] static void step(
-      const MatmulInt4Args& args, const Tile& tile, uint64_t g, QuantizedRows& q) {
+      const MatmulInt4Args& args, const Tile& tile, const WordRows& rows, uint64_t g,
+      QuantizedRows& q) {
     const uint64_t K = args.K;
     const uint64_t G = args.group_size;
     const uint64_t groups = K / G;
@@ -402,16 +418,16 @@ struct VnniGroup {
                                   shifts),
           _mm512_set1_epi32(0xf));
     }
-    const uint32_t* w = args.qweight + g * word_rows * args.N + tile.n0;
+    const uint32_t* w = rows.group(g, word_rows);
     for (int m0 = 0; m0 < tile.rows; m0 += kMaxRows) {
       const int8_t* x = q.codes.data() + m0 * K + g * G;
       if (tile.rows - m0 == 1) {
         __m512i total[1][4];
-        sums<1>(w, args.N, word_rows, x, K, mask, total);
+        sums<1>(w, rows.stride, word_rows, x, K, mask, total);
         update<1>(total, s, z, q, groups, g, m0);
       } else {
         __m512i total[2][4];
-        sums<2>(w, args.N, word_rows, x, K, mask, total);
+        sums<2>(w, rows.stride, word_rows, x, K, mask, total);
         update<2>(total, s, z, q, groups, g, m0);
       }
     }
@@ -445,7 +461,8 @@ struct VnniGroup {
 // ---------------------------------------------------------------------------
 
 template <class Group, int kLanes>
-AXRT_CPU_INLINE void q8_tile(const MatmulInt4Args& args, const Tile& tile, QuantizedRows& q) {
+AXRT_CPU_INLINE void q8_tile(const MatmulInt4Args& args, const Tile& tile, bool tiled,
+                             QuantizedRows& q) {
   const uint64_t K = args.K;
   const uint64_t G = args.group_size;
   const float* x = args.x + tile.m0 * K;
@@ -466,7 +483,8 @@ AXRT_CPU_INLINE void q8_tile(const MatmulInt4Args& args, const Tile& tile, Quant
     }
   }
   std::memset(q.acc, 0, sizeof(float) * tile.rows * kTile);
-  for (uint64_t g = 0; g < K / G; ++g) Group::step(args, tile, g, q);
+  const WordRows rows = word_rows_of(args, tile, tiled);
+  for (uint64_t g = 0; g < K / G; ++g) Group::step(args, tile, rows, g, q);
   const float* __restrict bias = args.bias + tile.n0;
   for (int m = 0; m < tile.rows; ++m) {
     const float* __restrict acc = q.acc + m * kTile;
@@ -477,27 +495,28 @@ AXRT_CPU_INLINE void q8_tile(const MatmulInt4Args& args, const Tile& tile, Quant
 
 struct MatmulQ8Body {
   template <int kLanes>
-  AXRT_CPU_INLINE static void run(const MatmulInt4Args* args, const Tile* tile, QuantizedRows* q) {
+  AXRT_CPU_INLINE static void run(const MatmulInt4Args* args, const Tile* tile, bool tiled,
+                                  QuantizedRows* q) {
 #if AXRT_CPU_HAVE_AVX2_BUILD
     if constexpr (kLanes == 16) {
       if (q8::cpu_has_avx512_vnni() && !q8_matmul_without_vnni.load(std::memory_order_relaxed)) {
-        q8_tile<VnniGroup, kLanes>(*args, *tile, *q);
+        q8_tile<VnniGroup, kLanes>(*args, *tile, tiled, *q);
       } else {
-        q8_tile<Avx2Group<kLanes>, kLanes>(*args, *tile, *q);  // AVX-512 without VNNI
+        q8_tile<Avx2Group<kLanes>, kLanes>(*args, *tile, tiled, *q);  // AVX-512 without VNNI
       }
     } else if constexpr (kLanes == 8) {
-      q8_tile<Avx2Group<kLanes>, kLanes>(*args, *tile, *q);
+      q8_tile<Avx2Group<kLanes>, kLanes>(*args, *tile, tiled, *q);
     } else {
-      q8_tile<ScalarGroup, kLanes>(*args, *tile, *q);
+      q8_tile<ScalarGroup, kLanes>(*args, *tile, tiled, *q);
     }
 #else
-    q8_tile<ScalarGroup, kLanes>(*args, *tile, *q);
+    q8_tile<ScalarGroup, kLanes>(*args, *tile, tiled, *q);
 #endif
   }
 };
 
 axrt_kernel_result_t matmul_q8(const char* name, const void* raw_args,
-                               const axrt_kernel_workgroup_t* workgroup) {
+                               const axrt_kernel_workgroup_t* workgroup, bool tiled) {
   const auto* args = static_cast<const MatmulInt4Args*>(raw_args);
   if (const axrt_kernel_result_t r = check_int4_shape(name, *args, /*group_multiple_of_8=*/true,
                                                      /*k_multiple_of_8=*/false, workgroup)) {
@@ -510,18 +529,46 @@ axrt_kernel_result_t matmul_q8(const char* name, const void* raw_args,
                                                       kKeptRows, name, workgroup)) {
     return r;
   }
-  run_matmul_isa<MatmulQ8Body>(matmul_isa(), args, &tile, &q);
+  run_matmul_isa<MatmulQ8Body>(matmul_isa(), args, &tile, tiled, &q);
   return AXRT_KERNEL_OK;
 }
 
+// gptq_v2.int4.gNN.tile64 from gptq_v2.int4.gNN: a [K, N] uint4 constant
+// with K a multiple of 8, stored as [K/8, N] u32.
+uint64_t tile64_size(const uint64_t* shape, uint32_t rank, uint64_t bytes) {
+  if (rank != 2 || shape[0] % 8 != 0 || shape[0] == 0 || shape[1] == 0) return 0;
+  const uint64_t word_rows = shape[0] / 8;
+  const uint64_t N = shape[1];
+  if (N > bytes || bytes / 4 / N != word_rows || bytes != word_rows * N * 4) return 0;
+  const uint64_t tiles = (N + kTile - 1) / kTile;
+  return tiles * word_rows * kTile * 4;
+}
+
+void tile64_pack(const void* src, const uint64_t* shape, uint32_t, void* dst) {
+  const uint64_t word_rows = shape[0] / 8;
+  const uint64_t N = shape[1];
+  const auto* in = static_cast<const uint32_t*>(src);
+  auto* out = static_cast<uint32_t*>(dst);
+  for (uint64_t n0 = 0; n0 < N; n0 += kTile) {
+    const uint64_t cols = std::min<uint64_t>(kTile, N - n0);
+    for (uint64_t r = 0; r < word_rows; ++r, out += kTile) {
+      std::memcpy(out, in + r * N + n0, cols * 4);
+      std::memset(out + cols, 0, (kTile - cols) * 4);
+    }
+  }
+}
+
 }  // namespace
+
+const CpuPacker gptq_int4_tile64_packer = {tile64_size, tile64_pack};
+
 }  // namespace axrt::kernels::cpu
 
 using namespace axrt::kernels::cpu;
 
 extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
-  return matmul_q8("axrt_matmul_gptq_int4_q8_f32", args, workgroup);
+  return matmul_q8("axrt_matmul_gptq_int4_q8_f32", args, workgroup, /*tiled=*/false);
 }
 
 // The same kernel under the names that declare the layouts of groups of 64
@@ -529,10 +576,25 @@ extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32(
 // 64 or 32: x is quantized per group of that many values.
 extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g64_q8_f32(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
-  return matmul_q8("axrt_matmul_gptq_int4_g64_q8_f32", args, workgroup);
+  return matmul_q8("axrt_matmul_gptq_int4_g64_q8_f32", args, workgroup, /*tiled=*/false);
 }
 
 extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g32_q8_f32(
     const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
-  return matmul_q8("axrt_matmul_gptq_int4_g32_q8_f32", args, workgroup);
+  return matmul_q8("axrt_matmul_gptq_int4_g32_q8_f32", args, workgroup, /*tiled=*/false);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_q8_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_q8("axrt_matmul_gptq_int4_q8_f32", args, workgroup, /*tiled=*/true);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g64_q8_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_q8("axrt_matmul_gptq_int4_g64_q8_f32", args, workgroup, /*tiled=*/true);
+}
+
+extern "C" axrt_kernel_result_t axrt_matmul_gptq_int4_g32_q8_f32_prepacked(
+    const void* args, const axrt_kernel_dispatch_t*, const axrt_kernel_workgroup_t* workgroup) {
+  return matmul_q8("axrt_matmul_gptq_int4_g32_q8_f32", args, workgroup, /*tiled=*/true);
 }

@@ -9,7 +9,8 @@
 //
 // KIND is f32, f32nk ([N, K] f32 weights), bf16, int8, int8q8 (int8 weights,
 // int8 activations), awq (groups of 128) or q8 (GPTQ int4, groups of 128,
-// int8 activations). Prints the median
+// int8 activations) or q8p (q8 with its weights pre-packed tile by tile,
+// as the CPU device's loader packs them). Prints the median
 // seconds per call over five rounds of about SECONDS / 5 each, the matmul
 // build that ran, and the median process CPU seconds per call (every
 // thread's, spinning included: with one thread, the kernel's own work).
@@ -177,7 +178,7 @@ class Team {
 
 int main(int argc, char** argv) {
   if (argc != 7) {
-    std::fprintf(stderr, "usage: %s f32|f32nk|bf16|int8|int8q8|awq|q8 M K N THREADS SECONDS\n",
+    std::fprintf(stderr, "usage: %s f32|f32nk|bf16|int8|int8q8|awq|q8|q8p M K N THREADS SECONDS\n",
                  argv[0]);
     return 2;
   }
@@ -235,7 +236,7 @@ int main(int argc, char** argv) {
     args = &int8;
     kernel = find_kernel(kind == "int8" ? "axrt_matmul_int8_pc_f32" : "axrt_matmul_int8_pc_q8_f32",
                          sizeof int8);
-  } else if (kind == "awq" || kind == "q8") {
+  } else if (kind == "awq" || kind == "q8" || kind == "q8p") {
     // Any words are valid codes in either packing (AWQ: [K, N/8]; GPTQ:
     // [K/8, N]; the same count).
     qweight.resize(K * N / 8);
@@ -246,8 +247,20 @@ int main(int argc, char** argv) {
     int4 = {x.data(), qweight.data(), scales.data(), qzeros.data(), bias.data(), y.data(),
             M,        N,              K,             kGroup};
     args = &int4;
-    kernel = find_kernel(
-        kind == "awq" ? "axrt_matmul_awq_int4_f32" : "axrt_matmul_gptq_int4_q8_f32", sizeof int4);
+    kernel = find_kernel(kind == "awq"  ? "axrt_matmul_awq_int4_f32"
+                         : kind == "q8" ? "axrt_matmul_gptq_int4_q8_f32"
+                                        : "axrt_matmul_gptq_int4_q8_f32@gptq_v2.int4.g128.tile64",
+                         sizeof int4);
+    if (kind == "q8p") {
+      for (const axrt::kernels::CpuPrepack& prepack : axrt::kernels::cpu_prepacks()) {
+        if (std::string(prepack.entry) != "axrt_matmul_gptq_int4_q8_f32") continue;
+        const uint64_t shape[2] = {K, N};
+        Buffer<uint32_t> packed(prepack.packer->packed_size(shape, 2, qweight.size() * 4) / 4);
+        prepack.packer->pack(qweight.data(), shape, 2, packed.data());
+        qweight.swap(packed);
+      }
+      int4.qweight = qweight.data();
+    }
   } else {
     std::fprintf(stderr, "axrt_matmul_kernel_bench: unknown kind %s\n", kind.c_str());
     return 2;

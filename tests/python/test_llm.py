@@ -616,6 +616,35 @@ def test_the_avx2_build_runs_the_models(converted, tmp_path):
             assert err <= tolerance, f"{name} step {step}: off by {err:.2e}"
 
 
+def test_int4_weights_with_int8_activations_run_pre_packed_on_the_cpu(converted, tmp_path,
+                                                                      monkeypatch):
+    """On a CPU device the loader packs the int4 weights of the int8-activation kernels tile
+    by tile and runs the kernels' pre-packed form (docs/kernels.md, "Pre-packed weights"):
+    the trace names that form as the code each matmul ran, and the logits are the bits of
+    the canonical layout's, which AXRT_CPU_PREPACK=0 keeps."""
+    import json as _json
+
+    ref = reference("tiny-llama3", "int4")
+    path = converted("tiny-llama3", "int4", "int8")
+    prompt = ref["prompt0"]
+    tokens = ref["prompt0_greedy"][:4]
+    packed = axrt.llm.load(path)
+    with axrt.profile(tmp_path / "trace.json"):
+        rows = teacher_forced(packed, prompt, tokens)
+    symbols = {e.get("args", {}).get("symbol")
+               for e in _json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+               if e.get("cat") == "kernel"}
+    assert any(s and s.startswith("axrt_matmul_gptq_int4_q8_f32@gptq_v2.int4.g") and
+               s.endswith(".tile64") for s in symbols), symbols
+    monkeypatch.setenv("AXRT_CPU_PREPACK", "0")
+    canonical = axrt.llm.load(path)
+    want = teacher_forced(canonical, prompt, tokens)
+    assert len(rows) == len(want)
+    for step, (got, expected) in enumerate(zip(rows, want)):
+        assert np.array_equal(np.asarray(got).view(np.uint32),
+                              np.asarray(expected).view(np.uint32)), f"step {step}"
+
+
 def test_the_c_example_generates_the_greedy_tokens(converted):
     build = os.environ.get("AXRT_TEST_BUILD_DIR")
     program = Path(build) / "examples" / "c" / "axrt_llm" if build else None

@@ -10,6 +10,7 @@ sequence owns with NaN, which any read of them would carry into the result.
 """
 
 import math
+import platform
 
 import ml_dtypes
 import numpy as np
@@ -484,6 +485,71 @@ def test_matmul_gptq_int4_q8(device, m, group_size):
     w_groups = np.abs(w).reshape(groups, group_size, n).sum(axis=1)
     exact = x.astype(np.float64) @ w + bias
     assert np.all(np.abs(y - exact) <= half_step @ w_groups + bound)
+
+
+def tile64(qweight):
+    """GPTQ's [K/8, N] words tile by tile, as gptq_v2.int4.g128.tile64 lays them out:
+    [ceil(N/64)][K/8][64], columns past N zero."""
+    rows, n = qweight.shape
+    tiles = ceildiv(n, 64)
+    padded = np.zeros((rows, tiles * 64), np.uint32)
+    padded[:, :n] = qweight
+    return np.ascontiguousarray(padded.reshape(rows, tiles, 64).transpose(1, 0, 2))
+
+
+@pytest.mark.parametrize("copy", ["none", "in the file", "of the wrong size"])
+def test_matmul_gptq_int4_q8_runs_on_pre_packed_weights(cpu, monkeypatch, copy):
+    """Weights bound as constants: the CPU device's loader runs the kernel's pre-packed
+    form (docs/kernels.md, "Pre-packed weights") on a copy it packs, or on the file's own
+    copy for this host in that layout; the bits are those of the canonical words
+    (AXRT_CPU_PREPACK=0, and the weights passed as an input). A file whose copy is of
+    another size has it ignored. (The file's copy here holds other codes, so the result
+    shows which words ran.)"""
+    from axrt.llm.kernel_table import gptq_layout
+
+    rng = np.random.default_rng(61)
+    m, n, k, group = 3, 200, 256, 128
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    codes = [rng.integers(0, 16, (k, n)) for _ in range(2)]
+    qweights = [pack_nibbles(q, axis=0) for q in codes]
+    qzeros = pack_nibbles(rng.integers(0, 16, (k // group, n)), axis=1)
+    scales = rng.uniform(0.002, 0.05, (k // group, n)).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float32)
+
+    def call(qweight, file_copy=None, as_input=False):
+        b = axrt.Builder(producer="axrt-tests", producer_version="1")
+        kernel = b.kernel("axrt_matmul_gptq_int4_q8_f32", b.kernel_library("axrt.cpu"),
+                          params=MATMUL_GPTQ)
+        s = b.constant("scales", scales)
+        z = b.constant("qzeros", qzeros)
+        inputs = [("x", np.float32, (m, k))]
+        if as_input:
+            inputs.append(("qweight", np.uint32, qweight.shape))
+        else:
+            w = b.constant("qweight", qweight.reshape(-1).view(np.uint8), dtype="uint4",
+                           shape=(k, n), layout=gptq_layout(group).with_constants(
+                               scale=s, zero_point=z))
+            if file_copy is not None:
+                b.prepacked_copy(w, platform.machine(), "gptq_v2.int4.g128.tile64", file_copy)
+        f = b.function("main", inputs=inputs, outputs=[("y", np.float32, (m, n))])
+        f.dispatch(kernel, grid=(ceildiv(n, 64), 1),
+                   args=[f.input(0), f.input(1) if as_input else w, s, z,
+                         b.constant("bias", bias), f.output(0), m, n, k, group])
+        exe = axrt.load(b.to_bytes(), device=cpu)
+        y = exe.main(x, qweight) if as_input else exe.main(x)
+        return np.asarray(y if isinstance(y, np.ndarray) else y.numpy())
+
+    want = [call(q, as_input=True) for q in qweights]
+    assert not np.array_equal(want[0], want[1])
+    if copy == "none":
+        got, expected = call(qweights[0]), want[0]
+    elif copy == "in the file":
+        got, expected = call(qweights[0], tile64(qweights[1])), want[1]
+    else:
+        got, expected = call(qweights[0], tile64(qweights[1])[:, :-1]), want[0]
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
+    monkeypatch.setenv("AXRT_CPU_PREPACK", "0")
+    assert np.array_equal(call(qweights[0]).view(np.uint32), want[0].view(np.uint32))
 
 
 @pytest.mark.parametrize("m, k", [(1, 384), (3, 192), (70, 96)])

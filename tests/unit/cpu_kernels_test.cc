@@ -698,11 +698,17 @@ TEST_CASE("every kernel of the contracts is in the table with its parameters") {
     }
   }
   const axrt_kernel_library_t& lib = library();
-  REQUIRE(lib.kernel_count == contracts.size());
+  // The pre-packed forms (kernels/cpu/library.h) follow their kernels; the
+  // next test checks them.
+  const size_t prepacked = axrt::kernels::cpu_prepacks().size();
+  REQUIRE(lib.kernel_count == contracts.size() + prepacked);
   std::set<std::string> names;
+  size_t listed = 0;
   for (uint32_t i = 0; i < lib.kernel_count; ++i) {
     const axrt_kernel_info_t& kernel = lib.kernels[i];
-    const std::vector<std::string>& want = contracts[i];
+    if (std::string_view(kernel.name).find('@') != std::string_view::npos) continue;
+    REQUIRE(listed < contracts.size());
+    const std::vector<std::string>& want = contracts[listed++];
     INFO("kernel " << kernel.name);
     CHECK(names.insert(kernel.name).second);  // unique
     CHECK(kernel.function != nullptr);
@@ -724,6 +730,34 @@ TEST_CASE("every kernel of the contracts is in the table with its parameters") {
       }
       CHECK(expect == want[p + 1]);
     }
+  }
+}
+
+TEST_CASE("every pre-packed form is its kernel with one parameter in the packed layout") {
+  const auto prepacks = axrt::kernels::cpu_prepacks();
+  REQUIRE(prepacks.size() == 6);  // the GPTQ v2 int4 kernels, exact and q8, at g128/g64/g32
+  std::set<std::string> seen;
+  for (const axrt::kernels::CpuPrepack& prepack : prepacks) {
+    INFO("pre-packed form of " << prepack.entry);
+    const axrt_kernel_info_t& base = find_kernel(prepack.entry);
+    const axrt_kernel_info_t& packed = find_kernel(prepack.packed_entry);
+    CHECK(std::string(prepack.packed_entry) ==
+          std::string(prepack.entry) + "@" + prepack.to_layout);
+    CHECK(seen.insert(prepack.entry).second);
+    CHECK(packed.function != base.function);
+    CHECK(packed.args_size == base.args_size);
+    REQUIRE(packed.param_count == base.param_count);
+    REQUIRE(prepack.param < base.param_count);
+    for (uint32_t p = 0; p < base.param_count; ++p) {
+      CHECK(std::string_view(packed.params[p].name) == base.params[p].name);
+      CHECK(packed.params[p].kind == base.params[p].kind);
+      CHECK(packed.params[p].scalar_type == base.params[p].scalar_type);
+      const char* want = p == prepack.param ? prepack.to_layout : base.params[p].layout_id;
+      CHECK(std::string(packed.params[p].layout_id ? packed.params[p].layout_id : "") ==
+            std::string(want ? want : ""));
+    }
+    CHECK(std::string(base.params[prepack.param].layout_id) == prepack.from_layout);
+    CHECK(prepack.packer != nullptr);
   }
 }
 
@@ -1090,6 +1124,23 @@ void check_int4_case(const char* name, Int4Kind kind, const Int4Case& t) {
   check_matmul(c.y, c.x, q.dequantized, c.bias, s.M, s.N, s.K);
 }
 
+// `qweight` ([K/8, N] words) as the CPU device's loader packs it for the
+// pre-packed form of kernel `entry` (kernels/cpu/library.h); empty when the
+// packer does not take the shape.
+std::vector<uint32_t> prepacked_qweight(const char* entry, const std::vector<uint32_t>& qweight,
+                                        uint64_t K, uint64_t N) {
+  for (const axrt::kernels::CpuPrepack& prepack : axrt::kernels::cpu_prepacks()) {
+    if (std::string(prepack.entry) != entry) continue;
+    const uint64_t shape[2] = {K, N};
+    const uint64_t bytes = prepack.packer->packed_size(shape, 2, K / 8 * N * 4);
+    std::vector<uint32_t> packed(bytes / 4);
+    if (bytes != 0) prepack.packer->pack(qweight.data(), shape, 2, packed.data());
+    return packed;
+  }
+  FAIL("the CPU library has no pre-packed form of " << entry);
+  return {};
+}
+
 void check_int4_kernel(const char* name, Int4Kind kind) {
   for (MatmulIsa isa : matmul_isas()) {
     MatmulIsaScope scope(isa);
@@ -1120,6 +1171,37 @@ TEST_CASE("axrt_matmul_gptq_int4_f32") {
 }
 TEST_CASE("axrt_matmul_gptq_v1_int4_f32") {
   check_int4_kernel("axrt_matmul_gptq_v1_int4_f32", Int4Kind::kGptqV1);
+}
+
+TEST_CASE("axrt_matmul_gptq_int4_f32's pre-packed form gives its bits") {
+  // The same code reading the same words from the tile-by-tile copy.
+  for (MatmulIsa isa : matmul_isas()) {
+    MatmulIsaScope scope(isa);
+    for (const Int4Case& t : kInt4Cases) {
+      const Shape& s = t.shape;
+      if (!runs_in_this_build(s) || s.K == 0 || s.K % 8 != 0) continue;
+      INFO(matmul_isa_name() << " " << shape_name(s) << " group " << t.group);
+      const Int4Weights q =
+          quantize_int4(random_weights(s.K, s.N, 82), s.N, s.K, t.group, Int4Kind::kGptqV2);
+      const std::vector<uint32_t> packed =
+          prepacked_qweight("axrt_matmul_gptq_int4_f32", q.qweight, s.K, s.N);
+      REQUIRE(!packed.empty());
+      std::vector<float> y[2];
+      for (const bool tiles : {false, true}) {
+        MatmulCase c(s, 81 + static_cast<uint32_t>(s.M + s.N + s.K));
+        ArgBlock args(find_kernel(tiles ? "axrt_matmul_gptq_int4_f32@gptq_v2.int4.g128.tile64"
+                                        : "axrt_matmul_gptq_int4_f32"));
+        c.common(args)
+            .buffer("qweight", tiles ? packed.data() : q.qweight.data())
+            .buffer("scales", q.scales.data())
+            .buffer("qzeros", q.qzeros.data())
+            .u64("group_size", t.group);
+        c.run(args);
+        y[tiles] = c.y;
+      }
+      CHECK(std::memcmp(y[0].data(), y[1].data(), sizeof(float) * y[0].size()) == 0);
+    }
+  }
 }
 
 TEST_CASE("the bf16 matmul widens every bf16 value exactly") {
@@ -1462,14 +1544,24 @@ const char* q8_build_name(const Q8Build& build) {
   return build.without_vnni ? "avx512 without VNNI" : matmul_isa_name();
 }
 
+// The weights' qweight as the CPU device's loader packs it for the kernel's
+// pre-packed form (gptq_v2.int4.g128.tile64, kernels/cpu/library.h); empty
+// when the packer does not take the shape.
+std::vector<uint32_t> tile64_qweight(const Q8Weights& w, const Shape& s) {
+  return prepacked_qweight("axrt_matmul_gptq_int4_q8_f32", w.qweight, s.K, s.N);
+}
+
 // Runs the kernel on `c` in every order under the current build and checks
-// it against the contract; leaves y in c.y.
-void run_q8_case(MatmulCase& c, const Q8Weights& w, uint64_t group) {
+// it against the contract; leaves y in c.y. With `packed`, runs the
+// pre-packed form on those words instead.
+void run_q8_case(MatmulCase& c, const Q8Weights& w, uint64_t group,
+                 const std::vector<uint32_t>* packed = nullptr) {
   const Shape& s = c.shape;
   c.y = output_buffer(s.M * s.N);
-  ArgBlock args(find_kernel("axrt_matmul_gptq_int4_q8_f32"));
+  ArgBlock args(find_kernel(packed ? "axrt_matmul_gptq_int4_q8_f32@gptq_v2.int4.g128.tile64"
+                                   : "axrt_matmul_gptq_int4_q8_f32"));
   c.common(args)
-      .buffer("qweight", w.qweight.data())
+      .buffer("qweight", packed ? packed->data() : w.qweight.data())
       .buffer("scales", w.scales.data())
       .buffer("qzeros", w.qzeros.data())
       .u64("group_size", group);
@@ -1493,20 +1585,54 @@ TEST_CASE("axrt_matmul_gptq_int4_q8_f32") {
       std::fill_n(c.x.begin() + static_cast<ptrdiff_t>((s.M - 1) * s.K + t.group), t.group, 0.0f);
     }
     const Q8Weights w(t);
+    const std::vector<uint32_t> packed = tile64_qweight(w, s);
+    CHECK(packed.empty() == (s.K == 0));
     // Every build gives the same bits: the integer sums are exact and the f32
-    // steps the same operations in the same order.
+    // steps the same operations in the same order. The pre-packed form reads
+    // the same words from other places, so it gives them too.
     std::vector<float> first;
     for (const Q8Build& build : q8_builds()) {
       Q8BuildScope scope(build);
-      INFO(q8_build_name(build) << " " << shape_name(s) << " group " << t.group);
-      run_q8_case(c, w, t.group);
-      if (first.empty()) {
-        first = c.y;
-      } else {
-        CHECK(std::memcmp(first.data(), c.y.data(), sizeof(float) * first.size()) == 0);
+      for (const bool tiles : {false, true}) {
+        if (tiles && packed.empty()) continue;
+        INFO(q8_build_name(build) << " " << shape_name(s) << " group " << t.group
+                                  << (tiles ? " pre-packed" : ""));
+        run_q8_case(c, w, t.group, tiles ? &packed : nullptr);
+        if (first.empty()) {
+          first = c.y;
+        } else {
+          CHECK(std::memcmp(first.data(), c.y.data(), sizeof(float) * first.size()) == 0);
+        }
       }
     }
   }
+}
+
+TEST_CASE("The tile-by-tile packer takes GPTQ's [K, N] words and refuses other shapes") {
+  const axrt::kernels::CpuPacker* packer = nullptr;
+  for (const axrt::kernels::CpuPrepack& prepack : axrt::kernels::cpu_prepacks()) {
+    packer = prepack.packer;
+  }
+  REQUIRE(packer != nullptr);
+  const uint64_t shape[2] = {16, 72};  // two word rows, a tile and 8 columns
+  CHECK(packer->packed_size(shape, 2, 2 * 72 * 4) == 2 * 2 * 64 * 4);
+  CHECK(packer->packed_size(shape, 2, 2 * 72 * 4 - 4) == 0);  // bytes not the shape's
+  CHECK(packer->packed_size(shape, 1, 2 * 72 * 4) == 0);      // rank
+  const uint64_t odd_k[2] = {12, 72};
+  CHECK(packer->packed_size(odd_k, 2, 2 * 72 * 4) == 0);
+  std::vector<uint32_t> words(2 * 72);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = static_cast<uint32_t>(i + 1);
+  std::vector<uint32_t> packed(2 * 2 * 64, 0xdeadbeef);
+  packer->pack(words.data(), shape, 2, packed.data());
+  // Tile 0: word rows 0 and 1, columns 0..63; tile 1: columns 64..71, then 0.
+  CHECK(packed[0] == words[0]);
+  CHECK(packed[63] == words[63]);
+  CHECK(packed[64] == words[72]);
+  CHECK(packed[128] == words[64]);
+  CHECK(packed[135] == words[71]);
+  CHECK(packed[136] == 0);
+  CHECK(packed[192] == words[72 + 64]);
+  CHECK(packed[255] == 0);
 }
 
 TEST_CASE("axrt_matmul_gptq_int4_q8_f32 rounds x half to even") {
