@@ -788,8 +788,9 @@ AXRT_CPU_INLINE void copy_lines(void* __restrict dst, const void* __restrict src
 //
 // Up to kDotMaxRows rows stream every weight row once, over all of K. More
 // rows take a block of weight rows at a time (8 on AVX-512, 4 otherwise),
-// which every group of 4 x rows uses before the next: over all of K for up
-// to kSkinnyMaxRows rows or when the block fits L1 (kDotInPlaceBytes), else
+// which every group of x rows uses before the next: over all of K for up
+// to kSkinnyMaxRows rows or when the block fits L1 (kDotInPlaceBytes; the
+// first group, 4 rows, streams it from memory, the others take 6 from L1), else
 // a K block of kDotDepth at a time, with the K block's x rows and weight
 // rows copied first and groups of 6 x rows. The weights are read from
 // memory once either way.
@@ -806,7 +807,6 @@ AXRT_CPU_INLINE void skinny_nmajor_tile(const float* x, const T* w, uint64_t K, 
     return;
   }
   if (tile.rows <= kSkinnyMaxRows || kBlock * K * sizeof(T) <= kDotInPlaceBytes) {
-    const int groups = (tile.rows + kDotMaxRows - 1) / kDotMaxRows;
     for (int n = 0; n < tile.cols; n += kBlock) {
       // The first group of rows streams the block of weight rows from
       // memory, the others find it in L1: meanwhile the next block comes
@@ -817,12 +817,16 @@ AXRT_CPU_INLINE void skinny_nmajor_tile(const float* x, const T* w, uint64_t K, 
         next = {reinterpret_cast<const char*>(w + (tile.n0 + n + kBlock) * K), sizeof(T) * K,
                 sizeof(T) * K, std::min(kBlock, tile.cols - n - kBlock)};
       }
-      const int share = groups > 1 ? (next.lines() + groups - 2) / (groups - 1) : 0;
-      for (int m0 = 0; m0 < tile.rows; m0 += kDotMaxRows) {
-        if (m0 != 0) next.issue(share);
-        dot_group<kLanes, kDotMaxRows, true>(in_place, m0, std::min(kDotMaxRows, tile.rows - m0),
-                                             n, std::min(tile.cols, n + kBlock), all_of_k,
-                                             scratch.c);
+      // The first group streams the block from memory; the others read it
+      // from L1 in groups of 6 rows, where the loads per multiply-add decide.
+      const int later = tile.rows > kDotMaxRows ? (tile.rows - kDotMaxRows + 5) / 6 : 0;
+      const int share = later > 0 ? (next.lines() + later - 1) / later : 0;
+      dot_group<kLanes, kDotMaxRows, true>(in_place, 0, std::min(kDotMaxRows, tile.rows), n,
+                                           std::min(tile.cols, n + kBlock), all_of_k, scratch.c);
+      for (int m0 = kDotMaxRows; m0 < tile.rows; m0 += 6) {
+        next.issue(share);
+        dot_group<kLanes, 6, false>(in_place, m0, std::min(6, tile.rows - m0), n,
+                                    std::min(tile.cols, n + kBlock), all_of_k, scratch.c);
       }
     }
     return;
