@@ -100,7 +100,11 @@ AXRT_CPU_INLINE void load_group(const MatmulInt4Args& args, const Tile& tile, ui
     // Column n + i: nibble (n + i) % 8 of word (n + i) / 8.
     const U column = lane + static_cast<uint32_t>(n);
     U words;
-    for (int i = 0; i < kLanes; ++i) words[i] = zeros[(n + i) / 8];
+    if constexpr (kLanes == 8) {
+      words = U{} + zeros[n / 8];  // one word: a broadcast, not 8 inserts
+    } else {
+      for (int i = 0; i < kLanes; ++i) words[i] = zeros[(n + i) / 8];
+    }
     store_vector(z + n, reinterpret_cast<I>((words >> ((column & 7u) * 4u)) & 0xfu));
   }
 }
