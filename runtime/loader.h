@@ -64,8 +64,10 @@ struct ResolvedKernel {
   std::vector<uint32_t> param_offsets;
   std::vector<uint32_t> param_sizes;
   // Set by choose_prepacked(): `info` is then the library's pre-packed form
-  // and this parameter's constants are bound in its layout.
+  // and the constants its parameter is bound to, `packed_constants`, are
+  // bound in its layout.
   const KernelLibrary::Prepack* prepack = nullptr;
+  std::vector<uint32_t> packed_constants;
 };
 
 // Pre-flight: an implementation for every kernel, or every reason there is

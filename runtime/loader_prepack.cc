@@ -39,7 +39,8 @@ std::vector<uint64_t> shape_of(const axe::Constant& constant) {
 uint64_t packed_size(const LoadContext& ctx, const KernelLibrary::Prepack& prepack,
                      const axe::Constant& constant) {
   const auto* layout = constant.quantization();
-  if (!layout || !layout->layout_id() || layout->layout_id()->string_view() != prepack.from_layout) {
+  if (!layout || !layout->layout_id() ||
+      layout->layout_id()->string_view() != prepack.from_layout) {
     return 0;
   }
   const std::vector<uint64_t> shape = shape_of(constant);
@@ -105,13 +106,17 @@ void choose_prepacked(const LoadContext& ctx, std::vector<ResolvedKernel>* resol
     for (uint32_t c : constants) packed_into[c] = prepack.to_layout;
     r.info = prepack.packed;
     r.prepack = &prepack;
+    r.packed_constants = std::move(constants);
   }
 }
 
 axrt_status_t pack_constants(const LoadContext& ctx, const std::vector<ResolvedKernel>& resolved,
                              Executable* exe) {
-  // Each packed constant once, at the device's buffer alignment in one
-  // allocation.
+  const auto label = [&](const axe::Constant& constant, std::string_view layout) {
+    return fmt::format("{} ({})", constant.name() ? constant.name()->str() : "", layout);
+  };
+  // The constants to pack, each once (choose_prepacked gave each one
+  // layout), at the device's buffer alignment in one allocation.
   struct Packing {
     uint32_t constant;
     const KernelLibrary::Prepack* prepack;
@@ -119,32 +124,28 @@ axrt_status_t pack_constants(const LoadContext& ctx, const std::vector<ResolvedK
     uint64_t size;
   };
   std::vector<Packing> packings;
-  std::vector<bool> seen(exe->constants.size());
   const uint64_t alignment = std::max<uint64_t>(ctx.device->properties.buffer_alignment, 64);
+  const std::byte* const file = reinterpret_cast<const std::byte*>(ctx.file.file_bytes().data());
   uint64_t total = 0;
-  for (uint32_t k = 0; k < resolved.size(); ++k) {
-    if (!resolved[k].prepack) continue;
-    std::vector<uint32_t> constants;
-    bound_constants(ctx, k, resolved[k].prepack->param, &constants);
-    for (uint32_t c : constants) {
-      if (seen[c]) continue;
-      seen[c] = true;
+  std::vector<bool> taken(exe->constants.size());
+  for (const ResolvedKernel& r : resolved) {
+    for (uint32_t c : r.packed_constants) {
+      if (taken[c]) continue;  // bound to another kernel's parameter too
+      taken[c] = true;
+      ResidentConstant& resident = exe->constants[c];
       const axe::Constant& constant = *ctx.meta.constants()->Get(c);
-      const uint64_t size = packed_size(ctx, *resolved[k].prepack, constant);
-      if (const axe::PrepackedCopy* copy = file_copy(constant, resolved[k].prepack->to_layout, size)) {
-        // A view of the mapped file, beside the canonical one.
-        const Ref<Buffer>& canonical = exe->constants[c].buffer;
-        const auto bytes = ctx.file.range_bytes(*constant.data());
-        const auto copy_bytes = ctx.file.range_bytes(*copy->data());
-        const auto delta = static_cast<int64_t>(copy_bytes.data() - bytes.data());
-        exe->constants[c].packed = buffer_create_view(
-            canonical->allocation(), static_cast<uint64_t>(static_cast<int64_t>(canonical->offset) + delta), size,
-            fmt::format("{} ({})", constant.name() ? constant.name()->str() : "",
-                        resolved[k].prepack->to_layout));
+      const uint64_t size = packed_size(ctx, *r.prepack, constant);
+      if (const axe::PrepackedCopy* copy = file_copy(constant, r.prepack->to_layout, size)) {
+        // A view of the mapped file (the canonical view's root), no copy.
+        const auto* bytes =
+            reinterpret_cast<const std::byte*>(ctx.file.range_bytes(*copy->data()).data());
+        resident.packed = buffer_create_view(resident.buffer->allocation(),
+                                             static_cast<uint64_t>(bytes - file), size,
+                                             label(constant, r.prepack->to_layout));
         continue;
       }
       total = (total + alignment - 1) / alignment * alignment;
-      packings.push_back({c, resolved[k].prepack, total, size});
+      packings.push_back({c, r.prepack, total, size});
       total += size;
     }
   }
@@ -176,9 +177,7 @@ axrt_status_t pack_constants(const LoadContext& ctx, const std::vector<ResolvedK
     p.prepack->packer->pack(ctx.file.range_bytes(*constant.data()).data(), shape.data(),
                             static_cast<uint32_t>(shape.size()), memory + p.offset);
     exe->constants[p.constant].packed =
-        buffer_create_view(buffer.get(), p.offset, p.size,
-                           fmt::format("{} ({})", constant.name() ? constant.name()->str() : "",
-                                       p.prepack->to_layout));
+        buffer_create_view(buffer.get(), p.offset, p.size, label(constant, p.prepack->to_layout));
   }
   return nullptr;
 }

@@ -663,6 +663,40 @@ KernelCase MatmulInt4(const std::string& kernel, Int4Format format,
   return c;
 }
 
+// x of the int8-activation cases, [M, K] (M >= 2, K >= 2 group): random,
+// but row 0's first group has a = 127, so 127 / a = 1 and its .5 values
+// are ties, and row 1's second group is zeros (s_x = 0). Seeds `seed` and
+// seed + 1.
+std::vector<float> Q8CaseX(uint64_t M, uint64_t K, uint64_t group, uint32_t seed) {
+  std::vector<float> x = RandomFloats(M * K, seed, -2.0f, 2.0f);
+  const std::vector<int> ties = RandomInts(group, seed + 1, -127, 126);
+  for (uint64_t k = 0; k < group; ++k) x[k] = static_cast<float>(ties[k]) + 0.5f;
+  x[0] = 127.0f;
+  std::fill_n(x.begin() + K + group, group, 0.0f);
+  return x;
+}
+
+// x quantized as the contract says (f32 operations, half to even), as
+// xq s_x in double, [M, K].
+std::vector<double> QuantizedQ8(const std::vector<float>& x, uint64_t M, uint64_t K,
+                                uint64_t group) {
+  std::vector<double> xq(M * K, 0.0);
+  for (uint64_t m = 0; m < M; ++m) {
+    for (uint64_t g0 = 0; g0 < K; g0 += group) {
+      float a = 0.0f;
+      for (uint64_t k = g0; k < g0 + group; ++k) a = std::max(a, std::fabs(x[m * K + k]));
+      if (a == 0.0f) continue;
+      const float inv = 127.0f / a;
+      const float s_x = a / 127.0f;
+      for (uint64_t k = g0; k < g0 + group; ++k) {
+        const float product = x[m * K + k] * inv;
+        xq[m * K + k] = std::nearbyint(product) * static_cast<double>(s_x);
+      }
+    }
+  }
+  return xq;
+}
+
 // GPTQ v2 weights times x quantized to int8 per group. The reference
 // quantizes x as the contract says (f32 operations, half to even) and
 // multiplies in double; the bound is 1e-5 (|xq| . |W| + |bias|) + 1e-6. Row
@@ -684,27 +718,10 @@ KernelCase MatmulInt4Q8(const std::string& kernel = "axrt_matmul_gptq_int4_q8_f3
       w[k * N + n] = (q[k * N + n] - z[g * N + n]) * HalfScaleValue(s[g * N + n]);
     }
   }
-  std::vector<float> x = RandomFloats(M * K, 58, -2.0f, 2.0f);
-  const std::vector<int> ties = RandomInts(group, 59, -127, 126);
-  for (uint64_t k = 0; k < group; ++k) x[k] = static_cast<float>(ties[k]) + 0.5f;
-  x[0] = 127.0f;
-  std::fill_n(x.begin() + K + group, group, 0.0f);
+  const std::vector<float> x = Q8CaseX(M, K, group, 58);
   const std::vector<float> bias = RandomFloats(N, 60);
 
-  std::vector<double> xq(M * K, 0.0);
-  for (uint64_t m = 0; m < M; ++m) {
-    for (uint64_t g0 = 0; g0 < K; g0 += group) {
-      float a = 0.0f;
-      for (uint64_t k = g0; k < g0 + group; ++k) a = std::max(a, std::fabs(x[m * K + k]));
-      if (a == 0.0f) continue;
-      const float inv = 127.0f / a;
-      const float s_x = a / 127.0f;
-      for (uint64_t k = g0; k < g0 + group; ++k) {
-        const float product = x[m * K + k] * inv;
-        xq[m * K + k] = std::nearbyint(product) * static_cast<double>(s_x);
-      }
-    }
-  }
+  const std::vector<double> xq = QuantizedQ8(x, M, K, group);
   std::vector<double> want(M * N), bound(M * N);
   for (uint64_t m = 0; m < M; ++m) {
     for (uint64_t n = 0; n < N; ++n) {
@@ -767,27 +784,10 @@ KernelCase MatmulInt8Q8() {
   const std::vector<float> scale = RandomFloats(N, 69, 0.005f, 0.02f);
   std::vector<int8_t> w(N * K);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(codes[i]);
-  std::vector<float> x = RandomFloats(M * K, 70, -2.0f, 2.0f);
-  const std::vector<int> ties = RandomInts(group, 71, -127, 126);
-  for (uint64_t k = 0; k < group; ++k) x[k] = static_cast<float>(ties[k]) + 0.5f;
-  x[0] = 127.0f;
-  std::fill_n(x.begin() + K + group, group, 0.0f);
+  const std::vector<float> x = Q8CaseX(M, K, group, 70);
   const std::vector<float> bias = RandomFloats(N, 72);
 
-  std::vector<double> xq(M * K, 0.0);
-  for (uint64_t m = 0; m < M; ++m) {
-    for (uint64_t g0 = 0; g0 < K; g0 += group) {
-      float a = 0.0f;
-      for (uint64_t k = g0; k < g0 + group; ++k) a = std::max(a, std::fabs(x[m * K + k]));
-      if (a == 0.0f) continue;
-      const float inv = 127.0f / a;
-      const float s_x = a / 127.0f;
-      for (uint64_t k = g0; k < g0 + group; ++k) {
-        const float product = x[m * K + k] * inv;
-        xq[m * K + k] = std::nearbyint(product) * static_cast<double>(s_x);
-      }
-    }
-  }
+  const std::vector<double> xq = QuantizedQ8(x, M, K, group);
   std::vector<double> want(M * N), bound(M * N);
   for (uint64_t m = 0; m < M; ++m) {
     for (uint64_t n = 0; n < N; ++n) {

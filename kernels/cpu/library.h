@@ -18,6 +18,8 @@ inline constexpr uint32_t kCpuLibraryVersion = 1;
 const axrt_kernel_library_t* cpu_kernel_library() noexcept;
 
 // Makes a constant's copy in a pre-packed layout from its canonical bytes.
+// Both functions are pure (they read only their arguments, keep nothing)
+// and may run on any thread.
 struct CpuPacker {
   // Bytes of the copy of a constant of logical `shape` (`rank` extents)
   // stored in `bytes` bytes; 0 when the layout does not take that shape.

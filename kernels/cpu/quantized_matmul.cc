@@ -172,12 +172,22 @@ struct Int4Rows {
     return words;
   }
 
+  // q s - z s of `codes` (0..15 a lane), with the columns' s (`scale`) and
+  // -z s (`offset`): every path decodes a weight with these operations.
+  template <int kLanes>
+  AXRT_CPU_INLINE static typename Simd<kLanes>::F dequantize(typename Simd<kLanes>::U codes,
+                                                             typename Simd<kLanes>::F scale,
+                                                             typename Simd<kLanes>::F offset) {
+    using F = typename Simd<kLanes>::F;
+    using I = typename Simd<kLanes>::I;
+    return __builtin_convertvector(reinterpret_cast<I>(codes), F) * scale + offset;
+  }
+
   // W[row][V kLanes .. V kLanes + kLanes) of the tile = q s - z s.
   template <int kLanes, int V>
   AXRT_CPU_INLINE typename Simd<kLanes>::F weights(const uint32_t* __restrict words,
                                                    uint32_t shift) const {
     using F = typename Simd<kLanes>::F;
-    using I = typename Simd<kLanes>::I;
     using U = typename Simd<kLanes>::U;
     U codes;
     if constexpr (kFormat == Int4Format::kAwq) {
@@ -185,9 +195,8 @@ struct Int4Rows {
     } else {
       codes = (load_vector<U>(words + V * kLanes) >> shift) & 0xfu;
     }
-    const F q = __builtin_convertvector(reinterpret_cast<I>(codes), F);
-    return q * load_vector<F>(scratch.column_scale + V * kLanes) +
-           load_vector<F>(scratch.column_offset + V * kLanes);
+    return dequantize<kLanes>(codes, load_vector<F>(scratch.column_scale + V * kLanes),
+                              load_vector<F>(scratch.column_offset + V * kLanes));
   }
 
   template <int kLanes, int... V>
@@ -246,15 +255,13 @@ struct Int4Rows {
             (
                 [&] {
                   using U = typename Simd<kLanes>::U;
-                  using I = typename Simd<kLanes>::I;
                   const U w = load_vector<U>(words + (V0 + J) * kLanes);
                   const F scale = load_vector<F>(scratch.column_scale + (V0 + J) * kLanes);
                   const F offset = load_vector<F>(scratch.column_offset + (V0 + J) * kLanes);
 #pragma GCC unroll 8
                   for (int j = 0; j < 8; ++j) {
-                    const U codes = (w >> static_cast<uint32_t>(4 * j)) & 0xfu;
-                    const F q = __builtin_convertvector(reinterpret_cast<I>(codes), F);
-                    const F weight = q * scale + offset;
+                    const F weight = dequantize<kLanes>(
+                        (w >> static_cast<uint32_t>(4 * j)) & 0xfu, scale, offset);
 #pragma GCC unroll 4
                     for (int m = 0; m < MR; ++m) acc[m][J] += x[m * K + k0 + j] * weight;
                   }

@@ -1569,6 +1569,32 @@ void run_q8_case(MatmulCase& c, const Q8Weights& w, uint64_t group,
   check_q8_matmul(c.y, c.x, group, w.q.dequantized, c.bias, s.M, s.N, s.K);
 }
 
+// An int8-activation kernel on x (5 rows, K >= 201) with a NaN in row 1,
+// -Inf in row 3 and row 4 scaled below 127 / FLT_MAX, in every build, the
+// weights bound by `bind`: rows 1 and 3 come out NaN, row 4 the bias.
+template <class Bind>
+void check_q8_nonfinite_rows(const char* kernel, const Shape& s, uint32_t seed, Bind bind) {
+  for (const Q8Build& build : q8_builds()) {
+    Q8BuildScope scope(build);
+    INFO(kernel << " " << q8_build_name(build));
+    MatmulCase c(s, seed);
+    c.x[1 * s.K + 70] = std::numeric_limits<float>::quiet_NaN();
+    c.x[3 * s.K + 200] = -std::numeric_limits<float>::infinity();
+    for (uint64_t k = 0; k < s.K; ++k) c.x[4 * s.K + k] *= 1e-37f;
+    ArgBlock args(find_kernel(kernel));
+    c.common(args);
+    bind(args);
+    REQUIRE(dispatch(args, matmul_grid(s.M, s.N), Order::kShuffled).code == AXRT_KERNEL_OK);
+    for (uint64_t m = 0; m < s.M; ++m) {
+      for (uint64_t n = 0; n < s.N; ++n) {
+        INFO("y[" << m << "][" << n << "] = " << c.y[m * s.N + n]);
+        CHECK(std::isnan(c.y[m * s.N + n]) == (m == 1 || m == 3));
+        if (m == 4) CHECK(c.y[m * s.N + n] == c.bias[n]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("axrt_matmul_gptq_int4_q8_f32") {
@@ -1694,30 +1720,13 @@ TEST_CASE("axrt_matmul_gptq_int4_q8_f32: NaN or Inf in x make the row NaN, tiny 
   // Both are outside the contract; the CPU kernel defines them. Groups of
   // values below 127 / FLT_MAX, where 127 / a overflows, count as zeros.
   const Int4Case t{{5, 72, 256}, 64};
-  const Shape& s = t.shape;
   const Q8Weights w(t);
-  for (const Q8Build& build : q8_builds()) {
-    Q8BuildScope scope(build);
-    INFO(q8_build_name(build));
-    MatmulCase c(s, 171);
-    c.x[1 * s.K + 70] = std::numeric_limits<float>::quiet_NaN();
-    c.x[3 * s.K + 200] = -std::numeric_limits<float>::infinity();
-    for (uint64_t k = 0; k < s.K; ++k) c.x[4 * s.K + k] *= 1e-37f;
-    ArgBlock args(find_kernel("axrt_matmul_gptq_int4_q8_f32"));
-    c.common(args)
-        .buffer("qweight", w.qweight.data())
+  check_q8_nonfinite_rows("axrt_matmul_gptq_int4_q8_f32", t.shape, 171, [&](ArgBlock& args) {
+    args.buffer("qweight", w.qweight.data())
         .buffer("scales", w.scales.data())
         .buffer("qzeros", w.qzeros.data())
         .u64("group_size", t.group);
-    REQUIRE(dispatch(args, matmul_grid(s.M, s.N), Order::kShuffled).code == AXRT_KERNEL_OK);
-    for (uint64_t m = 0; m < s.M; ++m) {
-      for (uint64_t n = 0; n < s.N; ++n) {
-        INFO("y[" << m << "][" << n << "] = " << c.y[m * s.N + n]);
-        CHECK(std::isnan(c.y[m * s.N + n]) == (m == 1 || m == 3));
-        if (m == 4) CHECK(c.y[m * s.N + n] == c.bias[n]);
-      }
-    }
-  }
+  });
 }
 
 TEST_CASE("axrt_matmul_gptq_int4_q8_f32 refuses scalars that break its rules, writing nothing") {
@@ -1916,24 +1925,9 @@ TEST_CASE("axrt_matmul_int8_pc_q8_f32 reuses a thread's quantized x only for the
 TEST_CASE("axrt_matmul_int8_pc_q8_f32: NaN or Inf in x make the row NaN, tiny groups count 0") {
   const Shape s{5, 72, 256};
   const Int8Weights q = int8_q8_weights(s.N, s.K, 198);
-  for (const Q8Build& build : q8_builds()) {
-    Q8BuildScope scope(build);
-    INFO(q8_build_name(build));
-    MatmulCase c(s, 199);
-    c.x[1 * s.K + 70] = std::numeric_limits<float>::quiet_NaN();
-    c.x[3 * s.K + 200] = -std::numeric_limits<float>::infinity();
-    for (uint64_t k = 0; k < s.K; ++k) c.x[4 * s.K + k] *= 1e-37f;
-    ArgBlock args(find_kernel(kInt8Q8));
-    c.common(args).buffer("w", q.w.data()).buffer("scale", q.scale.data());
-    REQUIRE(dispatch(args, matmul_grid(s.M, s.N), Order::kShuffled).code == AXRT_KERNEL_OK);
-    for (uint64_t m = 0; m < s.M; ++m) {
-      for (uint64_t n = 0; n < s.N; ++n) {
-        INFO("y[" << m << "][" << n << "] = " << c.y[m * s.N + n]);
-        CHECK(std::isnan(c.y[m * s.N + n]) == (m == 1 || m == 3));
-        if (m == 4) CHECK(c.y[m * s.N + n] == c.bias[n]);
-      }
-    }
-  }
+  check_q8_nonfinite_rows(kInt8Q8, s, 199, [&](ArgBlock& args) {
+    args.buffer("w", q.w.data()).buffer("scale", q.scale.data());
+  });
 }
 
 TEST_CASE("axrt_matmul_int8_pc_q8_f32 refuses K that is not a multiple of 32, writing nothing") {
