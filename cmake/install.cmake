@@ -11,6 +11,11 @@ install(TARGETS axrt EXPORT axrtTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 set(AXRT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/axrt)
+# The transport of groups across processes, beside libaxrt (where libaxrt
+# looks for it).
+if(TARGET axrt_gloo)
+  install(TARGETS axrt_gloo LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(EXPORT axrtTargets
   NAMESPACE axrt::
   FILE axrtTargets.cmake

@@ -10,11 +10,15 @@
 #include "axrt/memory.h"
 #include "axrt/stream.h"
 #include "base/dtype.h"
+#include "group/process_group.h"
 
 namespace axrt::group {
 namespace {
 
 constexpr uint64_t kDefaultTimeoutNs = 300ull * 1000 * 1000 * 1000;
+constexpr uint64_t kDefaultRendezvousTimeoutNs = 60ull * 1000 * 1000 * 1000;
+constexpr uint64_t kDefaultHeartbeatIntervalNs = 1000ull * 1000 * 1000;
+constexpr uint64_t kDefaultHeartbeatTimeoutNs = 10ull * 1000 * 1000 * 1000;
 
 // Copies `text` into a fixed char array, cut to fit and NUL-terminated.
 template <size_t N>
@@ -214,6 +218,70 @@ axrt_status_t Group::create(const axrt_device_t* devices, size_t count,
   return nullptr;
 }
 
+axrt_status_t Group::join(const char* id, uint32_t size, uint32_t rank, axrt_device_t device,
+                          const axrt_group_join_options_t& options, std::unique_ptr<Group>* out) {
+  constexpr const char* kFunction = "axrt_group_join";
+  if (id == nullptr || id[0] == '\0') {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "{}: id is empty (tcp://HOST:PORT[/NAME] or file://DIR[#NAME])", kFunction);
+  }
+  if (size == 0 || size > static_cast<uint32_t>(std::numeric_limits<int32_t>::max()) || rank >= size) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "{}: rank {} of a world of {} members: the size is 1 or more and the rank "
+                       "below it",
+                       kFunction, rank, size);
+  }
+  if (device == nullptr) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: device is NULL", kFunction);
+  }
+  axrt_device_properties_t properties = AXRT_DEVICE_PROPERTIES_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_device_query_properties(device, &properties));
+  std::string backend = options.backend != nullptr ? options.backend : "";
+  if (backend.empty()) backend = std::string(properties.driver) == "cuda" ? "nccl" : "cpu";
+  if (backend != "cpu" && backend != "nccl") {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "{}: unknown backend '{}' (the backends are \"cpu\" and \"nccl\")",
+                       kFunction, backend);
+  }
+  if (backend != "cpu") {
+    return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                       "{}: backend '{}' across processes is not available; \"cpu\" (CPU devices, "
+                       "through gloo) is",
+                       kFunction, backend);
+  }
+  if (properties.type != AXRT_DEVICE_TYPE_CPU) {
+    return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                       "{}: the cpu backend runs on CPU devices, and {} is a {} device", kFunction,
+                       properties.id, properties.driver);
+  }
+  JoinRequest request;
+  request.id = id;
+  request.size = size;
+  request.rank = rank;
+  request.device_id = properties.id;
+  request.label = options.label != nullptr && options.label[0] != '\0' ? options.label : id;
+  request.hostname = options.hostname != nullptr ? options.hostname : "";
+  request.timeout_ns = options.timeout_ns == 0 ? kDefaultTimeoutNs : options.timeout_ns;
+  request.rendezvous_timeout_ns =
+      options.rendezvous_timeout_ns == 0 ? kDefaultRendezvousTimeoutNs : options.rendezvous_timeout_ns;
+  request.heartbeat_interval_ns = options.heartbeat_interval_ns == 0 ? kDefaultHeartbeatIntervalNs
+                                                                      : options.heartbeat_interval_ns;
+  request.heartbeat_timeout_ns =
+      options.heartbeat_timeout_ns == 0 ? kDefaultHeartbeatTimeoutNs : options.heartbeat_timeout_ns;
+  std::unique_ptr<Group> group(new Group());
+  AXRT_RETURN_IF_ERROR(join_process_group(request, &group->state_, &group->backend_));
+  group->devices_.assign(size, nullptr);
+  axrt_device_retain(device);
+  group->devices_[rank] = device;
+  group->local_rank_ = static_cast<int32_t>(rank);
+  group->backend_name_ = group->backend_->name();
+  group->member_sequence_.assign(size, 0);
+  Backend* raw = group->backend_.get();
+  group->state_->set_abort_hook([raw] { raw->abort(); });
+  *out = std::move(group);
+  return nullptr;
+}
+
 Group::~Group() {
   if (state_ && !pending_.empty()) {
     const Pending& oldest = pending_.begin()->second;
@@ -223,13 +291,16 @@ Group::~Group() {
   }
   if (state_) state_->set_abort_hook(nullptr);
   backend_.reset();
-  for (axrt_device_t device : devices_) axrt_device_release(device);
+  for (axrt_device_t device : devices_) {
+    if (device != nullptr) axrt_device_release(device);
+  }
 }
 
 void Group::info(axrt_group_info_t* out) const noexcept {
   copy_text(out->label, state_->label());
   copy_text(out->backend, backend_name_);
   out->size = size();
+  out->rank = local_rank_;
   state_->fill_info(out);
   std::lock_guard<std::mutex> lock(enqueue_mutex_);
   out->collectives = sequence_;
@@ -377,6 +448,8 @@ axrt_status_t Group::collective(const char* function, CollectiveKind kind,
   if (members == nullptr) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: members is NULL", function);
   }
+  // A member across processes passes its own entry only.
+  if (local_rank_ >= 0) return part(function, static_cast<size_t>(local_rank_), kind, members, count, dtype, op, root);
   uint64_t bytes = 0;
   AXRT_RETURN_IF_ERROR(check_shape(function, kind, count, dtype, op, root, &bytes));
   const uint32_t n = size();
@@ -420,6 +493,12 @@ axrt_status_t Group::part(const char* function, size_t rank, CollectiveKind kind
   if (member == nullptr) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: member is NULL", function);
   }
+  if (local_rank_ >= 0 && rank != static_cast<size_t>(local_rank_)) {
+    return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                       "{}: member {} of group '{}' is in another process; this process is member "
+                       "{} and queues its own part only",
+                       function, rank, state_->label(), local_rank_);
+  }
   uint64_t bytes = 0;
   AXRT_RETURN_IF_ERROR(check_shape(function, kind, count, dtype, op, root, &bytes));
   const uint32_t r = static_cast<uint32_t>(rank);
@@ -430,6 +509,27 @@ axrt_status_t Group::part(const char* function, size_t rank, CollectiveKind kind
   const uint64_t sequence = member_sequence_[r] + 1;
   const std::string context = fmt::format("{} #{}", collective_name(kind), sequence);
   if (state_->aborted()) return state_->aborted_status(context.c_str());
+  if (local_rank_ >= 0) {
+    // The other members' parts are queued in their processes; the backend
+    // meets them there.
+    Collective c;
+    c.kind = kind;
+    c.sequence = sequence;
+    c.count = count;
+    c.dtype = dtype;
+    c.op = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter
+               ? op
+               : axrt_reduce_op_t{AXRT_REDUCE_SUM};
+    c.root = kind == CollectiveKind::kBroadcast ? static_cast<uint32_t>(root) : 0;
+    c.parts.resize(n);
+    for (uint32_t m = 0; m < n; ++m) c.parts[m].rank = m;
+    c.parts[r] = checked;
+    std::shared_ptr<void> unused;
+    AXRT_RETURN_IF_ERROR(backend_->enqueue_part(c, r, &unused));
+    member_sequence_[r] = sequence;
+    sequence_ = sequence;
+    return nullptr;
+  }
   auto found = pending_.find(sequence);
   if (found == pending_.end()) {
     Pending fresh;
@@ -482,6 +582,12 @@ axrt_status_t Group::send_recv(const char* function, const axrt_group_transfer_t
                                size_t transfer_count) {
   if (transfers == nullptr && transfer_count != 0) {
     return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "{}: transfers is NULL", function);
+  }
+  if (local_rank_ >= 0) {
+    return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
+                       "{}: group '{}' spans processes, and send/recv between processes is not "
+                       "available; the collectives are",
+                       function, state_->label());
   }
   const uint32_t n = size();
   Collective c;

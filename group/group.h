@@ -170,12 +170,19 @@ class Group {
  public:
   static axrt_status_t create(const axrt_device_t* devices, size_t count,
                               const axrt_group_options_t& options, std::unique_ptr<Group>* out);
+  // This process's member of a group across processes (axrt_group_join).
+  static axrt_status_t join(const char* id, uint32_t size, uint32_t rank, axrt_device_t device,
+                            const axrt_group_join_options_t& options, std::unique_ptr<Group>* out);
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
 
   uint32_t size() const noexcept { return state_->size(); }
+  // Null for a member in another process.
   axrt_device_t device(uint32_t rank) const noexcept { return devices_[rank]; }
+  // This process's rank in a group across processes; -1 for a group of
+  // one process.
+  int32_t local_rank() const noexcept { return local_rank_; }
   void info(axrt_group_info_t* out) const noexcept;
   axrt_status_t abort(int32_t rank, const char* reason);
 
@@ -217,7 +224,8 @@ class Group {
                             uint64_t* out_address = nullptr) const;
   axrt_status_t submit(Collective& collective);
 
-  std::vector<axrt_device_t> devices_;  // retained
+  std::vector<axrt_device_t> devices_;  // retained; null for members in other processes
+  int32_t local_rank_ = -1;
   std::shared_ptr<GroupState> state_;
   std::unique_ptr<Backend> backend_;
   std::string backend_name_;

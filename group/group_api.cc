@@ -59,6 +59,28 @@ AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t co
   });
 }
 
+AXRT_API axrt_status_t axrt_group_join(const char* id, uint32_t size, uint32_t rank,
+                                       axrt_device_t device,
+                                       const axrt_group_join_options_t* options,
+                                       axrt_group_t* out_group) {
+  return guard("axrt_group_join", [&]() -> axrt_status_t {
+    if (out_group == nullptr) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "axrt_group_join: out_group is NULL");
+    }
+    axrt_group_join_options_t opts;
+    if (!read_options_struct(options, &opts,
+                             axrt_group_join_options_t AXRT_GROUP_JOIN_OPTIONS_INIT)) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "axrt_group_join: options->struct_size {} is too small",
+                         options->struct_size);
+    }
+    auto handle = std::make_unique<axrt_group_s>();
+    AXRT_RETURN_IF_ERROR(Group::join(id, size, rank, device, opts, &handle->group));
+    *out_group = handle.release();
+    return nullptr;
+  });
+}
+
 AXRT_API void axrt_group_destroy(axrt_group_t group) { delete group; }
 
 AXRT_API axrt_status_t axrt_group_query_info(axrt_group_t group, axrt_group_info_t* out_info) {
@@ -97,6 +119,12 @@ AXRT_API axrt_status_t axrt_group_get_device(axrt_group_t group, size_t rank,
                          rank, group->group->size() - 1);
     }
     axrt_device_t device = group->group->device(static_cast<uint32_t>(rank));
+    if (device == nullptr) {
+      return make_status(AXRT_STATUS_CODE_FAILED_PRECONDITION,
+                         "axrt_group_get_device: member {} is in another process; this process is "
+                         "member {}",
+                         rank, group->group->local_rank());
+    }
     axrt_device_retain(device);
     *out_device = device;
     return nullptr;

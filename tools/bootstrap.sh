@@ -48,10 +48,12 @@ debian_packages=(cmake ninja-build g++ make pkg-config libfmt-dev libflatbuffers
   flatbuffers-compiler libdlpack-dev)
 if [[ $level != build ]]; then
   # Catch2 for the C++ tests, clang and its runtimes for the fuzzer,
-  # abigail-tools for the ABI gate, and what making the environment and
-  # building the extension module against its interpreter need.
-  debian_packages+=(catch2 clang libclang-rt-14-dev binutils abigail-tools python3-dev
-    python3-venv)
+  # abigail-tools for the ABI gate, gloo for device groups across
+  # processes (libaxrt_gloo, docs/multi-device.md), and what making the
+  # environment and building the extension module against its interpreter
+  # need.
+  debian_packages+=(catch2 clang libclang-rt-14-dev binutils abigail-tools libgloo-dev
+    python3-dev python3-venv)
 fi
 if [[ $level == bench ]]; then
   debian_packages+=(libbenchmark-dev libopenblas-dev)

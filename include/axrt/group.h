@@ -1,4 +1,5 @@
-/* axrt device groups: collectives across the devices of one process.
+/* axrt device groups: collectives across the devices of one process, or
+ * across processes and hosts (axrt_group_join()).
  *
  * A group is an ordered set of distinct devices of one instance, its
  * members; a member's index in the group is its rank. A collective names,
@@ -90,6 +91,74 @@ AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t co
                                          const axrt_group_options_t* options,
                                          axrt_group_t* out_group);
 
+/* Groups across processes. Each process joins with its one device and its
+ * rank; the members meet through a rendezvous that the id names, an opaque
+ * string every member is given (as NCCL's unique id is):
+ *   - "tcp://HOST:PORT[/NAME]": rank 0 serves a small key-value store on
+ *     HOST:PORT, from its first join there until its process exits; the
+ *     others connect to it.
+ *   - "file://DIR[#NAME]": a directory every member can write (a shared
+ *     file system); use a fresh one (or NAME) for every launch.
+ * NAME tells groups that meet in one place apart: a group built after a
+ * failure takes a new NAME (a rank once claimed under a NAME stays
+ * claimed).
+ *
+ * Backend: "cpu" (CPU devices; the default for them): messages through
+ * gloo's TCP transport, in libaxrt_gloo.so (beside libaxrt, loaded at run
+ * time; AXRT_GLOO_TRANSPORT names another file; UNAVAILABLE when it or
+ * Debian's libgloo0 is missing). Reductions combine the members' elements
+ * in rank order, as in one process: the results are the same bits on every
+ * member, and the same as a group of one process.
+ *
+ * A member's collectives: the functions below take its own entry only
+ * (`members` points to one axrt_collective_member_t), or
+ * axrt_group_enqueue_part() with its own rank; the n-th collective of every
+ * member is one collective. axrt_group_send_recv() is UNIMPLEMENTED across
+ * processes; axrt_group_get_device() answers for this member only.
+ *
+ * Failure: a member process that exits or is killed breaks its
+ * connections, and the others fail the group at once naming it; one that
+ * stops answering (stopped, hung, cut off) misses its heartbeats, and the
+ * others fail the group after the heartbeat timeout. The group then fails
+ * as any group does (above): every waiting and later collective fails, on
+ * every surviving member, with a message naming the member lost. */
+typedef struct axrt_group_join_options_t {
+  size_t struct_size;
+  const void* next;
+  /* As axrt_group_options_t: a name (NULL: the id), the collectives'
+   * timeout (0: 300 s) and the backend (NULL or "": "cpu" for a CPU
+   * device). */
+  const char* label;
+  uint64_t timeout_ns;
+  const char* backend;
+  /* How long joining waits for every member to arrive and connect; 0: 60 s.
+   * UINT64_MAX: no limit. */
+  uint64_t rendezvous_timeout_ns;
+  /* The heartbeat's interval (0: 1 s; UINT64_MAX: no heartbeat) and how
+   * late a member's beat may be before it counts as lost (0: 10 s). */
+  uint64_t heartbeat_interval_ns;
+  uint64_t heartbeat_timeout_ns;
+  /* The address this member listens on for the others; NULL or "": the
+   * address it reaches a TCP rendezvous from, else the host's name. */
+  const char* hostname;
+} axrt_group_join_options_t;
+
+#define AXRT_GROUP_JOIN_OPTIONS_INIT \
+  { sizeof(axrt_group_join_options_t), NULL, NULL, 0, NULL, 0, 0, 0, NULL }
+
+/* Joins the group `id` names as member `rank` of `size` (rank below size),
+ * with `device`; `options` may be NULL. Blocks until every member arrived
+ * and connected, or fails naming what is wrong: DEADLINE_EXCEEDED naming
+ * the members that did not arrive within the rendezvous timeout,
+ * ALREADY_EXISTS when another process joined with the same rank,
+ * INVALID_ARGUMENT when members disagree on the size. Retains `device`.
+ * The caller owns `*out_group`; destroying it leaves the group (the
+ * others then see this member gone). Thread-safe. */
+AXRT_API axrt_status_t axrt_group_join(const char* id, uint32_t size, uint32_t rank,
+                                       axrt_device_t device,
+                                       const axrt_group_join_options_t* options,
+                                       axrt_group_t* out_group);
+
 /* Destroys `group` and releases its devices. NULL is a no-op. Collectives
  * already queued still run (or fail, if the group aborted); destroying never
  * waits for them. */
@@ -117,16 +186,20 @@ typedef struct axrt_group_info_t {
   axrt_status_code_t failure_code;
   char failure[256];
   uint64_t collectives;    /* collectives queued since creation */
+  /* This process's member in a group across processes; -1 for a group of
+   * one process. */
+  int32_t rank;
 } axrt_group_info_t;
 
 #define AXRT_GROUP_INFO_INIT \
-  { sizeof(axrt_group_info_t), NULL, {0}, {0}, 0, 0, -1, 0, {0}, 0 }
+  { sizeof(axrt_group_info_t), NULL, {0}, {0}, 0, 0, -1, 0, {0}, 0, -1 }
 
 /* Fills `*out_info` (whose struct_size the caller sets). */
 AXRT_API axrt_status_t axrt_group_query_info(axrt_group_t group, axrt_group_info_t* out_info);
 
 /* Writes a new reference to the device of `rank`; OUT_OF_RANGE past the
- * last member. The caller releases it. */
+ * last member, FAILED_PRECONDITION for a member in another process. The
+ * caller releases it. */
 AXRT_API axrt_status_t axrt_group_get_device(axrt_group_t group, size_t rank,
                                              axrt_device_t* out_device);
 

@@ -3075,6 +3075,26 @@ BAD_ARGUMENTS(axrt_group_create) {
   CHECK(group == nullptr);
 }
 
+BAD_ARGUMENTS(axrt_group_join) {
+  // What joining does is group_join_test.cc and tests/python/test_group_processes.py.
+  axrt_group_t group = nullptr;
+  const char* id = "tcp://127.0.0.1:1";
+  EXPECT_INVALID(axrt_group_join(id, 1, 0, device, nullptr, nullptr), "out_group");
+  EXPECT_INVALID(axrt_group_join(nullptr, 1, 0, device, nullptr, &group), "id is empty");
+  EXPECT_INVALID(axrt_group_join(id, 0, 0, device, nullptr, &group), "world of 0");
+  EXPECT_INVALID(axrt_group_join(id, 2, 5, device, nullptr, &group), "rank 5 of a world of 2");
+  EXPECT_INVALID(axrt_group_join(id, 1, 0, nullptr, nullptr, &group), "device is NULL");
+  EXPECT_RELEASED(axrt_group_join(id, 1, 0, reinterpret_cast<axrt_device_t>(stream), nullptr, &group),
+                  "stream");
+  axrt_group_join_options_t options = AXRT_GROUP_JOIN_OPTIONS_INIT;
+  options.struct_size = 4;
+  EXPECT_INVALID(axrt_group_join(id, 1, 0, device, &options, &group), "struct_size");
+  options.struct_size = sizeof options;
+  options.backend = "carrier-pigeon";
+  EXPECT_INVALID(axrt_group_join(id, 1, 0, device, &options, &group), "unknown backend");
+  CHECK(group == nullptr);
+}
+
 BAD_ARGUMENTS(axrt_group_destroy) {
   axrt_group_destroy(nullptr);  // a no-op
   SUCCEED("NULL is a no-op");

@@ -16,6 +16,41 @@
 
 namespace axrt_test {
 
+// An instance of the CPU driver with AXRT_CPU_DEVICES (set before it, as
+// ctest does) CPU devices, a stream on each; `count` of them are used.
+struct CpuInstance {
+  explicit CpuInstance(size_t count) {
+    axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
+    options.drivers = "cpu";
+    REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
+    for (size_t i = 0; i < count; ++i) {
+      axrt_device_t device = nullptr;
+      REQUIRE_CALL_OK(axrt_instance_get_device(instance, i, &device));
+      devices.push_back(device);
+      axrt_stream_t stream = nullptr;
+      REQUIRE_CALL_OK(axrt_stream_create(device, nullptr, &stream));
+      streams.push_back(stream);
+    }
+  }
+  ~CpuInstance() {
+    for (axrt_stream_t s : streams) axrt_stream_release(s);
+    for (axrt_device_t d : devices) axrt_device_release(d);
+    axrt_instance_release(instance);
+  }
+  CpuInstance(const CpuInstance&) = delete;
+  CpuInstance& operator=(const CpuInstance&) = delete;
+  // Replaces the streams (a failed stream stays failed).
+  void new_streams() {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      axrt_stream_release(streams[i]);
+      REQUIRE_CALL_OK(axrt_stream_create(devices[i], nullptr, &streams[i]));
+    }
+  }
+  axrt_instance_t instance = nullptr;
+  std::vector<axrt_device_t> devices;
+  std::vector<axrt_stream_t> streams;
+};
+
 // A group of `devices`, destroyed with the object.
 struct TestGroup {
   explicit TestGroup(const std::vector<axrt_device_t>& devices, uint64_t timeout_ns = 0,

@@ -38,36 +38,8 @@ constexpr uint32_t kDevices = 4;
 // Run alone, the program sets the variable itself (ctest sets it too).
 const bool kDevicesSet = setenv("AXRT_CPU_DEVICES", "4", /*overwrite=*/0) == 0;
 
-struct Instance {
-  Instance() {
-    REQUIRE(kDevicesSet);
-    axrt_instance_options_t options = AXRT_INSTANCE_OPTIONS_INIT;
-    options.drivers = "cpu";
-    REQUIRE_CALL_OK(axrt_instance_create(&options, &instance));
-    for (size_t i = 0; i < kDevices; ++i) {
-      axrt_device_t device = nullptr;
-      REQUIRE_CALL_OK(axrt_instance_get_device(instance, i, &device));
-      devices.push_back(device);
-      axrt_stream_t stream = nullptr;
-      REQUIRE_CALL_OK(axrt_stream_create(device, nullptr, &stream));
-      streams.push_back(stream);
-    }
-  }
-  ~Instance() {
-    for (axrt_stream_t s : streams) axrt_stream_release(s);
-    for (axrt_device_t d : devices) axrt_device_release(d);
-    axrt_instance_release(instance);
-  }
-  // Replaces the streams (a failed stream stays failed).
-  void new_streams() {
-    for (size_t i = 0; i < streams.size(); ++i) {
-      axrt_stream_release(streams[i]);
-      REQUIRE_CALL_OK(axrt_stream_create(devices[i], nullptr, &streams[i]));
-    }
-  }
-  axrt_instance_t instance = nullptr;
-  std::vector<axrt_device_t> devices;
-  std::vector<axrt_stream_t> streams;
+struct Instance : axrt_test::CpuInstance {
+  Instance() : CpuInstance(kDevicesSet ? kDevices : 0) { REQUIRE(kDevicesSet); }
 };
 
 // A buffer of `bytes` on `device` with `data` in it.

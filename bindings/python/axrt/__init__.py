@@ -48,6 +48,7 @@ from ._axrt import (
 )
 from . import builder
 from ._profile import profile, stats
+from .distributed import GroupMember, init_group
 from .builder import Builder
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "FailedPreconditionError",
     "Function",
     "Group",
+    "GroupMember",
     "InternalError",
     "InvalidArgumentError",
     "NotFoundError",
@@ -86,6 +88,7 @@ __all__ = [
     "empty",
     "from_dlpack",
     "group",
+    "init_group",
     "load",
     "profile",
     "stats",

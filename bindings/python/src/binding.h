@@ -243,7 +243,13 @@ void init_dlpack(py::module_& m);
 void init_executable(py::module_& m);
 void init_builder(py::module_& m);
 void init_serving(py::module_& m);
+// "sum", "max", "min"; ValueError otherwise (src/group.cc).
+axrt_reduce_op_t parse_reduce_op(const std::string& op);
+// A timeout argument in seconds (None: 0, the default; inf: no limit) as
+// nanoseconds; ValueError naming `what` unless positive.
+uint64_t timeout_ns(const py::object& seconds, const char* what);
 void init_group(py::module_& m);
+void init_group_member(py::module_& m);
 void init_trace(py::module_& m);
 
 // The handle of an _axrt.Executable (borrowed; TypeError for anything else).

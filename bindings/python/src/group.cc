@@ -10,12 +10,6 @@
 namespace axrt_py {
 namespace {
 
-axrt_reduce_op_t parse_op(const std::string& op) {
-  if (op == "sum") return AXRT_REDUCE_SUM;
-  if (op == "max") return AXRT_REDUCE_MAX;
-  if (op == "min") return AXRT_REDUCE_MIN;
-  throw py::value_error("op must be \"sum\", \"max\" or \"min\", not \"" + op + "\"");
-}
 
 std::string shape_text(const axrt_tensor_info_t& info) {
   std::string s = "[";
@@ -58,12 +52,7 @@ class Group {
       backend_text = backend.cast<std::string>();
       options.backend = backend_text.c_str();
     }
-    if (!timeout.is_none()) {
-      const double seconds = timeout.cast<double>();
-      if (!(seconds > 0)) throw py::value_error("timeout must be None or a number of seconds > 0");
-      const double ns = seconds * 1e9;
-      options.timeout_ns = ns >= 1.8e19 ? UINT64_MAX : std::max<uint64_t>(1, static_cast<uint64_t>(ns));
-    }
+    options.timeout_ns = timeout_ns(timeout, "timeout");
     check(axrt_group_create(handles.data(), handles.size(), &options, &group_));
   }
   ~Group() { close(); }
@@ -188,7 +177,7 @@ class Group {
   }
 
   py::list all_reduce(const py::object& tensors, const std::string& op, const py::object& streams_arg) {
-    const axrt_reduce_op_t reduce = parse_op(op);
+    const axrt_reduce_op_t reduce = parse_reduce_op(op);
     auto streams = streams_of(streams_arg);
     auto ops = operands(tensors, streams, "all_reduce");
     const auto members = members_of(streams, ops, ops);
@@ -221,7 +210,7 @@ class Group {
   }
 
   py::list reduce_scatter(const py::object& tensors, const std::string& op, const py::object& streams_arg) {
-    const axrt_reduce_op_t reduce = parse_op(op);
+    const axrt_reduce_op_t reduce = parse_reduce_op(op);
     auto streams = streams_of(streams_arg);
     auto ins = operands(tensors, streams, "reduce_scatter");
     const axrt_tensor_info_t& info = ins[0].tensor->info();
@@ -304,6 +293,22 @@ class Group {
 };
 
 }  // namespace
+
+axrt_reduce_op_t parse_reduce_op(const std::string& op) {
+  if (op == "sum") return AXRT_REDUCE_SUM;
+  if (op == "max") return AXRT_REDUCE_MAX;
+  if (op == "min") return AXRT_REDUCE_MIN;
+  throw py::value_error("op must be \"sum\", \"max\" or \"min\", not \"" + op + "\"");
+}
+
+uint64_t timeout_ns(const py::object& seconds, const char* what) {
+  if (seconds.is_none()) return 0;
+  const double s = seconds.cast<double>();
+  if (std::isinf(s) && s > 0) return UINT64_MAX;
+  if (!(s > 0)) throw py::value_error(std::string(what) + " must be None or a number of seconds > 0");
+  const double ns = s * 1e9;
+  return ns >= 1.8e19 ? UINT64_MAX : std::max<uint64_t>(1, static_cast<uint64_t>(ns));
+}
 
 axrt_group_t group_handle(const py::handle& group) {
   if (!py::isinstance<Group>(group)) {

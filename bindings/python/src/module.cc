@@ -106,4 +106,5 @@ PYBIND11_MODULE(_axrt, m) {
   axrt_py::init_builder(m);
   axrt_py::init_serving(m);
   axrt_py::init_group(m);
+  axrt_py::init_group_member(m);
 }

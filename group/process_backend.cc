@@ -1,0 +1,793 @@
+// The "cpu" backend across processes: one member per process
+// (axrt_group_join), messages through a transport module
+// (group/transport.h; libaxrt_gloo.so), met through a rendezvous store
+// (group/rendezvous.h).
+//
+// A member's part of a collective is one host function on its stream. It
+// posts its receives, then its sends, and waits for all of them within the
+// group's timeout:
+//   - all-gather: its block to every other member, theirs into its slots;
+//   - broadcast: the root's vector to every other member;
+//   - reduce-scatter: block p of its vector to member p; block r of every
+//     member's into scratch slots, reduced in rank order into its receive
+//     buffer;
+//   - all-reduce: up to 64 KiB, every member's whole vector to every other,
+//     each reducing all of them in rank order; above, a reduce-scatter over
+//     near-equal blocks, then an all-gather of the reduced blocks.
+// Every element is combined in rank order with the in-process backend's
+// functions (group/reduce.h), so results are bit-identical to a group of
+// one process, on every member, whatever the count.
+//
+// Messages meet by slot: the collective's sequence number, a tag of its
+// shape (kind, count, element type, reduction, root) and the phase. Parts
+// that disagree across processes never meet, and time out as a member
+// that never arrived does.
+//
+// Failure: a transport error on a pair (the peer exited, was killed, reset
+// the connection) fails the group naming the peer; so does a wait past the
+// group's timeout. A heartbeat thread exchanges a beat with every peer at
+// an interval and fails the group naming a peer whose beat is late by the
+// heartbeat timeout (a process stopped or hung with its sockets open), or
+// whose connection broke while no collective was running. The group's
+// abort aborts every operation in flight, so no member waits on a dead one.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_set>
+
+#include "axrt/device.h"
+#include "axrt/memory.h"
+#include "axrt/stream.h"
+#include "base/dtype.h"
+#include "base/runtime_library.h"
+#include "group/group.h"
+#include "group/process_group.h"
+#include "group/reduce.h"
+#include "group/rendezvous.h"
+#include "group/transport.h"
+#include "trace/trace.h"
+
+namespace axrt::group {
+namespace {
+
+constexpr uint64_t kDirectBytes = 64 * 1024;
+constexpr uint64_t kHeartbeatSlot = 1ull << 63;
+constexpr uint64_t kMs = 1000 * 1000;
+
+uint64_t ms_until(Clock::time_point deadline) {
+  const auto now = Clock::now();
+  if (deadline <= now) return 0;
+  if (deadline == Clock::time_point::max()) return UINT64_MAX / kMs;
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count());
+}
+
+// Whether the group aborts within a moment: a wait that failed because
+// another wait timed out (gloo then closes every pair) defers to the
+// failure that timeout reports, which names the member truly lost.
+bool aborted_soon(GroupState& state) {
+  std::unique_lock lock(state.mutex());
+  return state.changed().wait_for(lock, std::chrono::milliseconds(200),
+                                  [&] { return state.aborted_locked(); });
+}
+
+Clock::time_point deadline_after(uint64_t ns) {
+  const auto now = Clock::now();
+  const auto room = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::time_point::max() - now);
+  if (ns >= static_cast<uint64_t>(room.count())) return Clock::time_point::max();
+  return now + std::chrono::nanoseconds(ns);
+}
+
+// ---------------------------------------------------------------------------
+// The transport module, opened once.
+
+struct Module {
+  const axrt_transport_api_t* api = nullptr;
+  std::string reason;  // why `api` is null
+};
+
+std::string default_module_path() {
+  // Beside libaxrt (the build's runtime folder, or the Python package).
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&default_module_path), &info) != 0 && info.dli_fname) {
+    std::string path = info.dli_fname;
+    const size_t slash = path.rfind('/');
+    if (slash != std::string::npos) return path.substr(0, slash + 1) + "libaxrt_gloo.so";
+  }
+  return "libaxrt_gloo.so";
+}
+
+const Module& module() {
+  static const Module loaded = [] {
+    Module m;
+    const std::string path = default_module_path();
+    const RuntimeLibrary library = open_runtime_library("AXRT_GLOO_TRANSPORT", path.c_str());
+    if (!library.handle) {
+      m.reason = fmt::format(
+          "the gloo transport module ({}) cannot be loaded: {}; it is built where Debian's "
+          "libgloo-dev is installed, and needs libgloo0 at run time (AXRT_GLOO_TRANSPORT names "
+          "another file)",
+          library.path, library.error);
+      return m;
+    }
+    auto entry = reinterpret_cast<axrt_transport_api_fn>(dlsym(library.handle, "axrt_transport_api_v1"));
+    const axrt_transport_api_t* api = entry ? entry() : nullptr;
+    if (api == nullptr || api->version != AXRT_TRANSPORT_API_VERSION) {
+      m.reason = fmt::format("{} is not an axrt transport module of version {}", library.path,
+                             AXRT_TRANSPORT_API_VERSION);
+      return m;
+    }
+    m.api = api;
+    return m;
+  }();
+  return loaded;
+}
+
+// ---------------------------------------------------------------------------
+// The link between this member and the others: the transport, the
+// operations in flight, the heartbeat.
+
+enum class Outcome { kDone, kAborted, kTimedOut, kFailed };
+
+class Link {
+ public:
+  Link(const axrt_transport_api_t* api, void* transport, uint32_t rank, uint32_t size)
+      : api_(api), transport_(transport), rank_(rank), size_(size) {}
+  ~Link() {
+    stop_heartbeat();
+    abort_all();
+    api_->destroy(transport_);
+  }
+
+  uint32_t rank() const noexcept { return rank_; }
+  uint32_t size() const noexcept { return size_; }
+
+  // One batch of operations: posted together, waited for in order.
+  class Batch {
+   public:
+    explicit Batch(Link& link) : link_(link) {}
+    ~Batch() {
+      for (auto& op : ops_) link_.forget(op.handle);
+    }
+    // Returns false (with `error`) when the post failed.
+    bool post(bool is_send, uint32_t peer, uint64_t slot, void* data, size_t bytes) {
+      if (bytes == 0) return true;
+      void* handle = nullptr;
+      char text[512] = "";
+      if (!link_.post(is_send, peer, slot, data, bytes, &handle, text, sizeof(text))) {
+        error_peer = peer;
+        error = text;
+        return false;
+      }
+      ops_.push_back({handle, peer});
+      return true;
+    }
+    // Waits for every operation until `deadline`; on the first that does
+    // not complete, `error_peer` and `error` say which and why.
+    Outcome wait(Clock::time_point deadline) {
+      for (auto& op : ops_) {
+        char text[512] = "";
+        const int got = link_.api_->wait(op.handle, ms_until(deadline), text, sizeof(text));
+        if (got == AXRT_TRANSPORT_DONE) continue;
+        error_peer = op.peer;
+        error = text;
+        if (got == AXRT_TRANSPORT_ABORTED) return Outcome::kAborted;
+        return got == AXRT_TRANSPORT_TIMED_OUT ? Outcome::kTimedOut : Outcome::kFailed;
+      }
+      return Outcome::kDone;
+    }
+
+    uint32_t error_peer = 0;
+    std::string error;
+
+   private:
+    struct Op {
+      void* handle;
+      uint32_t peer;
+    };
+    Link& link_;
+    std::vector<Op> ops_;
+  };
+
+  // Aborts every operation in flight and refuses new ones.
+  void abort_all() noexcept {
+    std::lock_guard lock(mutex_);
+    aborted_ = true;
+    for (void* op : in_flight_) api_->abort(op);
+  }
+
+  // Starts the heartbeat; `on_loss(peer, why)` is called once, from its
+  // thread, when a peer's beat is late or its connection broke.
+  void start_heartbeat(uint64_t interval_ns, uint64_t timeout_ns,
+                       std::function<void(uint32_t, std::string)> on_loss) {
+    if (interval_ns == UINT64_MAX || size_ < 2) return;
+    heartbeat_ = std::thread([this, interval_ns, timeout_ns, on_loss = std::move(on_loss)] {
+      beat(interval_ns, timeout_ns, on_loss);
+    });
+  }
+
+  void stop_heartbeat() noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      for (void* op : heartbeat_ops_) api_->abort(op);
+    }
+    stop_changed_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
+ private:
+  bool post(bool is_send, uint32_t peer, uint64_t slot, void* data, size_t bytes, void** out,
+            char* error, size_t error_size) {
+    std::lock_guard lock(mutex_);
+    if (aborted_) {
+      std::snprintf(error, error_size, "the group aborted");
+      return false;
+    }
+    if (api_->post(transport_, is_send ? 1 : 0, static_cast<int>(peer), slot, data, bytes, out,
+                   error, error_size) != 0) {
+      return false;
+    }
+    in_flight_.insert(*out);
+    return true;
+  }
+
+  void forget(void* op) noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      in_flight_.erase(op);
+      heartbeat_ops_.erase(op);
+    }
+    api_->release(op);
+  }
+
+  void beat(uint64_t interval_ns, uint64_t timeout_ns,
+            const std::function<void(uint32_t, std::string)>& on_loss) {
+    std::vector<uint64_t> sent(size_), got(size_);
+    for (uint64_t k = 0;; ++k) {
+      {
+        std::unique_lock lock(mutex_);
+        if (k > 0) {
+          stop_changed_.wait_for(lock, std::chrono::nanoseconds(interval_ns), [&] { return stopping_; });
+        }
+        if (stopping_ || aborted_) return;
+      }
+      // Every peer's beat k, and ours to each.
+      std::vector<std::pair<void*, uint32_t>> ops;
+      bool posted = true;
+      for (uint32_t p = 0; p < size_ && posted; ++p) {
+        if (p == rank_) continue;
+        for (int is_send = 0; is_send < 2 && posted; ++is_send) {
+          void* op = nullptr;
+          char text[512] = "";
+          uint64_t* word = is_send ? &sent[p] : &got[p];
+          *word = k;
+          std::unique_lock lock(mutex_);
+          if (stopping_ || aborted_) {
+            posted = false;
+            break;
+          }
+          if (api_->post(transport_, is_send, static_cast<int>(p), kHeartbeatSlot | k, word, 8, &op,
+                         text, sizeof(text)) != 0) {
+            posted = false;
+            lock.unlock();  // the loss aborts the group, which takes the lock
+            on_loss(p, fmt::format("its connection broke ({})", text));
+            break;
+          }
+          heartbeat_ops_.insert(op);
+          ops.emplace_back(op, p);
+        }
+      }
+      const auto deadline = deadline_after(timeout_ns);
+      bool lost = !posted;
+      for (auto& [op, peer] : ops) {
+        if (!lost) {
+          char text[512] = "";
+          const int rc = api_->wait(op, ms_until(deadline), text, sizeof(text));
+          if (rc == AXRT_TRANSPORT_TIMED_OUT) {
+            lost = true;
+            on_loss(peer, fmt::format("no heartbeat from it for {:.1f} s", timeout_ns / 1e9));
+          } else if (rc == AXRT_TRANSPORT_FAILED) {
+            lost = true;
+            on_loss(peer, fmt::format("its connection broke ({})", text));
+          } else if (rc == AXRT_TRANSPORT_ABORTED) {
+            lost = true;
+          }
+        }
+        forget(op);
+      }
+      if (lost) return;
+    }
+  }
+
+  const axrt_transport_api_t* api_;
+  void* transport_;
+  const uint32_t rank_, size_;
+  std::mutex mutex_;
+  std::condition_variable stop_changed_;
+  bool aborted_ = false;
+  bool stopping_ = false;
+  std::unordered_set<void*> in_flight_;
+  std::unordered_set<void*> heartbeat_ops_;
+  std::thread heartbeat_;
+};
+
+// ---------------------------------------------------------------------------
+// One member's part of one collective.
+
+struct Blocks {
+  // Block b is [start[b], start[b + 1]) elements, near-equal.
+  std::vector<uint64_t> start;
+  explicit Blocks(uint64_t count, uint32_t n) : start(n + 1) {
+    for (uint32_t b = 0; b <= n; ++b) start[b] = count * b / n;
+  }
+  uint64_t size(uint32_t b) const { return start[b + 1] - start[b]; }
+};
+
+class ProcessOp {
+ public:
+  ProcessOp(std::shared_ptr<GroupState> state, std::shared_ptr<Link> link, const Collective& c,
+            uint32_t rank)
+      : state_(std::move(state)),
+        link_(std::move(link)),
+        kind_(c.kind),
+        context_(fmt::format("{} #{}", collective_name(c.kind), c.sequence)),
+        sequence_(c.sequence),
+        count_(c.count),
+        element_(dtype_bytes(c.dtype, 1)),
+        reduce_(reduce_function(c.dtype, c.op)),
+        root_(c.root),
+        rank_(rank),
+        recv_bytes_(c.parts[rank].recv_bytes) {
+    // The shape's tag: parts that disagree use other slots.
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t v : {uint64_t(c.kind), c.count, uint64_t(c.dtype), uint64_t(c.op), uint64_t(c.root)}) {
+      h = (h ^ v) * 1099511628211ull;
+    }
+    slot_base_ = ((c.sequence & 0xffffffffffull) << 20) | ((h & 0xffff) << 4);
+  }
+
+  axrt_status_t bind(const MemberPart& m) {
+    void* base = nullptr;
+    if (m.send != nullptr) {
+      AXRT_RETURN_IF_ERROR(axrt_buffer_map(m.send, &base));
+      send_ = static_cast<std::byte*>(base) + m.send_offset;
+      kept_.emplace_back(m.send);
+    }
+    AXRT_RETURN_IF_ERROR(axrt_buffer_map(m.recv, &base));
+    recv_ = static_cast<std::byte*>(base) + m.recv_offset;
+    kept_.emplace_back(m.recv);
+    return nullptr;
+  }
+
+  axrt_status_t run(axrt_status_t stream_status) noexcept {
+    try {
+      if (stream_status != nullptr) {
+        state_->fail(static_cast<int32_t>(rank_), axrt_status_code(stream_status),
+                     fmt::format("member {} ({}) failed: its stream failed before {}: {}", rank_,
+                                 state_->member_id(rank_), context_,
+                                 axrt_status_message(stream_status)));
+        return nullptr;  // the stream keeps its own failure
+      }
+      if (state_->aborted()) return state_->aborted_status(context_.c_str());
+      const int64_t begin = trace::active() ? trace::now() : 0;
+      AXRT_RETURN_IF_ERROR(algorithm());
+      if (begin != 0) record(begin);
+      return nullptr;
+    } catch (...) {
+      state_->fail(static_cast<int32_t>(rank_), AXRT_STATUS_CODE_RESOURCE_EXHAUSTED,
+                   "a member ran out of host memory in a collective");
+      return out_of_memory_status();
+    }
+  }
+
+ private:
+  uint32_t n() const { return link_->size(); }
+
+  void record(int64_t begin) const {
+    trace::Record r;
+    r.kind = trace::Kind::kCollective;
+    r.begin = begin;
+    r.end = trace::now();
+    r.name = collective_name(kind_);
+    r.detail = trace::intern_for_trace(state_->label());
+    r.a[0] = rank_;
+    r.a[1] = static_cast<int64_t>(recv_bytes_);
+    r.a[2] = static_cast<int64_t>(sequence_);
+    r.a[3] = 0;
+    trace::emit(r);
+  }
+
+  // Waits for `batch`, turning what went wrong into the group's failure.
+  axrt_status_t finish(Link::Batch& batch, bool posted) {
+    Outcome outcome = Outcome::kFailed;
+    if (posted) outcome = batch.wait(deadline_);
+    if (outcome == Outcome::kDone) return nullptr;
+    const uint32_t peer = batch.error_peer;
+    if (outcome == Outcome::kAborted || state_->aborted() ||
+        (outcome == Outcome::kFailed && aborted_soon(*state_))) {
+      return state_->aborted_status(context_.c_str());
+    }
+    if (outcome == Outcome::kTimedOut) {
+      state_->fail(static_cast<int32_t>(peer), AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                   fmt::format("member {} ({}) did not reach {} within the group's timeout (or "
+                               "queued a part of another shape); member {} ({}) waited for it",
+                               peer, state_->member_id(peer), context_, rank_,
+                               state_->member_id(rank_)));
+      return state_->aborted_status(context_.c_str(), AXRT_STATUS_CODE_DEADLINE_EXCEEDED);
+    }
+    state_->fail(static_cast<int32_t>(peer), AXRT_STATUS_CODE_UNAVAILABLE,
+                 fmt::format("member {} ({}) is gone: the connection to it broke during {} ({})",
+                             peer, state_->member_id(peer), context_, batch.error));
+    return state_->aborted_status(context_.c_str());
+  }
+
+  uint64_t slot(uint32_t phase) const { return slot_base_ | phase; }
+
+  // Member p's vector into slot p of `scratch` (ours copied), every other
+  // member getting ours: `bytes` from `mine`.
+  axrt_status_t exchange_all(const std::byte* mine, uint64_t bytes, std::byte* scratch,
+                             uint32_t phase) {
+    if (bytes != 0) std::memcpy(scratch + bytes * rank_, mine, bytes);
+    Link::Batch batch(*link_);
+    bool posted = true;
+    for (uint32_t p = 0; p < n() && posted; ++p) {
+      if (p != rank_) posted = batch.post(false, p, slot(phase), scratch + bytes * p, bytes);
+    }
+    for (uint32_t p = 0; p < n() && posted; ++p) {
+      if (p != rank_) posted = batch.post(true, p, slot(phase), const_cast<std::byte*>(mine), bytes);
+    }
+    return finish(batch, posted);
+  }
+
+  // out = slot 0 (op) slot 1 (op) ..., in rank order, `elements` long.
+  void reduce_slots(std::byte* out, const std::byte* scratch, uint64_t elements) const {
+    const uint64_t bytes = elements * element_;
+    if (bytes == 0) return;
+    if (n() == 1) {
+      std::memcpy(out, scratch, bytes);
+      return;
+    }
+    reduce_(out, scratch, scratch + bytes, elements);
+    for (uint32_t p = 2; p < n(); ++p) reduce_(out, out, scratch + bytes * p, elements);
+  }
+
+  axrt_status_t algorithm() {
+    deadline_ = state_->deadline_from_now();
+    const uint64_t bytes = count_ * element_;
+    switch (kind_) {
+      case CollectiveKind::kAllReduce: {
+        if (bytes <= kDirectBytes || n() == 1) {
+          std::vector<std::byte> scratch(bytes * n());
+          AXRT_RETURN_IF_ERROR(exchange_all(send_, bytes, scratch.data(), 0));
+          reduce_slots(recv_, scratch.data(), count_);
+          return nullptr;
+        }
+        const Blocks blocks(count_, n());
+        const uint64_t mine = blocks.size(rank_) * element_;
+        std::vector<std::byte> scratch(mine * n());
+        {
+          std::memcpy(scratch.data() + mine * rank_, send_ + blocks.start[rank_] * element_, mine);
+          Link::Batch batch(*link_);
+          bool posted = true;
+          for (uint32_t p = 0; p < n() && posted; ++p) {
+            if (p != rank_) posted = batch.post(false, p, slot(1), scratch.data() + mine * p, mine);
+          }
+          for (uint32_t p = 0; p < n() && posted; ++p) {
+            if (p != rank_) {
+              posted = batch.post(true, p, slot(1), send_ + blocks.start[p] * element_,
+                                  blocks.size(p) * element_);
+            }
+          }
+          AXRT_RETURN_IF_ERROR(finish(batch, posted));
+        }
+        reduce_slots(recv_ + blocks.start[rank_] * element_, scratch.data(), blocks.size(rank_));
+        Link::Batch batch(*link_);
+        bool posted = true;
+        for (uint32_t p = 0; p < n() && posted; ++p) {
+          if (p != rank_) {
+            posted = batch.post(false, p, slot(2), recv_ + blocks.start[p] * element_,
+                                blocks.size(p) * element_);
+          }
+        }
+        for (uint32_t p = 0; p < n() && posted; ++p) {
+          if (p != rank_) posted = batch.post(true, p, slot(2), recv_ + blocks.start[rank_] * element_, mine);
+        }
+        return finish(batch, posted);
+      }
+      case CollectiveKind::kAllGather: {
+        std::byte* own = recv_ + bytes * rank_;
+        if (own != send_ && bytes != 0) std::memcpy(own, send_, bytes);
+        Link::Batch batch(*link_);
+        bool posted = true;
+        for (uint32_t p = 0; p < n() && posted; ++p) {
+          if (p != rank_) posted = batch.post(false, p, slot(0), recv_ + bytes * p, bytes);
+        }
+        for (uint32_t p = 0; p < n() && posted; ++p) {
+          if (p != rank_) posted = batch.post(true, p, slot(0), own, bytes);
+        }
+        return finish(batch, posted);
+      }
+      case CollectiveKind::kReduceScatter: {
+        std::vector<std::byte> scratch(bytes * n());
+        if (bytes != 0) std::memcpy(scratch.data() + bytes * rank_, send_ + bytes * rank_, bytes);
+        Link::Batch batch(*link_);
+        bool posted = true;
+        for (uint32_t p = 0; p < n() && posted; ++p) {
+          if (p != rank_) posted = batch.post(false, p, slot(0), scratch.data() + bytes * p, bytes);
+        }
+        for (uint32_t p = 0; p < n() && posted; ++p) {
+          if (p != rank_) posted = batch.post(true, p, slot(0), send_ + bytes * p, bytes);
+        }
+        AXRT_RETURN_IF_ERROR(finish(batch, posted));
+        reduce_slots(recv_, scratch.data(), count_);
+        return nullptr;
+      }
+      case CollectiveKind::kBroadcast: {
+        Link::Batch batch(*link_);
+        bool posted = true;
+        if (rank_ == root_) {
+          if (send_ != recv_ && bytes != 0) std::memcpy(recv_, send_, bytes);
+          for (uint32_t p = 0; p < n() && posted; ++p) {
+            if (p != rank_) posted = batch.post(true, p, slot(0), recv_, bytes);
+          }
+        } else {
+          posted = batch.post(false, root_, slot(0), recv_, bytes);
+        }
+        return finish(batch, posted);
+      }
+      case CollectiveKind::kSendRecv:
+        break;
+    }
+    return make_status(AXRT_STATUS_CODE_INTERNAL, "{}: not a collective of this backend", context_);
+  }
+
+  const std::shared_ptr<GroupState> state_;
+  const std::shared_ptr<Link> link_;
+  const CollectiveKind kind_;
+  const std::string context_;
+  const uint64_t sequence_;
+  const uint64_t count_;
+  const uint64_t element_;
+  const ReduceFn reduce_;
+  const uint32_t root_;
+  const uint32_t rank_;
+  const uint64_t recv_bytes_;
+  uint64_t slot_base_ = 0;
+  std::byte* send_ = nullptr;
+  std::byte* recv_ = nullptr;
+  std::vector<BufferRef> kept_;
+  Clock::time_point deadline_;
+};
+
+axrt_status_t run_op(void* user_data, axrt_status_t stream_status) {
+  std::unique_ptr<ProcessOp> op(static_cast<ProcessOp*>(user_data));
+  return op->run(stream_status);
+}
+
+class ProcessBackend final : public Backend {
+ public:
+  ProcessBackend(std::shared_ptr<GroupState> state, std::shared_ptr<Link> link,
+                 std::unique_ptr<Store> store)
+      : state_(std::move(state)), link_(std::move(link)), store_(std::move(store)) {}
+  ~ProcessBackend() override { link_->stop_heartbeat(); }
+
+  const char* name() const noexcept override { return "cpu"; }
+
+  axrt_status_t enqueue(const Collective& c) override {
+    return make_status(AXRT_STATUS_CODE_INTERNAL, "group '{}': {} #{} of every member in a group "
+                       "across processes", state_->label(), collective_name(c.kind), c.sequence);
+  }
+
+  axrt_status_t enqueue_part(const Collective& c, uint32_t rank, std::shared_ptr<void>*) override {
+    auto op = std::make_unique<ProcessOp>(state_, link_, c, rank);
+    axrt_status_t status = op->bind(c.parts[rank]);
+    if (status == nullptr) status = axrt_stream_launch_host_func(c.parts[rank].stream, run_op, op.get());
+    if (status == nullptr) {
+      op.release();  // the host function owns it now
+      return nullptr;
+    }
+    // The other processes would wait for this part: they learn of it as a
+    // failure of this member.
+    state_->fail(static_cast<int32_t>(rank), axrt_status_code(status),
+                 fmt::format("member {} ({}) could not queue its part of {} #{}: {}", rank,
+                             state_->member_id(rank), collective_name(c.kind), c.sequence,
+                             axrt_status_message(status)));
+    link_->abort_all();
+    return status;
+  }
+
+  void abort() noexcept override { link_->abort_all(); }
+
+  void start_heartbeat(uint64_t interval_ns, uint64_t timeout_ns) {
+    std::weak_ptr<GroupState> weak = state_;
+    link_->start_heartbeat(interval_ns, timeout_ns, [weak](uint32_t peer, std::string why) {
+      if (auto state = weak.lock()) {
+        if (why.starts_with("its connection broke") && aborted_soon(*state)) return;
+        state->fail(static_cast<int32_t>(peer), AXRT_STATUS_CODE_UNAVAILABLE,
+                    fmt::format("member {} ({}) is gone: {}", peer, state->member_id(peer), why));
+      }
+    });
+  }
+
+ private:
+  std::shared_ptr<GroupState> state_;
+  std::shared_ptr<Link> link_;
+  // Kept while the group lives: rank 0's serves the others, who may still
+  // read the transport's addresses when rank 0 is connected.
+  std::unique_ptr<Store> store_;
+};
+
+// "size=2 host=node1 pid=4242 device=cpu:0": a member's record in the store.
+struct Record {
+  uint32_t size = 0;
+  std::string host, pid, device;
+  std::string describe() const { return fmt::format("{}, pid {} on {}", device, pid, host); }
+};
+
+std::string encode(const Record& r) {
+  return fmt::format("size={}\nhost={}\npid={}\ndevice={}\n", r.size, r.host, r.pid, r.device);
+}
+
+Record decode(const std::string& text) {
+  Record r;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (key == "size") r.size = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
+    if (key == "host") r.host = value;
+    if (key == "pid") r.pid = value;
+    if (key == "device") r.device = value;
+  }
+  return r;
+}
+
+// The store as the transport module borrows it.
+struct LentStore {
+  Store* store;
+  std::string prefix;
+};
+
+int lent_set(void* context, const char* key, const void* data, size_t size, char* error,
+             size_t error_size) {
+  auto* lent = static_cast<LentStore*>(context);
+  axrt_status_t status = lent->store->set(key, std::string_view(static_cast<const char*>(data), size));
+  if (status == nullptr) return 0;
+  std::snprintf(error, error_size, "%s", axrt_status_message(status));
+  status_destroy(status);
+  return -1;
+}
+
+int lent_get(void* context, const char* key, uint64_t timeout_ms,
+             void (*sink)(void*, const void*, size_t), void* sink_context, char* error,
+             size_t error_size) {
+  auto* lent = static_cast<LentStore*>(context);
+  std::string value;
+  const auto deadline = deadline_after(timeout_ms >= UINT64_MAX / kMs ? UINT64_MAX : timeout_ms * kMs);
+  axrt_status_t status = lent->store->get(key, deadline, &value);
+  if (status == nullptr) {
+    sink(sink_context, value.data(), value.size());
+    return 0;
+  }
+  std::snprintf(error, error_size, "%s", axrt_status_message(status));
+  status_destroy(status);
+  return -1;
+}
+
+}  // namespace
+
+axrt_status_t join_process_group(const JoinRequest& request, std::shared_ptr<GroupState>* out_state,
+                                 std::unique_ptr<Backend>* out_backend) {
+  constexpr const char* kFunction = "axrt_group_join";
+  const Module& transport_module = module();
+  if (transport_module.api == nullptr) {
+    return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "{}: {}", kFunction, transport_module.reason);
+  }
+  const uint32_t n = request.size, rank = request.rank;
+  const auto deadline = deadline_after(request.rendezvous_timeout_ns);
+  std::unique_ptr<Store> store;
+  AXRT_RETURN_IF_ERROR(open_store(request.id, rank, deadline, &store));
+
+  // Claim the rank, then publish this member's record.
+  int64_t claims = 0;
+  const std::string key = fmt::format("member/{}", rank);
+  AXRT_RETURN_IF_ERROR(store->add(key + "/claims", 1, &claims));
+  if (claims > 1) {
+    std::string other;
+    axrt_status_t status = store->get(key, deadline, &other);
+    const std::string who = status == nullptr ? decode(other).describe() : "another process";
+    if (status) status_destroy(status);
+    return make_status(AXRT_STATUS_CODE_ALREADY_EXISTS,
+                       "{}: rank {} of group '{}' is taken already ({}); every member joins with a "
+                       "rank of its own",
+                       kFunction, rank, request.id, who);
+  }
+  Record mine;
+  mine.size = n;
+  char host[256] = "";
+  ::gethostname(host, sizeof(host) - 1);
+  mine.host = host;
+  mine.pid = std::to_string(::getpid());
+  mine.device = request.device_id;
+  AXRT_RETURN_IF_ERROR(store->set(key, encode(mine)));
+
+  std::vector<std::string> ids(n);
+  for (uint32_t p = 0; p < n; ++p) {
+    if (p == rank) {
+      ids[p] = fmt::format("{}, this process", mine.device);
+      continue;
+    }
+    std::string text;
+    axrt_status_t status = store->get(fmt::format("member/{}", p), deadline, &text);
+    if (status != nullptr) {
+      const axrt_status_code_t code = axrt_status_code(status);
+      const std::string why = axrt_status_message(status);
+      status_destroy(status);
+      std::vector<uint32_t> missing;
+      for (uint32_t q = p; q < n; ++q) {
+        std::string ignored;
+        axrt_status_t probe = q == rank ? nullptr : store->get(fmt::format("member/{}", q), Clock::now(), &ignored);
+        if (probe != nullptr) {
+          status_destroy(probe);
+          missing.push_back(q);
+        }
+      }
+      if (code != AXRT_STATUS_CODE_DEADLINE_EXCEEDED) {
+        return make_status(code, "{}: group '{}': member {} of {} lost the rendezvous while "
+                           "waiting for member {} (rank 0 serves a TCP one; did it give up?): {}",
+                           kFunction, request.id, rank, n, p, why);
+      }
+      return make_status(AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                         "{}: group '{}': member(s) {} of {} did not arrive within {:.1f} s; member "
+                         "{} waited for them",
+                         kFunction, request.id, fmt::join(missing, ", "), n,
+                         request.rendezvous_timeout_ns / 1e9, rank);
+    }
+    const Record theirs = decode(text);
+    if (theirs.size != n) {
+      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                         "{}: group '{}': member {} ({}) joined with world size {}, and member {} "
+                         "with {}; every member gives the same size",
+                         kFunction, request.id, p, theirs.describe(), theirs.size, rank, n);
+    }
+    ids[p] = theirs.describe();
+  }
+  // A member past the others' world size joined a group nobody waits for.
+  if (rank > 0) {
+    std::string text;
+    AXRT_RETURN_IF_ERROR(store->get("member/0", deadline, &text));
+  }
+
+  LentStore lent{store.get(), "transport"};
+  axrt_transport_store_t lent_store{&lent, lent_set, lent_get};
+  void* transport = nullptr;
+  char error[1024] = "";
+  const std::string listen = request.hostname.empty() ? store->local_address() : request.hostname;
+  if (transport_module.api->connect(&lent_store, "transport", static_cast<int>(rank),
+                                    static_cast<int>(n), listen.c_str(), ms_until(deadline),
+                                    &transport, error, sizeof(error)) != 0) {
+    return make_status(AXRT_STATUS_CODE_UNAVAILABLE,
+                       "{}: group '{}': member {} could not connect to the others through gloo: {}",
+                       kFunction, request.id, rank, error);
+  }
+  auto link = std::make_shared<Link>(transport_module.api, transport, rank, n);
+  auto state = std::make_shared<GroupState>(request.label, std::move(ids), request.timeout_ns);
+  auto backend = std::make_unique<ProcessBackend>(state, link, std::move(store));
+  backend->start_heartbeat(request.heartbeat_interval_ns, request.heartbeat_timeout_ns);
+  *out_state = std::move(state);
+  *out_backend = std::move(backend);
+  return nullptr;
+}
+
+}  // namespace axrt::group
