@@ -429,32 +429,55 @@ class ProcessOp {
 
   uint64_t slot(uint32_t phase) const { return slot_base_ | phase; }
 
-  // Member p's vector into slot p of `scratch` (ours copied), every other
-  // member getting ours: `bytes` from `mine`.
-  axrt_status_t exchange_all(const std::byte* mine, uint64_t bytes, std::byte* scratch,
-                             uint32_t phase) {
-    if (bytes != 0) std::memcpy(scratch + bytes * rank_, mine, bytes);
+  // Scratch for every member's block of `bytes` (uninitialized: received
+  // into, or ours copied when a reduction needs it), and where each member's
+  // block is read from: slot p for the others, `own` for this member.
+  struct Inputs {
+    std::unique_ptr<std::byte[]> scratch;
+    std::vector<const std::byte*> from;
+    uint64_t bytes = 0;
+    std::byte* slot(uint32_t p) { return scratch.get() + bytes * p; }
+  };
+  Inputs inputs(uint64_t bytes, const std::byte* own) const {
+    Inputs in;
+    in.bytes = bytes;
+    in.scratch.reset(new std::byte[std::max<uint64_t>(bytes * n(), 1)]);
+    in.from.resize(n());
+    for (uint32_t p = 0; p < n(); ++p) in.from[p] = p == rank_ ? own : in.slot(p);
+    return in;
+  }
+
+  // Every other member's block into its slot of `in`, `mine` (`bytes`) to
+  // each of them.
+  axrt_status_t exchange_all(const std::byte* mine, Inputs& in, uint32_t phase) {
     Link::Batch batch(*link_);
     bool posted = true;
     for (uint32_t p = 0; p < n() && posted; ++p) {
-      if (p != rank_) posted = batch.post(false, p, slot(phase), scratch + bytes * p, bytes);
+      if (p != rank_) posted = batch.post(false, p, slot(phase), in.slot(p), in.bytes);
     }
     for (uint32_t p = 0; p < n() && posted; ++p) {
-      if (p != rank_) posted = batch.post(true, p, slot(phase), const_cast<std::byte*>(mine), bytes);
+      if (p != rank_) posted = batch.post(true, p, slot(phase), const_cast<std::byte*>(mine), in.bytes);
     }
     return finish(batch, posted);
   }
 
-  // out = slot 0 (op) slot 1 (op) ..., in rank order, `elements` long.
-  void reduce_slots(std::byte* out, const std::byte* scratch, uint64_t elements) const {
+  // out = block 0 (op) block 1 (op) ..., in rank order, `elements` long.
+  // `out` may be this member's own block: it is read before it is written
+  // unless ranks before it are combined first (rank 2 and up), and then it
+  // is copied to its slot first.
+  void reduce_ranks(std::byte* out, Inputs& in, uint64_t elements) const {
     const uint64_t bytes = elements * element_;
     if (bytes == 0) return;
     if (n() == 1) {
-      std::memcpy(out, scratch, bytes);
+      if (out != in.from[0]) std::memcpy(out, in.from[0], bytes);
       return;
     }
-    reduce_(out, scratch, scratch + bytes, elements);
-    for (uint32_t p = 2; p < n(); ++p) reduce_(out, out, scratch + bytes * p, elements);
+    if (rank_ >= 2 && out == in.from[rank_]) {
+      std::memcpy(in.slot(rank_), in.from[rank_], bytes);
+      in.from[rank_] = in.slot(rank_);
+    }
+    reduce_(out, in.from[0], in.from[1], elements);
+    for (uint32_t p = 2; p < n(); ++p) reduce_(out, out, in.from[p], elements);
   }
 
   axrt_status_t algorithm() {
@@ -463,20 +486,20 @@ class ProcessOp {
     switch (kind_) {
       case CollectiveKind::kAllReduce: {
         if (bytes <= kDirectBytes || n() == 1) {
-          std::vector<std::byte> scratch(bytes * n());
-          AXRT_RETURN_IF_ERROR(exchange_all(send_, bytes, scratch.data(), 0));
-          reduce_slots(recv_, scratch.data(), count_);
+          Inputs in = inputs(bytes, send_);
+          AXRT_RETURN_IF_ERROR(exchange_all(send_, in, 0));
+          reduce_ranks(recv_, in, count_);
           return nullptr;
         }
         const Blocks blocks(count_, n());
         const uint64_t mine = blocks.size(rank_) * element_;
-        std::vector<std::byte> scratch(mine * n());
+        std::byte* own = recv_ + blocks.start[rank_] * element_;
+        Inputs in = inputs(mine, send_ + blocks.start[rank_] * element_);
         {
-          std::memcpy(scratch.data() + mine * rank_, send_ + blocks.start[rank_] * element_, mine);
           Link::Batch batch(*link_);
           bool posted = true;
           for (uint32_t p = 0; p < n() && posted; ++p) {
-            if (p != rank_) posted = batch.post(false, p, slot(1), scratch.data() + mine * p, mine);
+            if (p != rank_) posted = batch.post(false, p, slot(1), in.slot(p), mine);
           }
           for (uint32_t p = 0; p < n() && posted; ++p) {
             if (p != rank_) {
@@ -486,7 +509,7 @@ class ProcessOp {
           }
           AXRT_RETURN_IF_ERROR(finish(batch, posted));
         }
-        reduce_slots(recv_ + blocks.start[rank_] * element_, scratch.data(), blocks.size(rank_));
+        reduce_ranks(own, in, blocks.size(rank_));
         Link::Batch batch(*link_);
         bool posted = true;
         for (uint32_t p = 0; p < n() && posted; ++p) {
@@ -496,7 +519,7 @@ class ProcessOp {
           }
         }
         for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) posted = batch.post(true, p, slot(2), recv_ + blocks.start[rank_] * element_, mine);
+          if (p != rank_) posted = batch.post(true, p, slot(2), own, mine);
         }
         return finish(batch, posted);
       }
@@ -514,18 +537,17 @@ class ProcessOp {
         return finish(batch, posted);
       }
       case CollectiveKind::kReduceScatter: {
-        std::vector<std::byte> scratch(bytes * n());
-        if (bytes != 0) std::memcpy(scratch.data() + bytes * rank_, send_ + bytes * rank_, bytes);
+        Inputs in = inputs(bytes, send_ + bytes * rank_);
         Link::Batch batch(*link_);
         bool posted = true;
         for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) posted = batch.post(false, p, slot(0), scratch.data() + bytes * p, bytes);
+          if (p != rank_) posted = batch.post(false, p, slot(0), in.slot(p), bytes);
         }
         for (uint32_t p = 0; p < n() && posted; ++p) {
           if (p != rank_) posted = batch.post(true, p, slot(0), send_ + bytes * p, bytes);
         }
         AXRT_RETURN_IF_ERROR(finish(batch, posted));
-        reduce_slots(recv_, scratch.data(), count_);
+        reduce_ranks(recv_, in, count_);
         return nullptr;
       }
       case CollectiveKind::kBroadcast: {
@@ -685,6 +707,136 @@ int lent_get(void* context, const char* key, uint64_t timeout_ms,
   return -1;
 }
 
+// The members' meeting in the store. Rank 0 opens a new epoch of the
+// group each time it joins ("epoch", counted up); the others join the
+// newest, and move on when a newer one opens while they wait. So the
+// members left after a failure, and a process that replaces a lost one,
+// meet again under the same id: a rank whose claim in the current epoch is
+// a lost member's waits for rank 0 to open the next.
+struct Meeting {
+  int64_t epoch = 0;
+  std::vector<std::string> ids;  // the members, for messages
+};
+
+constexpr auto kPoll = std::chrono::milliseconds(10);
+
+axrt_status_t current_epoch(Store& store, int64_t* out) { return store.add("epoch", 0, out); }
+
+// Waits until the epoch is past `epoch` (true) or `deadline` passes (false).
+axrt_status_t wait_for_epoch_after(Store& store, int64_t epoch, Clock::time_point deadline,
+                                   bool* moved) {
+  for (;;) {
+    int64_t now = 0;
+    AXRT_RETURN_IF_ERROR(current_epoch(store, &now));
+    if (now > epoch) {
+      *moved = true;
+      return nullptr;
+    }
+    if (Clock::now() >= deadline) {
+      *moved = false;
+      return nullptr;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+axrt_status_t meet(const JoinRequest& request, Store& store, Clock::time_point deadline,
+                   Meeting* out) {
+  constexpr const char* kFunction = "axrt_group_join";
+  const uint32_t n = request.size, rank = request.rank;
+  Record mine;
+  mine.size = n;
+  char host[256] = "";
+  ::gethostname(host, sizeof(host) - 1);
+  mine.host = host;
+  mine.pid = std::to_string(::getpid());
+  mine.device = request.device_id;
+  for (;;) {
+    int64_t epoch = 0;
+    if (rank == 0) {
+      AXRT_RETURN_IF_ERROR(store.add("epoch", 1, &epoch));
+    } else {
+      bool opened = false;
+      AXRT_RETURN_IF_ERROR(wait_for_epoch_after(store, 0, deadline, &opened));
+      if (!opened) {
+        return make_status(AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                           "{}: group '{}': member 0 did not open the group within {:.1f} s; "
+                           "member {} waited for it",
+                           kFunction, request.id, request.rendezvous_timeout_ns / 1e9, rank);
+      }
+      AXRT_RETURN_IF_ERROR(current_epoch(store, &epoch));
+    }
+    const auto key = [&](uint32_t r) { return fmt::format("{}/member/{}", epoch, r); };
+    // Claim the rank, then publish this member's record.
+    int64_t claims = 0;
+    AXRT_RETURN_IF_ERROR(store.add(key(rank) + "/claims", 1, &claims));
+    if (claims > 1) {
+      bool moved = false;
+      AXRT_RETURN_IF_ERROR(wait_for_epoch_after(store, epoch, deadline, &moved));
+      if (moved) continue;
+      bool found = false;
+      std::string other;
+      AXRT_RETURN_IF_ERROR(store.check(key(rank), &found, &other));
+      return make_status(AXRT_STATUS_CODE_ALREADY_EXISTS,
+                         "{}: rank {} of group '{}' is taken ({}), and member 0 opened no new "
+                         "epoch of the group within {:.1f} s; every member joins with a rank of "
+                         "its own",
+                         kFunction, rank, request.id,
+                         found ? decode(other).describe() : "by another process",
+                         request.rendezvous_timeout_ns / 1e9);
+    }
+    AXRT_RETURN_IF_ERROR(store.set(key(rank), encode(mine)));
+
+    std::vector<std::string> ids(n);
+    ids[rank] = fmt::format("{}, this process", mine.device);
+    bool restart = false;
+    for (uint32_t p = 0; p < n && !restart; ++p) {
+      if (p == rank) continue;
+      std::string text;
+      for (bool found = false; !found;) {
+        AXRT_RETURN_IF_ERROR(store.check(key(p), &found, &text));
+        if (found) break;
+        if (rank != 0) {
+          int64_t now = 0;
+          AXRT_RETURN_IF_ERROR(current_epoch(store, &now));
+          if (now != epoch) {
+            restart = true;  // rank 0 opened a newer epoch: meet there
+            break;
+          }
+        }
+        if (Clock::now() >= deadline) {
+          std::vector<uint32_t> missing;
+          for (uint32_t q = p; q < n; ++q) {
+            bool there = q == rank;
+            std::string ignored;
+            if (!there) AXRT_RETURN_IF_ERROR(store.check(key(q), &there, &ignored));
+            if (!there) missing.push_back(q);
+          }
+          return make_status(AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
+                             "{}: group '{}': member(s) {} of {} did not arrive within {:.1f} s; "
+                             "member {} waited for them",
+                             kFunction, request.id, fmt::join(missing, ", "), n,
+                             request.rendezvous_timeout_ns / 1e9, rank);
+        }
+        std::this_thread::sleep_for(kPoll);
+      }
+      if (restart) break;
+      const Record theirs = decode(text);
+      if (theirs.size != n) {
+        return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
+                           "{}: group '{}': member {} ({}) joined with world size {}, and member "
+                           "{} with {}; every member gives the same size",
+                           kFunction, request.id, p, theirs.describe(), theirs.size, rank, n);
+      }
+      ids[p] = theirs.describe();
+    }
+    if (restart) continue;
+    out->epoch = epoch;
+    out->ids = std::move(ids);
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 axrt_status_t join_process_group(const JoinRequest& request, std::shared_ptr<GroupState>* out_state,
@@ -694,87 +846,20 @@ axrt_status_t join_process_group(const JoinRequest& request, std::shared_ptr<Gro
   if (transport_module.api == nullptr) {
     return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "{}: {}", kFunction, transport_module.reason);
   }
-  const uint32_t n = request.size, rank = request.rank;
   const auto deadline = deadline_after(request.rendezvous_timeout_ns);
   std::unique_ptr<Store> store;
-  AXRT_RETURN_IF_ERROR(open_store(request.id, rank, deadline, &store));
+  AXRT_RETURN_IF_ERROR(open_store(request.id, request.rank, deadline, &store));
+  Meeting meeting;
+  AXRT_RETURN_IF_ERROR(meet(request, *store, deadline, &meeting));
 
-  // Claim the rank, then publish this member's record.
-  int64_t claims = 0;
-  const std::string key = fmt::format("member/{}", rank);
-  AXRT_RETURN_IF_ERROR(store->add(key + "/claims", 1, &claims));
-  if (claims > 1) {
-    std::string other;
-    axrt_status_t status = store->get(key, deadline, &other);
-    const std::string who = status == nullptr ? decode(other).describe() : "another process";
-    if (status) status_destroy(status);
-    return make_status(AXRT_STATUS_CODE_ALREADY_EXISTS,
-                       "{}: rank {} of group '{}' is taken already ({}); every member joins with a "
-                       "rank of its own",
-                       kFunction, rank, request.id, who);
-  }
-  Record mine;
-  mine.size = n;
-  char host[256] = "";
-  ::gethostname(host, sizeof(host) - 1);
-  mine.host = host;
-  mine.pid = std::to_string(::getpid());
-  mine.device = request.device_id;
-  AXRT_RETURN_IF_ERROR(store->set(key, encode(mine)));
-
-  std::vector<std::string> ids(n);
-  for (uint32_t p = 0; p < n; ++p) {
-    if (p == rank) {
-      ids[p] = fmt::format("{}, this process", mine.device);
-      continue;
-    }
-    std::string text;
-    axrt_status_t status = store->get(fmt::format("member/{}", p), deadline, &text);
-    if (status != nullptr) {
-      const axrt_status_code_t code = axrt_status_code(status);
-      const std::string why = axrt_status_message(status);
-      status_destroy(status);
-      std::vector<uint32_t> missing;
-      for (uint32_t q = p; q < n; ++q) {
-        std::string ignored;
-        axrt_status_t probe = q == rank ? nullptr : store->get(fmt::format("member/{}", q), Clock::now(), &ignored);
-        if (probe != nullptr) {
-          status_destroy(probe);
-          missing.push_back(q);
-        }
-      }
-      if (code != AXRT_STATUS_CODE_DEADLINE_EXCEEDED) {
-        return make_status(code, "{}: group '{}': member {} of {} lost the rendezvous while "
-                           "waiting for member {} (rank 0 serves a TCP one; did it give up?): {}",
-                           kFunction, request.id, rank, n, p, why);
-      }
-      return make_status(AXRT_STATUS_CODE_DEADLINE_EXCEEDED,
-                         "{}: group '{}': member(s) {} of {} did not arrive within {:.1f} s; member "
-                         "{} waited for them",
-                         kFunction, request.id, fmt::join(missing, ", "), n,
-                         request.rendezvous_timeout_ns / 1e9, rank);
-    }
-    const Record theirs = decode(text);
-    if (theirs.size != n) {
-      return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT,
-                         "{}: group '{}': member {} ({}) joined with world size {}, and member {} "
-                         "with {}; every member gives the same size",
-                         kFunction, request.id, p, theirs.describe(), theirs.size, rank, n);
-    }
-    ids[p] = theirs.describe();
-  }
-  // A member past the others' world size joined a group nobody waits for.
-  if (rank > 0) {
-    std::string text;
-    AXRT_RETURN_IF_ERROR(store->get("member/0", deadline, &text));
-  }
-
-  LentStore lent{store.get(), "transport"};
+  const uint32_t n = request.size, rank = request.rank;
+  LentStore lent{store.get(), ""};
   axrt_transport_store_t lent_store{&lent, lent_set, lent_get};
   void* transport = nullptr;
   char error[1024] = "";
   const std::string listen = request.hostname.empty() ? store->local_address() : request.hostname;
-  if (transport_module.api->connect(&lent_store, "transport", static_cast<int>(rank),
+  const std::string prefix = fmt::format("{}/transport", meeting.epoch);
+  if (transport_module.api->connect(&lent_store, prefix.c_str(), static_cast<int>(rank),
                                     static_cast<int>(n), listen.c_str(), ms_until(deadline),
                                     &transport, error, sizeof(error)) != 0) {
     return make_status(AXRT_STATUS_CODE_UNAVAILABLE,
@@ -782,7 +867,7 @@ axrt_status_t join_process_group(const JoinRequest& request, std::shared_ptr<Gro
                        kFunction, request.id, rank, error);
   }
   auto link = std::make_shared<Link>(transport_module.api, transport, rank, n);
-  auto state = std::make_shared<GroupState>(request.label, std::move(ids), request.timeout_ns);
+  auto state = std::make_shared<GroupState>(request.label, std::move(meeting.ids), request.timeout_ns);
   auto backend = std::make_unique<ProcessBackend>(state, link, std::move(store));
   backend->start_heartbeat(request.heartbeat_interval_ns, request.heartbeat_timeout_ns);
   *out_state = std::move(state);

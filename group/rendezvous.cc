@@ -33,7 +33,7 @@
 namespace axrt::group {
 namespace {
 
-constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3;
+constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3, kCheck = 4;
 // Bounds on a frame: a larger one is a stray client, and is dropped.
 constexpr uint32_t kMaxKey = 4096;
 constexpr uint64_t kMaxValue = 64ull << 20;
@@ -185,6 +185,14 @@ class TcpServer {
         } else {
           waiting_[key].push_back(fd);
         }
+      } else if (op == kCheck) {
+        // Status 1: absent (no value follows).
+        auto it = data_.find(key);
+        if (it != data_.end()) {
+          answer_get(c, it->second);
+        } else {
+          c.out.push_back(1);
+        }
       } else if (op == kAdd && value.size() == 8) {
         int64_t delta = 0, now = 0;
         std::memcpy(&delta, value.data(), 8);
@@ -294,6 +302,9 @@ class TcpStore final : public Store {
   axrt_status_t get(const std::string& key, Clock::time_point deadline, std::string* out) override {
     return request(kGet, key, {}, deadline, true, out);
   }
+  axrt_status_t check(const std::string& key, bool* found, std::string* out) override {
+    return request(kCheck, key, {}, Clock::now() + std::chrono::seconds(60), true, out, found);
+  }
   axrt_status_t add(const std::string& key, int64_t delta, int64_t* out) override {
     std::string reply;
     AXRT_RETURN_IF_ERROR(request(kAdd, key,
@@ -376,7 +387,8 @@ class TcpStore final : public Store {
   }
 
   axrt_status_t request(uint8_t op, const std::string& key, std::string_view value,
-                        Clock::time_point deadline, bool has_value, std::string* out) {
+                        Clock::time_point deadline, bool has_value, std::string* out,
+                        bool* found = nullptr) {
     if (key.size() > kMaxKey || value.size() > kMaxValue) {
       return make_status(AXRT_STATUS_CODE_INVALID_ARGUMENT, "rendezvous {}: key or value too long",
                          where_);
@@ -399,7 +411,8 @@ class TcpStore final : public Store {
     }
     char status = 0;
     AXRT_RETURN_IF_ERROR(read_exact(&status, 1, deadline, key));
-    if (!has_value) return nullptr;
+    if (found != nullptr) *found = status == 0;
+    if (!has_value || status != 0) return nullptr;
     uint64_t len = 0;
     AXRT_RETURN_IF_ERROR(read_exact(reinterpret_cast<char*>(&len), 8, deadline, key));
     if (len > kMaxValue) return broken("sent a malformed reply");
@@ -464,6 +477,13 @@ class FileStore final : public Store {
     }
   }
 
+  axrt_status_t check(const std::string& key, bool* found, std::string* out) override {
+    std::ifstream file(path_of(key), std::ios::binary);
+    *found = static_cast<bool>(file);
+    if (*found) out->assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    return nullptr;
+  }
+
   axrt_status_t add(const std::string& key, int64_t delta, int64_t* out) override {
     const auto path = path_of(key);
     const std::string lock_path = path.string() + ".lock";
@@ -512,6 +532,9 @@ class PrefixStore final : public Store {
   }
   axrt_status_t get(const std::string& key, Clock::time_point deadline, std::string* out) override {
     return inner_->get(prefix_ + key, deadline, out);
+  }
+  axrt_status_t check(const std::string& key, bool* found, std::string* out) override {
+    return inner_->check(prefix_ + key, found, out);
   }
   axrt_status_t add(const std::string& key, int64_t delta, int64_t* out) override {
     return inner_->add(prefix_ + key, delta, out);

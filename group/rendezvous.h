@@ -33,6 +33,8 @@ class Store {
   // naming the key after it).
   virtual axrt_status_t get(const std::string& key, Clock::time_point deadline,
                             std::string* out) = 0;
+  // Whether `key` is present now, and its value when it is; never waits.
+  virtual axrt_status_t check(const std::string& key, bool* found, std::string* out) = 0;
   // Adds `delta` to the integer under `key` (absent: 0), atomically across
   // the members; writes the new value.
   virtual axrt_status_t add(const std::string& key, int64_t delta, int64_t* out) = 0;

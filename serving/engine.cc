@@ -13,6 +13,7 @@
 #include "axrt/axrt.h"
 #include "base/thread.h"
 #include "serving/contract.h"
+#include "serving/set_link.h"
 #include "trace/trace.h"
 
 namespace axrt::serving {
@@ -44,7 +45,8 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
   max_waiting_ = options.max_waiting;
   axrt_executable_retain(executable);
   executable_ = executable;
-  const size_t members = options.group != nullptr ? options.executable_count : 0;
+  size_t members = options.group != nullptr ? options.executable_count : 0;
+  size_t remote_members = 0;  // a group across processes: its size
   if (options.group != nullptr || options.executable_count != 0 ||
       options.executables != nullptr) {
     if (options.group == nullptr || options.executables == nullptr ||
@@ -55,7 +57,20 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
     }
     axrt_group_info_t group = AXRT_GROUP_INFO_INIT;
     AXRT_RETURN_IF_ERROR(axrt_group_query_info(options.group, &group));
-    if (group.size != options.executable_count) {
+    if (group.rank > 0) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: this process is member {} of group '{}'; the head "
+                         "(rank 0) creates the engine, and the others run axrt_engine_follow",
+                         group.rank, group.label);
+    }
+    if (group.rank == 0 && options.executable_count != 1) {
+      return make_status(kInvalid,
+                         "axrt_engine_create: group '{}' spans processes: give this process's "
+                         "executable only (executable_count 1, not {}); the others run "
+                         "axrt_engine_follow with theirs",
+                         group.label, options.executable_count);
+    }
+    if (group.rank < 0 && group.size != options.executable_count) {
       return make_status(kInvalid,
                          "axrt_engine_create: group '{}' has {} members, and {} executables "
                          "were given: one per member, in rank order",
@@ -67,6 +82,7 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
                          "set's head rank");
     }
     group_ = options.group;
+    remote_members = group.rank == 0 ? group.size : 0;
   }
   AXRT_RETURN_IF_ERROR(find_function(executable, "step", &step_));
   if (group_ != nullptr) {
@@ -78,6 +94,7 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
     }
   }
   if (group_ == nullptr) AXRT_RETURN_IF_ERROR(find_function(executable, "sample", &sample_));
+  if (remote_members != 0) members = remote_members;
   AXRT_RETURN_IF_ERROR(check_channels(step_, 0, members));
 
   // The step's signature gives the model's sizes.
@@ -206,9 +223,13 @@ axrt_status_t Engine::init(axrt_executable_t executable, const axrt_engine_optio
                          num_blocks + scratch_count_, a.bytes, message);
     }
   }
-  if (group_ != nullptr) AXRT_RETURN_IF_ERROR(init_peers(options, num_blocks));
+  if (group_ != nullptr && remote_members != 0) {
+    AXRT_RETURN_IF_ERROR(init_remote(num_blocks));
+  } else if (group_ != nullptr) {
+    AXRT_RETURN_IF_ERROR(init_peers(options, num_blocks));
+  }
   AXRT_RETURN_IF_ERROR(
-      cache_tensor(b.cache_buffer, num_blocks + scratch_count_, shape_.kv_heads, &b.cache));
+      cache_tensor(shape_, b.cache_buffer, num_blocks + scratch_count_, shape_.kv_heads, &b.cache));
   if (graph_max_batch > 0) {
     StepGraphInputs in;
     in.step = step_;
@@ -250,6 +271,8 @@ Engine::~Engine() {
   if (stream_ != nullptr) {
     if (axrt_status_t s = axrt_stream_synchronize(stream_)) axrt_status_free(s);
   }
+  stop_remote();
+  remote_.reset();
   peers_.clear();
   graphs_.reset();  // they hold tensors over the buffers
   buffers_.reset();
@@ -560,7 +583,11 @@ axrt_status_t Engine::execute(const StepPlan& plan, bool want_logits) {
   for (const ScheduledSequence& e : plan.entries) S += e.sample ? 1 : 0;
 
   // Copy-on-write first.
-  AXRT_RETURN_IF_ERROR(copy_blocks(plan, stream_, b.cache_buffer, shape_.kv_heads));
+  // The cache holds the graphs' scratch blocks after the scheduler's, in
+  // every plane.
+  AXRT_RETURN_IF_ERROR(copy_blocks(shape_, plan.copies.data(), plan.copies.size(),
+                                   blocks_->num_blocks() + scratch_count_, stream_, b.cache_buffer,
+                                   shape_.kv_heads));
 
   // A step of decode tokens only may replay its bucket's graphs: padded
   // to the bucket, it runs P tokens and samples P rows, of which the first
@@ -733,25 +760,27 @@ axrt_status_t StepTensors::make(axrt_buffer_t buffer, axrt_dtype_t dtype,
   return nullptr;
 }
 
-axrt_status_t Engine::cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, uint64_t kv_heads,
-                                   axrt_tensor_t* out) const {
-  const int64_t shape[6] = {static_cast<int64_t>(shape_.layers),     2,
-                            static_cast<int64_t>(num_blocks),        static_cast<int64_t>(kv_heads),
-                            static_cast<int64_t>(shape_.block_size), static_cast<int64_t>(shape_.row)};
+axrt_status_t cache_tensor(const ModelShape& shape, axrt_buffer_t buffer, uint64_t num_blocks,
+                           uint64_t kv_heads, axrt_tensor_t* out) {
+  const int64_t dims[6] = {static_cast<int64_t>(shape.layers),     2,
+                           static_cast<int64_t>(num_blocks),       static_cast<int64_t>(kv_heads),
+                           static_cast<int64_t>(shape.block_size), static_cast<int64_t>(shape.row)};
   axrt_tensor_desc_t desc = AXRT_TENSOR_DESC_INIT;
-  desc.dtype = shape_.cache_dtype;
+  desc.dtype = shape.cache_dtype;
   desc.rank = 6;
-  desc.shape = shape;
+  desc.shape = dims;
   return axrt_tensor_create(buffer, &desc, out);
 }
 
-axrt_status_t Engine::copy_blocks(const StepPlan& plan, axrt_stream_t stream, axrt_buffer_t cache,
-                                  uint64_t kv_heads) const {
+axrt_status_t copy_blocks(const ModelShape& shape, const std::pair<int32_t, int32_t>* copies,
+                          size_t copy_count, uint64_t num_blocks, axrt_stream_t stream,
+                          axrt_buffer_t cache, uint64_t kv_heads) {
   // Each block is one run of bytes in every (layer, key or value) plane.
-  const uint64_t block_bytes = shape_.plane_block_bytes(kv_heads);
-  const uint64_t plane_bytes = blocks_->num_blocks() * block_bytes;
-  for (const auto& [from, to] : plan.copies) {
-    for (uint64_t plane = 0; plane < shape_.layers * 2; ++plane) {
+  const uint64_t block_bytes = shape.plane_block_bytes(kv_heads);
+  const uint64_t plane_bytes = num_blocks * block_bytes;
+  for (size_t c = 0; c < copy_count; ++c) {
+    const auto [from, to] = copies[c];
+    for (uint64_t plane = 0; plane < shape.layers * 2; ++plane) {
       AXRT_RETURN_IF_ERROR(axrt_stream_copy_buffer(
           stream, cache, plane * plane_bytes + static_cast<uint64_t>(from) * block_bytes, cache,
           plane * plane_bytes + static_cast<uint64_t>(to) * block_bytes, block_bytes));

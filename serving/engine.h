@@ -48,6 +48,7 @@ struct ModelShape {
 };
 
 class Engine;
+class SetLink;
 
 // Tensors over the engine's buffers, shaped for one step, released together
 // when this goes away.
@@ -84,8 +85,39 @@ struct Peer {
   axrt_buffer_t tokens = nullptr, positions = nullptr, tables = nullptr, rows = nullptr;
   axrt_buffer_t cache_buffer = nullptr;
   axrt_tensor_t cache = nullptr;
+  uint64_t num_blocks = 0;  // of its KV-cache shard
   ~Peer();
 };
+
+// One step of a member other than the head, in host memory.
+struct MemberStep {
+  const int32_t* tokens = nullptr;     // [T]
+  const int32_t* positions = nullptr;  // [T]
+  const int32_t* tables = nullptr;     // [T, max_blocks]
+  const int32_t* rows = nullptr;       // [R]
+  const std::pair<int32_t, int32_t>* copies = nullptr;  // copy-on-write (from, to)
+  size_t copy_count = 0;
+  uint64_t T = 0, R = 0;
+};
+
+// A tensor over `buffer`: a KV cache (or a member's shard of it) of
+// `num_blocks` blocks and `kv_heads` heads.
+axrt_status_t cache_tensor(const ModelShape& shape, axrt_buffer_t buffer, uint64_t num_blocks,
+                           uint64_t kv_heads, axrt_tensor_t* out);
+// Queues the copy-on-write `copies` in a cache of `num_blocks` blocks (per
+// plane) and `kv_heads` heads.
+axrt_status_t copy_blocks(const ModelShape& shape, const std::pair<int32_t, int32_t>* copies,
+                          size_t copy_count, uint64_t num_blocks, axrt_stream_t stream,
+                          axrt_buffer_t cache, uint64_t kv_heads);
+// Member `rank` (of `members`) running `executable`: checks its `step`
+// against the head's `shape`, and makes its stream, buffers and KV-cache
+// shard of `num_blocks` blocks into `out` (serving/engine_set.cc).
+axrt_status_t setup_member(const ModelShape& shape, uint64_t num_blocks, uint32_t rank,
+                           size_t members, axrt_executable_t executable, Peer* out);
+// Queues member `p`'s step over `in` on its stream, its channel bound to
+// `group`.
+axrt_status_t queue_member_step(const ModelShape& shape, axrt_group_t group, Peer& p,
+                                const MemberStep& in);
 
 class Engine {
  public:
@@ -131,13 +163,15 @@ class Engine {
   // this thread (`inputs`, `logits`), the others' from their threads.
   axrt_status_t execute_set(axrt_tensor_t* inputs, axrt_tensor_t logits, const StepPlan& plan,
                             uint64_t T, uint64_t R);
-  // A tensor over `buffer`, the KV cache (or a member's shard of it) of
-  // `num_blocks` blocks and `kv_heads` heads.
-  axrt_status_t cache_tensor(axrt_buffer_t buffer, uint64_t num_blocks, uint64_t kv_heads,
-                             axrt_tensor_t* out) const;
-  // Queues `plan`'s copy-on-write copies in a cache of `kv_heads` heads.
-  axrt_status_t copy_blocks(const StepPlan& plan, axrt_stream_t stream, axrt_buffer_t cache,
-                            uint64_t kv_heads) const;
+  // The same when the others run in other processes (serving/engine_remote.cc):
+  // the step's inputs go to them through the group, then the head's step.
+  axrt_status_t execute_remote(axrt_tensor_t* inputs, axrt_tensor_t logits, const StepPlan& plan,
+                               uint64_t T, uint64_t R);
+  // Tells the members in other processes the set's shape (at creation).
+  axrt_status_t init_remote(uint64_t num_blocks);
+  // Tells them the set ends (their axrt_engine_follow returns), unless the
+  // group failed.
+  void stop_remote() noexcept;
   // Aborts the set's group (naming no member: the first failure stays the
   // one named) once a step went wrong, so that no member waits for the
   // others until the group's timeout. Nothing on one device.
@@ -188,9 +222,11 @@ class Engine {
   axrt_stream_t stream_ = nullptr;
   std::unique_ptr<Buffers> buffers_;
   // A tensor-parallel set: its group (borrowed) and the members after the
-  // head; none on one device.
+  // head; none on one device. Members in other processes: `remote_`, the
+  // link that sends them each step.
   axrt_group_t group_ = nullptr;
   std::vector<std::unique_ptr<Peer>> peers_;
+  std::unique_ptr<SetLink> remote_;
   ModelShape shape_;
   axrt_engine_callback_t callback_ = nullptr;
   void* user_data_ = nullptr;

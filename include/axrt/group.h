@@ -99,9 +99,11 @@ AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t co
  *     others connect to it.
  *   - "file://DIR[#NAME]": a directory every member can write (a shared
  *     file system); use a fresh one (or NAME) for every launch.
- * NAME tells groups that meet in one place apart: a group built after a
- * failure takes a new NAME (a rank once claimed under a NAME stays
- * claimed).
+ * NAME tells groups that meet in one place apart. Rank 0 opens a new
+ * epoch of the group each time it joins, and the others join the newest:
+ * after a failure, the members left and a process replacing a lost one
+ * join the same id again (a rank whose claim in the current epoch is a lost
+ * member's waits for rank 0 to open the next).
  *
  * Backend: "cpu" (CPU devices; the default for them): messages through
  * gloo's TCP transport, in libaxrt_gloo.so (beside libaxrt, loaded at run
@@ -150,8 +152,8 @@ typedef struct axrt_group_join_options_t {
  * with `device`; `options` may be NULL. Blocks until every member arrived
  * and connected, or fails naming what is wrong: DEADLINE_EXCEEDED naming
  * the members that did not arrive within the rendezvous timeout,
- * ALREADY_EXISTS when another process joined with the same rank,
- * INVALID_ARGUMENT when members disagree on the size. Retains `device`.
+ * ALREADY_EXISTS when another process holds the same rank and no new epoch
+ * opened within it, INVALID_ARGUMENT when members disagree on the size. Retains `device`.
  * The caller owns `*out_group`; destroying it leaves the group (the
  * others then see this member gone). Thread-safe. */
 AXRT_API axrt_status_t axrt_group_join(const char* id, uint32_t size, uint32_t rank,

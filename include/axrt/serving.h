@@ -316,6 +316,33 @@ AXRT_API axrt_status_t axrt_engine_query_stats(axrt_engine_t engine,
  * the handle table: a destroyed engine must not be passed again. */
 AXRT_API void axrt_engine_destroy(axrt_engine_t engine);
 
+/* A tensor-parallel set across processes (docs/multi-device.md, "Serving
+ * across processes"): the members of a group across processes
+ * (axrt_group_join), one a process. The head (rank 0) creates the engine
+ * with `group` set and its own executable only (`executables` of one, the
+ * create call's `executable`); every other member calls
+ * axrt_engine_follow() with its shard, loaded on the device it joined
+ * with. The head sends each step's inputs (tokens, positions, block
+ * tables, logit rows, copy-on-write copies) to the members through the
+ * group; each runs its shard's `step` with them, the steps' collectives
+ * meeting across the processes. Tokens are the bits the same set gives in
+ * one process. */
+typedef struct axrt_engine_follow_options_t {
+  size_t struct_size;
+  const void* next;
+} axrt_engine_follow_options_t;
+
+#define AXRT_ENGINE_FOLLOW_OPTIONS_INIT { sizeof(axrt_engine_follow_options_t), NULL }
+
+/* Runs this process's member (rank 1 or more of `group`) of the set whose
+ * head creates its engine over the same group: blocks, running every step
+ * the head sends, until the head's engine is destroyed (OK) or the group
+ * fails (its failure, naming the member lost; axrt_group_abort() from
+ * another thread ends it so). `executable` is the member's shard, borrowed
+ * for the call; `options` may be NULL. Thread-safe. */
+AXRT_API axrt_status_t axrt_engine_follow(axrt_executable_t executable, axrt_group_t group,
+                                          const axrt_engine_follow_options_t* options);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -7,6 +7,11 @@ all-reduce (sum, float32, in place) of one tensor per member, queued back to
 back through the Python API, then every member's stream synchronized; the
 time per all-reduce is the total over the count.
 
+With --processes, axrt's members run in MEMBERS processes too
+(axrt.init_group over loopback TCP, through gloo's transport), each rank
+timing the same count of all_reduce calls of a numpy array (each waits for
+its result, as torch's does); the time is the slowest rank's.
+
 The anchor: torch.distributed's gloo backend, MEMBERS processes on this
 machine (loopback TCP, as gloo runs across processes), each rank timing the
 same count of all_reduce calls of the same float32 tensor; the time is the
@@ -82,39 +87,42 @@ def axrt_times(members: int, sizes: List[int]) -> Dict[int, float]:
     return times
 
 
-def _gloo_rank(rank: int, members: int, port: int, sizes: List[int], out) -> None:
-    import torch
-    import torch.distributed as dist
+def time_calls(call, barrier, size: int) -> float:
+    """Seconds per `call` at `size` bytes: 3 warm-up calls, a barrier, then the count."""
+    count = iterations(size)
+    for _ in range(3):
+        call()
+    barrier()
+    start = time.perf_counter()
+    for _ in range(count):
+        call()
+    return (time.perf_counter() - start) / count
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=members)
+
+def _axrt_rank(rank: int, members: int, port: int, sizes: List[int], out) -> None:
+    import axrt
+
+    member = axrt.init_group(rendezvous=f"tcp://127.0.0.1:{port}", rank=rank,
+                             world_size=members, timeout=120)
     try:
         for size in sizes:
-            t = torch.ones(size // 4, dtype=torch.float32)
-            count = iterations(size)
-            for _ in range(3):
-                dist.all_reduce(t)
-            dist.barrier()
-            start = time.perf_counter()
-            for _ in range(count):
-                dist.all_reduce(t)
-            out.put((rank, size, (time.perf_counter() - start) / count))
+            t = np.ones(size // 4, np.float32)
+            out.put((rank, size, time_calls(lambda: member.all_reduce(t), member.barrier, size)))
     finally:
-        dist.destroy_process_group()
+        member.close()
 
 
-def gloo_times(members: int, sizes: List[int]) -> Optional[Dict[int, float]]:
-    try:
-        import torch.multiprocessing as mp
-    except ImportError:
-        return None
+def process_times(target, members: int, sizes: List[int]) -> Dict[int, float]:
+    """Runs `target` in `members` processes (spawned, loopback TCP between them); the
+    slowest rank's time per all-reduce at each size."""
+    import multiprocessing as mp
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_gloo_rank, args=(r, members, port, sizes, queue))
+    procs = [ctx.Process(target=target, args=(r, members, port, sizes, queue))
              for r in range(members)]
     for p in procs:
         p.start()
@@ -125,6 +133,29 @@ def gloo_times(members: int, sizes: List[int]) -> Optional[Dict[int, float]]:
     for p in procs:
         p.join()
     return slowest
+
+
+def _gloo_rank(rank: int, members: int, port: int, sizes: List[int], out) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=members)
+    try:
+        for size in sizes:
+            t = torch.ones(size // 4, dtype=torch.float32)
+            out.put((rank, size, time_calls(lambda: dist.all_reduce(t), dist.barrier, size)))
+    finally:
+        dist.destroy_process_group()
+
+
+def gloo_times(members: int, sizes: List[int]) -> Optional[Dict[int, float]]:
+    try:
+        import torch.distributed  # noqa: F401
+    except ImportError:
+        return None
+    return process_times(_gloo_rank, members, sizes)
 
 
 def memcpy_bandwidth(size: int) -> float:
@@ -149,18 +180,22 @@ def main() -> int:
     parser.add_argument("--members", type=int, default=4)
     parser.add_argument("--sizes", default="8:64M:4", help="low:high:factor in bytes (K, M suffixes)")
     parser.add_argument("--no-anchor", action="store_true", help="skip the gloo side")
+    parser.add_argument("--processes", action="store_true",
+                        help="axrt's members in separate processes too (axrt.init_group, "
+                             "loopback TCP, as gloo's): the 'procs' columns")
     parser.add_argument("--json", default="", help="write the gate's records to this file")
     args = parser.parse_args()
     os.environ["AXRT_CPU_DEVICES"] = str(args.members)
     sizes = sizes_from(args.sizes)
 
     mine = axrt_times(args.members, sizes)
+    spread = process_times(_axrt_rank, args.members, sizes) if args.processes else None
     anchor = None if args.no_anchor else gloo_times(args.members, sizes)
 
     print(f"all-reduce, float32 sum, {args.members} CPU devices, {os.cpu_count()} CPUs "
           f"({platform.processor() or platform.machine()})")
     print(f"{'bytes':>10} {'axrt us':>10} {'algbw':>7} {'busbw':>7} {'gloo us':>10} {'busbw':>7} "
-          f"{'speed':>6}")
+          f"{'speed':>6}" + (f" {'procs us':>10} {'busbw':>7} {'speed':>6}" if spread else ""))
     print(f"(one thread's memcpy of {sizes[-1]} bytes: {memcpy_bandwidth(sizes[-1]):.2f} GB/s)")
     records = []
     for size in sizes:
@@ -170,6 +205,15 @@ def main() -> int:
         if g:
             line += (f" {g * 1e6:>10.1f} {busbw(size, g, args.members):>7.3f} "
                      f"{g / t:>6.2f}")
+        if spread:
+            p = spread[size]
+            line += f" {p * 1e6:>10.1f} {busbw(size, p, args.members):>7.3f}"
+            line += f" {g / p:>6.2f}" if g else ""
+            records.append({"name": f"all_reduce_processes/members:{args.members}/bytes:{size}",
+                            "unit": "GB/s", "axrt": busbw(size, p, args.members),
+                            "anchor": busbw(size, g, args.members) if g else None,
+                            "anchor_name": "torch.distributed gloo" if g else None,
+                            "higher_is_better": True})
         print(line)
         records.append({"name": f"all_reduce/members:{args.members}/bytes:{size}", "unit": "GB/s",
                         "axrt": busbw(size, t, args.members),

@@ -3,6 +3,7 @@
 JSON line per event; writes arrays as .npy files into the config's folder."""
 import json
 import os
+import socket
 import sys
 import time
 
@@ -16,6 +17,23 @@ try:
     BFLOAT16 = ml_dtypes.bfloat16
 except ImportError:  # the tests skip bfloat16 then
     BFLOAT16 = None
+
+
+def free_port():
+    """A loopback TCP port nobody listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def transport_missing():
+    """Why this build cannot join groups across processes, or None when it can."""
+    try:
+        with axrt.init_group(rendezvous=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1,
+                             timeout=5):
+            return None
+    except axrt.UnavailableError as e:
+        return str(e)
 
 
 def dtype_of(name):
@@ -87,7 +105,7 @@ def until_error(config):
         except axrt.Error as e:
             emit(event="failed", after=count, error=type(e).__name__, message=str(e), info=member.info(),
                  at=time.time())
-    if config.get("rejoin"):
+    if config.get("rejoin") is not None:
         rejoin(config)
 
 

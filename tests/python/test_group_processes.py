@@ -3,11 +3,10 @@ processes on 127.0.0.1, each with a CPU device. Every collective against
 numpy, across element types and uneven sizes; the rendezvous' refusals
 (a duplicate rank, a different world size, a member that never arrives);
 a member killed (-9) or stopped, seen by the others within the stated time
-and named; the survivors and a replacement in a new group."""
+and named; the survivors and a replacement in the group's next epoch."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,25 +24,14 @@ import group_worker  # noqa: E402
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 
-def gloo_available():
-    try:
-        with axrt.init_group(rendezvous=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1, timeout=5):
-            return True
-    except axrt.UnavailableError as e:
-        return str(e)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = group_worker.free_port
 
 
 @pytest.fixture(scope="module", autouse=True)
 def transport():
-    got = gloo_available()
-    if got is not True:
-        pytest.skip(f"no transport between processes in this build: {got}")
+    missing = group_worker.transport_missing()
+    if missing:
+        pytest.skip(f"no transport between processes in this build: {missing}")
 
 
 def launch(configs, timeout=60):
@@ -208,7 +196,7 @@ def test_file_rendezvous_and_torchrun_environment(tmp_path):
 def test_duplicate_rank_is_refused():
     first = launch([base(2, 0, scenario="join_only", hold=3), base(2, 1, scenario="join_only", hold=3)])
     time.sleep(0.5)
-    dup = launch([base(2, 1, scenario="join_only", timeout=10)])
+    dup = launch([base(2, 1, scenario="join_only", timeout=2)])
     results = finish(first + dup, timeout=60)
     refused = [e for events, _, _ in results for e in events if e["event"] == "refused"]
     joined = [e for events, _, _ in results for e in events if e["event"] == "joined"]
@@ -278,12 +266,13 @@ def test_bad_arguments():
 
 def test_killed_member_is_named_and_survivors_carry_on_with_a_replacement():
     size = 3
-    configs = [base(size, r, scenario="until_error", die=1, rejoin="/second", heartbeat_timeout=5)
+    # The survivors rejoin the same id: member 0 opens the group's next
+    # epoch, where the replacement for member 1 meets them.
+    configs = [base(size, r, scenario="until_error", die=1, rejoin="", heartbeat_timeout=5)
                for r in range(size)]
     procs = launch(configs)
-    # The replacement for member 1 joins the second group.
     time.sleep(0.5)
-    replacement = launch([base(size, 1, scenario="rejoin", rejoin="/second")])
+    replacement = launch([base(size, 1, scenario="rejoin", rejoin="")])
     results = finish(procs + replacement, timeout=90)
     killed_at = None
     for r in (0, 2):

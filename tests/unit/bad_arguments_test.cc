@@ -2927,6 +2927,20 @@ BAD_ARGUMENTS(axrt_engine_create) {
   CHECK(engine == nullptr);
 }
 
+BAD_ARGUMENTS(axrt_engine_follow) {
+  // Following a head is tests/python/test_serving_processes.py.
+  WalkExecutable walk(*this);
+  axrt_group_t group = nullptr;
+  EXPECT_OK(axrt_group_create(&device, 1, nullptr, &group));
+  EXPECT_INVALID(axrt_engine_follow(nullptr, group, nullptr), "NULL");
+  EXPECT_INVALID(axrt_engine_follow(walk.executable, nullptr, nullptr), "NULL");
+  axrt_engine_follow_options_t options = AXRT_ENGINE_FOLLOW_OPTIONS_INIT;
+  options.struct_size = 4;
+  EXPECT_INVALID(axrt_engine_follow(walk.executable, group, &options), "struct_size");
+  EXPECT_INVALID(axrt_engine_follow(walk.executable, group, nullptr), "group of one process");
+  axrt_group_destroy(group);
+}
+
 BAD_ARGUMENTS(axrt_engine_add_request) {
   axrt_request_t request = AXRT_REQUEST_INIT;
   EXPECT_INVALID(axrt_engine_add_request(nullptr, &request), "NULL");

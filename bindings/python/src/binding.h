@@ -258,6 +258,9 @@ axrt_executable_t executable_handle(const py::object& executable);
 // The group of an axrt.Group (group.cc); TypeError for anything else,
 // ValueError once it is closed.
 axrt_group_t group_handle(const py::handle& group);
+// The group of an axrt.GroupMember, or null when `object` is none
+// (src/group_member.cc).
+axrt_group_t group_member_handle(const py::handle& object);
 
 }  // namespace axrt_py
 

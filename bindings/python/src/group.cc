@@ -311,8 +311,10 @@ uint64_t timeout_ns(const py::object& seconds, const char* what) {
 }
 
 axrt_group_t group_handle(const py::handle& group) {
+  if (axrt_group_t member = group_member_handle(group)) return member;
   if (!py::isinstance<Group>(group)) {
-    throw py::type_error("a channel is bound to an axrt.Group (axrt.group(devices)), not " +
+    throw py::type_error("a channel is bound to an axrt.Group (axrt.group(devices)) or an "
+                         "axrt.GroupMember (axrt.init_group()), not " +
                          py::str(py::type::handle_of(group).attr("__name__")).cast<std::string>());
   }
   return group.cast<const Group&>().handle();

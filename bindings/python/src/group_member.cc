@@ -210,6 +210,11 @@ class GroupMember {
 
 }  // namespace
 
+axrt_group_t group_member_handle(const py::handle& object) {
+  if (!py::isinstance<GroupMember>(object)) return nullptr;
+  return object.cast<const GroupMember&>().handle();
+}
+
 void init_group_member(py::module_& m) {
   py::class_<GroupMember, std::shared_ptr<GroupMember>>(m, "GroupMember", R"doc(
 This process's member of a device group across processes and hosts.
@@ -264,6 +269,21 @@ stays failed: close it and join a new one (a new name in the rendezvous).)doc")
       py::arg("rendezvous_timeout") = py::none(), py::arg("heartbeat_interval") = py::none(),
       py::arg("heartbeat_timeout") = py::none(), py::arg("hostname") = py::none(),
       "axrt_group_join(): use axrt.init_group().");
+
+  m.def(
+      "_engine_follow",
+      [](py::object executable, py::object member) {
+        axrt_executable_t exe = executable_handle(executable);
+        axrt_group_t group = group_handle(member);
+        axrt_status_t status;
+        {
+          py::gil_scoped_release release;
+          status = axrt_engine_follow(exe, group, nullptr);
+        }
+        check(status);
+      },
+      py::arg("executable"), py::arg("member"),
+      "axrt_engine_follow(): use axrt.llm.follow().");
 }
 
 }  // namespace axrt_py

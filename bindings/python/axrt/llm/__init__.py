@@ -21,7 +21,7 @@ See docs/llm.md, docs/serving.md and docs/multi-device.md.
 """
 from .config import ModelConfig, UnsupportedModelError
 from .convert import WEIGHT_MODES, convert
-from .engine import AsyncRequest, Engine, Request, RequestError, TokenEvent
+from .engine import AsyncRequest, Engine, Request, RequestError, TokenEvent, follow
 from .loading import load
 from .model import LanguageModel, Model, Session
 from .parallel import ParallelModel
@@ -29,6 +29,7 @@ from .parallel import ParallelModel
 __all__ = [
     "AsyncRequest",
     "Engine",
+    "follow",
     "LanguageModel",
     "Model",
     "ModelConfig",

@@ -3,6 +3,7 @@ docs/serving.md)."""
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -170,6 +171,22 @@ def _parser() -> argparse.ArgumentParser:
                             "file holding 'chat_template') instead of the model's")
     serve.add_argument("--max-body-bytes", type=int, default=1 << 20,
                        help="larger request bodies get 413 (default 1 MiB)")
+    spread = serve.add_argument_group(
+        "a set across processes", "one process per shard of a tensor-parallel set's directory "
+        "(docs/multi-device.md, \"Serving across processes\"): rank 0 serves HTTP and runs "
+        "the engine, the other ranks (started the same way, or by torchrun) follow it")
+    spread.add_argument("--world-size", type=int, default=None,
+                        help="the number of processes (the set's shards); default: WORLD_SIZE")
+    spread.add_argument("--rank", type=int, default=None,
+                        help="this process's rank; default: RANK")
+    spread.add_argument("--rendezvous", default=None,
+                        help="where the processes meet: tcp://HOST:PORT (rank 0 serves it), "
+                             "file://DIR, or env:// (torchrun's MASTER_ADDR and MASTER_PORT)")
+    spread.add_argument("--join-timeout", type=float, default=60.0,
+                        help="seconds to wait for every process to join (default 60)")
+    spread.add_argument("--heartbeat-timeout", type=float, default=None,
+                        help="seconds of silence after which a process counts as lost "
+                             "(default 10)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"],
                        help="uvicorn's log level (default info: one line per request)")
@@ -185,21 +202,46 @@ def _serve(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, terminate)
+    spread = {}
+    if args.rendezvous is not None or args.world_size is not None or args.rank is not None:
+        from ..distributed import rendezvous_from_env
+
+        if args.devices is not None:
+            print("axrt.llm serve: --devices runs a set in one process; a set across processes "
+                  "takes --device (this rank's)", file=sys.stderr)
+            return 2
+        rendezvous = args.rendezvous
+        try:
+            if rendezvous is None or rendezvous == "env://":
+                rendezvous = rendezvous_from_env()
+            world_size = args.world_size if args.world_size is not None else int(os.environ["WORLD_SIZE"])
+            rank = args.rank if args.rank is not None else int(os.environ["RANK"])
+        except (KeyError, ValueError) as e:
+            print(f"axrt.llm serve: a set across processes needs --world-size, --rank and "
+                  f"--rendezvous (or torchrun's environment): {e}", file=sys.stderr)
+            return 2
+        if not 0 <= rank < world_size:
+            print(f"axrt.llm serve: --rank {rank} is not in a world of {world_size}",
+                  file=sys.stderr)
+            return 2
+        spread = dict(rendezvous=rendezvous, world_size=world_size, rank=rank,
+                      join_timeout=args.join_timeout, heartbeat_timeout=args.heartbeat_timeout)
+    status = 0
     try:
-        serve(args.model, host=args.host, port=args.port, device=args.device,
-              devices=args.devices,
-              api_key=args.api_key, model_name=args.model_name,
-              max_body_bytes=args.max_body_bytes, log_level=args.log_level,
-              chat_template=args.chat_template,
-              num_blocks=args.num_blocks, kv_cache_bytes=args.kv_cache_bytes,
-              max_running=args.max_running, max_waiting=args.max_waiting,
-              max_step_tokens=args.max_step_tokens,
-              chunked_prefill=not args.no_chunked_prefill,
-              prefix_caching=not args.no_prefix_caching,
-              graph_max_batch=args.graph_max_batch)
+        status = serve(args.model, host=args.host, port=args.port, device=args.device,
+                       devices=args.devices, **spread,
+                       api_key=args.api_key, model_name=args.model_name,
+                       max_body_bytes=args.max_body_bytes, log_level=args.log_level,
+                       chat_template=args.chat_template,
+                       num_blocks=args.num_blocks, kv_cache_bytes=args.kv_cache_bytes,
+                       max_running=args.max_running, max_waiting=args.max_waiting,
+                       max_step_tokens=args.max_step_tokens,
+                       chunked_prefill=not args.no_chunked_prefill,
+                       prefix_caching=not args.no_prefix_caching,
+                       graph_max_batch=args.graph_max_batch)
     except KeyboardInterrupt:
         pass
-    return 0
+    return status
 
 
 def main(argv: Optional[List[str]] = None) -> int:

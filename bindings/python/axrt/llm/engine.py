@@ -25,7 +25,7 @@ from .. import _axrt
 from .._extras import MissingExtraError
 from .modelfile import (MAX_CHOICES, MAX_LOGIT_BIAS, check_logit_options,  # noqa: F401
                         check_sampling, check_token_ids, make_tokenizer, read_model)
-from .shards import is_set, load_set
+from .shards import is_set, load_member, load_set
 
 if TYPE_CHECKING:
     from .model import Model, PathLike
@@ -381,10 +381,24 @@ class Engine:
                  kv_cache_bytes: int = 0, max_step_tokens: int = 0, max_running: int = 0,
                  max_waiting: int = 0, chunked_prefill: bool = True,
                  prefix_caching: bool = True, group_timeout: float = 60.0,
-                 graph_max_batch: int = 0) -> None:
-        group = None
+                 graph_max_batch: int = 0, group=None) -> None:
         members = [None]
-        if _is_loaded_model(model):
+        member = group
+        group = None
+        if member is not None:
+            # A set across processes: this process is its head.
+            if devices is not None or _is_loaded_model(model):
+                raise ValueError("group= takes a set's directory and this member's device=")
+            if member.rank != 0:
+                raise ValueError(f"this process is member {member.rank} of its group: the head "
+                                 "(rank 0) runs the engine, the others axrt.llm.follow()")
+            shards = load_member(model, 0, member.size, device if device is not None
+                                 else member.device)
+            executable, self.config = shards.executables[0], shards.config
+            self.tokenizer_json = shards.tokenizer_json
+            self._tokenizer = None
+            members = [executable]
+        elif _is_loaded_model(model):
             if device is not None or devices is not None:
                 raise ValueError("device and devices apply to a path; a Model is already loaded")
             executable, self.config = model.executable, model.config
@@ -412,14 +426,17 @@ class Engine:
         self.executable = executable
         #: The set's executables in rank order (the one executable on one device).
         self.executables = members if group is not None else [executable]
+        #: The group across processes this process heads, when it is one.
+        self.member = member
+        set_group = group if group is not None else member
         try:
             self._low = _axrt.Engine(executable, num_blocks=int(num_blocks),
                                      kv_cache_bytes=int(kv_cache_bytes),
                                      max_step_tokens=int(max_step_tokens),
                                      max_running=int(max_running), max_waiting=int(max_waiting),
                                      chunked_prefill=bool(chunked_prefill),
-                                     prefix_caching=bool(prefix_caching), group=group,
-                                     members=members if group is not None else None,
+                                     prefix_caching=bool(prefix_caching), group=set_group,
+                                     members=members if set_group is not None else None,
                                      graph_max_batch=int(graph_max_batch))
         except BaseException:
             if group is not None:
@@ -812,3 +829,16 @@ class Engine:
         where = ", ".join(d.id for d in self.devices)
         return (f"<axrt.llm.Engine {self.executable.name} on {where}, "
                 f"{self.config.num_layers} layers, {state}>")
+
+
+def follow(model, member, device=None) -> None:
+    """Runs this process's member of a tensor-parallel set across processes: loads rank
+    `member.rank`'s shard of the set at `model` (its directory) onto `device` (default: the
+    member's device) and runs every step the head's engine sends, until the head closes its
+    engine (returns) or the group fails (raises an axrt.Error naming the member lost).
+    `member` is this process's ``axrt.init_group(...)``, of rank 1 or more."""
+    if member.rank == 0:
+        raise ValueError("this process is rank 0, the head: it runs axrt.llm.Engine(..., group=)")
+    shards = load_member(model, member.rank, member.size,
+                         device if device is not None else member.device)
+    _axrt._engine_follow(shards.executables[0], member)

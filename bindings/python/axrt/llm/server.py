@@ -547,7 +547,8 @@ def create_app(engine: Engine, *, model_name: Optional[str] = None,
     """
     if model_name is None:
         name = engine.executable.name
-        if len(engine.executables) > 1:  # a set: its directory's name
+        # A set (in this process or across processes): its directory's name.
+        if len(engine.executables) > 1 or getattr(engine, "member", None) is not None:
             name = os.path.dirname(os.path.abspath(name))
         model_name = os.path.splitext(os.path.basename(name))[0] or "model"
     template = engine.chat_template
@@ -649,11 +650,30 @@ class ServerThread:
 def serve(model: str, *, host: str = "127.0.0.1", port: int = 8000, device=None,
           devices=None, api_key: Optional[str] = None, model_name: Optional[str] = None,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, log_level: str = "info",
-          chat_template: Optional[os.PathLike] = None, **engine_options: Any) -> None:
+          chat_template: Optional[os.PathLike] = None, rendezvous: Optional[str] = None,
+          world_size: int = 1, rank: int = 0, join_timeout: float = 60.0,
+          heartbeat_timeout: Optional[float] = None, **engine_options: Any) -> int:
     """Serves the converted model `model` (on `device`, or a tensor-parallel set on `devices`)
     until SIGINT or SIGTERM, then closes the engine. `engine_options` are :class:`Engine`'s;
-    the others :func:`create_app`'s."""
-    engine = Engine(model, device, devices=devices, **engine_options)
+    the others :func:`create_app`'s.
+
+    With `rendezvous`, `model` is a set's directory served by `world_size` processes: rank 0
+    (this call with ``rank=0``) serves HTTP and runs the engine (:class:`ProcessSet`), every
+    other rank follows it (:func:`run_member`, no HTTP). Returns the exit status."""
+    if rendezvous is not None:
+        from .process_set import ProcessSet, run_member
+
+        if rank > 0:
+            return run_member(model, rendezvous=rendezvous, world_size=world_size, rank=rank,
+                              device=device, join_timeout=join_timeout,
+                              heartbeat_timeout=heartbeat_timeout)
+        print(f"axrt.llm: rank 0 of {world_size}: waiting for the set's members at {rendezvous}",
+              flush=True)
+        engine = ProcessSet(model, rendezvous=rendezvous, world_size=world_size, device=device,
+                            join_timeout=join_timeout, heartbeat_timeout=heartbeat_timeout,
+                            **engine_options)
+    else:
+        engine = Engine(model, device, devices=devices, **engine_options)
     try:
         app = create_app(engine, model_name=model_name, api_key=api_key,
                          max_body_bytes=max_body_bytes, chat_template=chat_template)
@@ -666,3 +686,4 @@ def serve(model: str, *, host: str = "127.0.0.1", port: int = 8000, device=None,
         _Server(config, engine).run(sockets=[sock])
     finally:
         engine.close()
+    return 0

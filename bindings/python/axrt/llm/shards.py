@@ -121,6 +121,32 @@ def load_set(path, devices: Sequence) -> ShardSet:
     return ShardSet(executables, infos, config, tokenizer_json)
 
 
+def load_member(path, rank: int, size: int, device) -> ShardSet:
+    """Loads rank `rank`'s shard of the set at `path` (a directory) onto `device`, for a set
+    whose members run in separate processes (a group of `size` members): the other ranks'
+    files are not read. Refused with UnsupportedModelError when the shard is not rank
+    `rank` of a set of `size`."""
+    files, directory = _shard_files(path)
+    if directory is None:
+        raise UnsupportedModelError(f"{path} is not a tensor-parallel set's directory "
+                                    "(axrt.llm convert --tensor-parallel N writes one)")
+    if rank not in directory:
+        raise UnsupportedModelError(f"{Path(path)} lacks {shard_file_name(rank)}, this "
+                                    f"member's shard (rank {rank} of {size})")
+    name = directory[rank]
+    executable = _axrt.load(name, _device(device))
+    if SHARD_KEY not in executable.metadata:
+        raise UnsupportedModelError(f"{name} is not a shard of a tensor-parallel set "
+                                    "(axrt.llm convert --tensor-parallel N writes one)")
+    info = ShardInfo.from_json(executable.metadata[SHARD_KEY])
+    config, tokenizer_json = read_model(executable, shard=True)
+    if info.size != size:
+        raise UnsupportedModelError(f"{name} belongs to a set of {info.size} shards, and the "
+                                    f"group has {size} members: one process per shard")
+    _check_part(name, info, rank, config)
+    return ShardSet([executable], [info], config, tokenizer_json)
+
+
 def _check_part(name: str, info: ShardInfo, rank: int, config: ModelConfig) -> None:
     if info.rank != rank:
         raise UnsupportedModelError(f"{name} is rank {info.rank} of its set, given as rank "
