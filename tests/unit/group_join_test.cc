@@ -367,3 +367,46 @@ TEST_CASE("A member that leaves fails the others' collectives, naming it", "[gro
     REQUIRE(o.code == AXRT_STATUS_CODE_OK);
   }
 }
+
+namespace {
+
+size_t CountEntries(const char* dir) {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("Joining the same id again and again leaks no thread and no socket", "[group_join]") {
+  Instance instance;
+  if (!HaveTransport(instance)) return;
+  const std::string id = TcpId();
+  // The first round starts rank 0's rendezvous server, which stays.
+  auto run_round = [&] {
+    auto outcomes = RunMembers(instance, id, 2, [&](uint32_t rank, axrt_group_t group) {
+      axrt_stream_t stream = nullptr;
+      T_OK(axrt_stream_create(instance.devices[rank], nullptr, &stream));
+      Vector v(instance.devices[rank], {1.0f, 2.0f});
+      axrt_collective_member_t me = {stream, v.buffer, 0, v.buffer, 0};
+      T_OK(axrt_group_all_reduce(group, &me, 2, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+      T_OK(axrt_stream_synchronize(stream));
+      T_CHECK(v.host[1] == 4.0f);
+      axrt_stream_release(stream);
+    });
+    for (const auto& o : outcomes) {
+      INFO(o.message);
+      REQUIRE(o.code == AXRT_STATUS_CODE_OK);
+    }
+  };
+  run_round();
+  const size_t threads = CountEntries("/proc/self/task");
+  const size_t fds = CountEntries("/proc/self/fd");
+  for (int round = 0; round < 10; ++round) run_round();
+  // Each round's group opened the id's next epoch, and left nothing behind.
+  CHECK(CountEntries("/proc/self/task") == threads);
+  CHECK(CountEntries("/proc/self/fd") == fds);
+}
