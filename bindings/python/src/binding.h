@@ -243,6 +243,12 @@ void init_dlpack(py::module_& m);
 void init_executable(py::module_& m);
 void init_builder(py::module_& m);
 void init_serving(py::module_& m);
+// axrt_group_query_info as a dict: label, backend, size, rank (a group
+// across processes), state, failed_rank, failure_code, failure, collectives
+// (src/group.cc).
+py::dict group_info(axrt_group_t group);
+// `value` as a C string kept in `storage`, or NULL for None (src/group.cc).
+const char* text_or_null(const py::object& value, std::string* storage);
 // "sum", "max", "min"; ValueError otherwise (src/group.cc).
 axrt_reduce_op_t parse_reduce_op(const std::string& op);
 // A timeout argument in seconds (None: 0, the default; inf: no limit) as

@@ -44,14 +44,8 @@ class Group {
     if (devices_.empty()) throw py::value_error("a group needs at least one device");
     axrt_group_options_t options = AXRT_GROUP_OPTIONS_INIT;
     std::string label_text, backend_text;
-    if (!label.is_none()) {
-      label_text = label.cast<std::string>();
-      options.label = label_text.c_str();
-    }
-    if (!backend.is_none()) {
-      backend_text = backend.cast<std::string>();
-      options.backend = backend_text.c_str();
-    }
+    options.label = text_or_null(label, &label_text);
+    options.backend = text_or_null(backend, &backend_text);
     options.timeout_ns = timeout_ns(timeout, "timeout");
     check(axrt_group_create(handles.data(), handles.size(), &options, &group_));
   }
@@ -68,23 +62,7 @@ class Group {
   size_t size() const { return devices_.size(); }
   const std::vector<std::shared_ptr<Device>>& devices() const { return devices_; }
 
-  py::dict info() const {
-    axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
-    check(axrt_group_query_info(handle(), &info));
-    py::dict d;
-    d["label"] = std::string(info.label);
-    d["backend"] = std::string(info.backend);
-    d["size"] = info.size;
-    d["state"] = info.state == AXRT_GROUP_STATE_ABORTED ? "aborted" : "active";
-    d["failed_rank"] = info.failed_rank >= 0 ? py::object(py::int_(info.failed_rank)) : py::object(py::none());
-    d["failure_code"] = info.state == AXRT_GROUP_STATE_ABORTED
-                            ? py::object(py::str(axrt_status_code_name(info.failure_code)))
-                            : py::object(py::none());
-    d["failure"] = info.state == AXRT_GROUP_STATE_ABORTED ? py::object(py::str(info.failure))
-                                                          : py::object(py::none());
-    d["collectives"] = info.collectives;
-    return d;
-  }
+  py::dict info() const { return group_info(handle()); }
 
   void abort(const py::object& rank, const py::object& reason) {
     const int32_t r = rank.is_none() ? -1 : rank.cast<int32_t>();
@@ -293,6 +271,30 @@ class Group {
 };
 
 }  // namespace
+
+const char* text_or_null(const py::object& value, std::string* storage) {
+  if (value.is_none()) return nullptr;
+  *storage = value.cast<std::string>();
+  return storage->c_str();
+}
+
+py::dict group_info(axrt_group_t group) {
+  axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
+  check(axrt_group_query_info(group, &info));
+  const bool aborted = info.state == AXRT_GROUP_STATE_ABORTED;
+  py::dict d;
+  d["label"] = std::string(info.label);
+  d["backend"] = std::string(info.backend);
+  d["size"] = info.size;
+  if (info.rank >= 0) d["rank"] = info.rank;
+  d["state"] = aborted ? "aborted" : "active";
+  d["failed_rank"] = info.failed_rank >= 0 ? py::object(py::int_(info.failed_rank)) : py::object(py::none());
+  d["failure_code"] =
+      aborted ? py::object(py::str(axrt_status_code_name(info.failure_code))) : py::object(py::none());
+  d["failure"] = aborted ? py::object(py::str(info.failure)) : py::object(py::none());
+  d["collectives"] = info.collectives;
+  return d;
+}
 
 axrt_reduce_op_t parse_reduce_op(const std::string& op) {
   if (op == "sum") return AXRT_REDUCE_SUM;

@@ -22,14 +22,8 @@ class GroupMember {
         size_(size) {
     axrt_group_join_options_t options = AXRT_GROUP_JOIN_OPTIONS_INIT;
     std::string label_text, host_text;
-    if (!label.is_none()) {
-      label_text = label.cast<std::string>();
-      options.label = label_text.c_str();
-    }
-    if (!hostname.is_none()) {
-      host_text = hostname.cast<std::string>();
-      options.hostname = host_text.c_str();
-    }
+    options.label = text_or_null(label, &label_text);
+    options.hostname = text_or_null(hostname, &host_text);
     options.timeout_ns = timeout_ns(timeout, "timeout");
     options.rendezvous_timeout_ns = timeout_ns(rendezvous_timeout, "rendezvous_timeout");
     options.heartbeat_interval_ns = timeout_ns(heartbeat_interval, "heartbeat_interval");
@@ -60,22 +54,7 @@ class GroupMember {
     return group_;
   }
 
-  py::dict info() const {
-    axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
-    check(axrt_group_query_info(handle(), &info));
-    py::dict d;
-    d["label"] = std::string(info.label);
-    d["backend"] = std::string(info.backend);
-    d["size"] = info.size;
-    d["rank"] = info.rank;
-    const bool aborted = info.state == AXRT_GROUP_STATE_ABORTED;
-    d["state"] = aborted ? "aborted" : "active";
-    d["failed_rank"] = info.failed_rank >= 0 ? py::object(py::int_(info.failed_rank)) : py::object(py::none());
-    d["failure_code"] = aborted ? py::object(py::str(axrt_status_code_name(info.failure_code))) : py::object(py::none());
-    d["failure"] = aborted ? py::object(py::str(info.failure)) : py::object(py::none());
-    d["collectives"] = info.collectives;
-    return d;
-  }
+  py::dict info() const { return group_info(handle()); }
 
   void abort(const py::object& reason) {
     std::string text = reason.is_none() ? std::string() : reason.cast<std::string>();
