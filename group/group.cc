@@ -243,16 +243,11 @@ axrt_status_t Group::join(const char* id, uint32_t size, uint32_t rank, axrt_dev
                        "{}: unknown backend '{}' (the backends are \"cpu\" and \"nccl\")",
                        kFunction, backend);
   }
-  if (backend != "cpu") {
+  const bool nccl = backend == "nccl";
+  if (nccl != (properties.type == AXRT_DEVICE_TYPE_CUDA)) {
     return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
-                       "{}: backend '{}' across processes is not available; \"cpu\" (CPU devices, "
-                       "through gloo) is",
-                       kFunction, backend);
-  }
-  if (properties.type != AXRT_DEVICE_TYPE_CPU) {
-    return make_status(AXRT_STATUS_CODE_UNIMPLEMENTED,
-                       "{}: the cpu backend runs on CPU devices, and {} is a {} device", kFunction,
-                       properties.id, properties.driver);
+                       "{}: the {} backend runs on {} devices, and {} is a {} device", kFunction,
+                       backend, nccl ? "CUDA" : "CPU", properties.id, properties.driver);
   }
   JoinRequest request;
   request.id = id;
@@ -269,7 +264,11 @@ axrt_status_t Group::join(const char* id, uint32_t size, uint32_t rank, axrt_dev
   request.heartbeat_timeout_ns =
       options.heartbeat_timeout_ns == 0 ? kDefaultHeartbeatTimeoutNs : options.heartbeat_timeout_ns;
   std::unique_ptr<Group> group(new Group());
-  AXRT_RETURN_IF_ERROR(join_process_group(request, &group->state_, &group->backend_));
+  if (nccl) {
+    AXRT_RETURN_IF_ERROR(join_nccl_group(request, device, &group->state_, &group->backend_));
+  } else {
+    AXRT_RETURN_IF_ERROR(join_process_group(request, &group->state_, &group->backend_));
+  }
   group->devices_.assign(size, nullptr);
   axrt_device_retain(device);
   group->devices_[rank] = device;

@@ -165,6 +165,14 @@ axrt_status_t make_cpu_backend(std::shared_ptr<GroupState> state,
 axrt_status_t make_nccl_backend(std::shared_ptr<GroupState> state,
                                 const std::vector<axrt_device_t>& devices,
                                 std::unique_ptr<Backend>* out);
+// Across processes (group/process_backend.cc joins): NCCL's unique id, made
+// by rank 0, as bytes; and this process's member `rank` of `size` on
+// `device`, through ncclCommInitRank with that id.
+axrt_status_t make_nccl_unique_id(std::string* out);
+axrt_status_t make_nccl_member_backend(std::shared_ptr<GroupState> state, axrt_device_t device,
+                                       uint32_t rank, uint32_t size,
+                                       const std::string& unique_id,
+                                       std::unique_ptr<Backend>* out);
 
 class Group {
  public:

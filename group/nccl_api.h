@@ -19,6 +19,12 @@ extern "C" {
 // Opaque handles: a communicator, and a CUDA stream (the CUstream an axrt
 // stream of a CUDA device hands out).
 typedef struct ncclComm* ncclComm_t;
+// NCCL's unique id: what rank 0 makes and every rank passes to
+// ncclCommInitRank (its bytes, exchanged through the rendezvous).
+#define AXRT_NCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[AXRT_NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
 typedef struct CUstream_st* cudaStream_t;
 
 // The C enums of nccl.h, which have the size of an int.
@@ -67,6 +73,9 @@ constexpr int axrt_nccl_version_code(int major, int minor, int patch) {
   X(ncclGetErrorString, const char*, (ncclResult_t result), true)                                \
   X(ncclGetLastError, const char*, (ncclComm_t comm), false)                                     \
   X(ncclCommInitAll, ncclResult_t, (ncclComm_t * comms, int count, const int* devices), true)    \
+  X(ncclGetUniqueId, ncclResult_t, (ncclUniqueId * id), false)                                   \
+  X(ncclCommInitRank, ncclResult_t, (ncclComm_t * comm, int count, ncclUniqueId id, int rank),   \
+    false)                                                                                       \
   X(ncclCommFinalize, ncclResult_t, (ncclComm_t comm), false)                                    \
   X(ncclCommDestroy, ncclResult_t, (ncclComm_t comm), true)                                      \
   X(ncclCommAbort, ncclResult_t, (ncclComm_t comm), true)                                        \

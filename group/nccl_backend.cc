@@ -37,15 +37,19 @@
 // NCCL's kernels that wait for a member that will never come end and the
 // exit functions run. Every NCCL call of a group is made under one mutex:
 // NCCL calls on one communicator must not overlap.
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/ranges.h>
@@ -55,9 +59,12 @@
 #include "axrt/memory.h"
 #include "axrt/stream.h"
 #include "base/dtype.h"
+#include "base/runtime_library.h"
 #include "base/thread.h"
 #include "group/group.h"
 #include "group/nccl_api.h"
+
+struct CUctx_st;  // the CUDA driver's context, opaque
 
 namespace axrt::group {
 namespace {
@@ -164,9 +171,15 @@ struct Core {
   // The watchdog released the communicators, unless it never ran.
   ~Core() {
     release_comms(/*abort=*/false);
-    for (axrt_buffer_t buffer : scratch) axrt_buffer_release(buffer);
-    for (axrt_event_t event : order_events) axrt_event_release(event);
-    for (axrt_stream_t stream : watch_streams) axrt_stream_release(stream);
+    for (axrt_buffer_t buffer : scratch) {
+      if (buffer != nullptr) axrt_buffer_release(buffer);
+    }
+    for (axrt_event_t event : order_events) {
+      if (event != nullptr) axrt_event_release(event);
+    }
+    for (axrt_stream_t stream : watch_streams) {
+      if (stream != nullptr) axrt_stream_release(stream);
+    }
   }
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
@@ -184,11 +197,12 @@ struct Core {
       // thread can only do for all of them at once.
       nccl.ncclGroupStart();
       for (ncclComm_t comm : comms) {
-        if (nccl.ncclCommFinalize(comm) != ncclSuccess) finalized = false;
+        if (comm != nullptr && nccl.ncclCommFinalize(comm) != ncclSuccess) finalized = false;
       }
       if (nccl.ncclGroupEnd() != ncclSuccess) finalized = false;
     }
     for (ncclComm_t comm : comms) {
+      if (comm == nullptr) continue;  // a member in another process
       if (finalized) {
         nccl.ncclCommDestroy(comm);
       } else {
@@ -202,6 +216,9 @@ struct Core {
 
   const NcclApi& nccl;
   const std::shared_ptr<GroupState> state;
+  // This process's rank in a group across processes (ncclCommInitRank),
+  // whose vectors below hold that rank's entry only; -1 in one process.
+  int32_t local_rank = -1;
   std::vector<ncclComm_t> comms;           // by rank; under nccl_mutex
   std::vector<axrt_buffer_t> scratch;      // by rank, kScratchBytes each
   // By rank: a stream of the member's device on which the group queues
@@ -342,6 +359,7 @@ void check_members(Core& core, const std::vector<uint32_t>& members) {
   std::unique_lock<std::mutex> calls(core.nccl_mutex, std::try_to_lock);
   if (!calls.owns_lock()) return;
   for (size_t rank = 0; rank < core.comms.size(); ++rank) {
+    if (core.comms[rank] == nullptr) continue;  // in another process
     ncclResult_t error = ncclSuccess;
     if (core.nccl.ncclCommGetAsyncError(core.comms[rank], &error) != ncclSuccess) continue;
     if (error == ncclSuccess || error == ncclInProgress) continue;
@@ -544,6 +562,21 @@ axrt_status_t NcclBackend::enqueue(const Collective& c) {
 axrt_status_t NcclBackend::enqueue_part(const Collective& c, uint32_t rank,
                                         std::shared_ptr<void>* shared) {
   GroupState& state = *core_->state;
+  if (core_->local_rank >= 0) {
+    // Across processes the other parts are their processes' own: this one
+    // is a collective of one part here, which the watchdog waits for alone.
+    Collective mine = c;
+    mine.parts = {c.parts[rank]};
+    auto op = std::make_shared<InFlight>(fmt::format("{} #{}", collective_name(c.kind), c.sequence), 1);
+    op->ranks.push_back(rank);
+    axrt_status_t status = queue(mine, op, {0}, /*publish=*/true, /*cancel_on_error=*/false);
+    if (status != nullptr) {
+      state.fail(static_cast<int32_t>(rank), axrt_status_code(status),
+                 fmt::format("{} could not queue its part of {}: {}", member_name(state, rank),
+                             op->context, axrt_status_message(status)));
+    }
+    return status;
+  }
   auto op = std::static_pointer_cast<InFlight>(*shared);
   const bool first = !op;
   if (first) {
@@ -770,6 +803,135 @@ axrt_status_t NcclBackend::issue(const Collective& c, const std::string& context
 }
 
 }  // namespace
+
+namespace {
+
+// The Driver API calls that make a device's primary context current for
+// ncclCommInitRank (NCCL takes the calling thread's device), loaded as the
+// CUDA driver loads them.
+// The Driver API's own types (CUresult and CUdevice are ints; CUcontext
+// points to the opaque CUctx_st), so that the calls go through pointers of
+// the functions' exact types.
+struct ContextCalls {
+  using Result = int;
+  using Context = CUctx_st*;
+  Result (*cuDeviceGet)(int*, int) = nullptr;
+  Result (*cuDevicePrimaryCtxRetain)(Context*, int) = nullptr;
+  Result (*cuDevicePrimaryCtxRelease)(int) = nullptr;
+  Result (*cuCtxGetCurrent)(Context*) = nullptr;
+  Result (*cuCtxSetCurrent)(Context) = nullptr;
+  bool ok = false;
+};
+
+const ContextCalls& context_calls() {
+  static const ContextCalls calls = [] {
+    ContextCalls c;
+    const RuntimeLibrary library = open_runtime_library("AXRT_CUDA_DRIVER_LIBRARY", "libcuda.so.1");
+    if (library.handle == nullptr) return c;
+    using GetProc = int (*)(const char*, void**, int, uint64_t, int*);
+    auto get = reinterpret_cast<GetProc>(dlsym(library.handle, "cuGetProcAddress_v2"));
+    if (get == nullptr) return c;
+    auto fetch = [&](const char* name, auto* out) {
+      void* pfn = nullptr;
+      int status = 0;
+      if (get(name, &pfn, 12000, 0, &status) != 0 || pfn == nullptr) return false;
+      *out = reinterpret_cast<std::remove_reference_t<decltype(*out)>>(pfn);
+      return true;
+    };
+    c.ok = fetch("cuDeviceGet", &c.cuDeviceGet) &&
+           fetch("cuDevicePrimaryCtxRetain", &c.cuDevicePrimaryCtxRetain) &&
+           fetch("cuDevicePrimaryCtxRelease", &c.cuDevicePrimaryCtxRelease) &&
+           fetch("cuCtxGetCurrent", &c.cuCtxGetCurrent) &&
+           fetch("cuCtxSetCurrent", &c.cuCtxSetCurrent);
+    return c;
+  }();
+  return calls;
+}
+
+}  // namespace
+
+axrt_status_t make_nccl_unique_id(std::string* out) {
+  std::string reason;
+  const NcclApi* nccl = nccl_api(&reason);
+  if (nccl == nullptr) {
+    return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "axrt_group_join: the nccl backend is "
+                       "unavailable: {}", reason);
+  }
+  if (nccl->ncclGetUniqueId == nullptr || nccl->ncclCommInitRank == nullptr) {
+    return make_status(AXRT_STATUS_CODE_UNAVAILABLE,
+                       "axrt_group_join: {} lacks ncclGetUniqueId or ncclCommInitRank", nccl->path);
+  }
+  ncclUniqueId id{};
+  if (const ncclResult_t result = nccl->ncclGetUniqueId(&id); result != ncclSuccess) {
+    return make_status(status_code(result), "axrt_group_join: ncclGetUniqueId failed: {}",
+                       nccl->describe(result));
+  }
+  out->assign(id.internal, sizeof(id.internal));
+  return nullptr;
+}
+
+axrt_status_t make_nccl_member_backend(std::shared_ptr<GroupState> state, axrt_device_t device,
+                                       uint32_t rank, uint32_t size,
+                                       const std::string& unique_id,
+                                       std::unique_ptr<Backend>* out) {
+  constexpr const char* kFunction = "axrt_group_join";
+  axrt_device_properties_t properties = AXRT_DEVICE_PROPERTIES_INIT;
+  AXRT_RETURN_IF_ERROR(axrt_device_query_properties(device, &properties));
+  std::string reason;
+  const NcclApi* nccl = nccl_api(&reason);
+  if (nccl == nullptr) {
+    return make_status(AXRT_STATUS_CODE_UNAVAILABLE, "{}: the nccl backend is unavailable: {}",
+                       kFunction, reason);
+  }
+  const ContextCalls& cu = context_calls();
+  if (!cu.ok || nccl->ncclCommInitRank == nullptr || unique_id.size() != sizeof(ncclUniqueId)) {
+    return make_status(AXRT_STATUS_CODE_UNAVAILABLE,
+                       "{}: ncclCommInitRank, or the CUDA driver's context calls, are unavailable",
+                       kFunction);
+  }
+  auto core = std::make_shared<Core>(*nccl, state);
+  core->local_rank = static_cast<int32_t>(rank);
+  core->scratch.assign(size, nullptr);
+  core->order_events.assign(size, nullptr);
+  core->watch_streams.assign(size, nullptr);
+  AXRT_RETURN_IF_ERROR(axrt_buffer_allocate(device, kScratchBytes, nullptr, &core->scratch[rank]));
+  axrt_event_options_t options = AXRT_EVENT_OPTIONS_INIT;
+  options.flags = AXRT_EVENT_FLAG_DISABLE_TIMING;
+  AXRT_RETURN_IF_ERROR(axrt_event_create(device, &options, &core->order_events[rank]));
+  AXRT_RETURN_IF_ERROR(axrt_stream_create(device, nullptr, &core->watch_streams[rank]));
+  // NCCL works on the calling thread's current device: its primary context,
+  // the one the CUDA driver uses, for the call.
+  int cu_device = 0;
+  ContextCalls::Context context = nullptr;
+  ContextCalls::Context previous = nullptr;
+  if (cu.cuDeviceGet(&cu_device, static_cast<int>(properties.ordinal)) != 0 ||
+      cu.cuDevicePrimaryCtxRetain(&context, cu_device) != 0) {
+    return make_status(AXRT_STATUS_CODE_INTERNAL, "{}: {}'s primary context is unavailable",
+                       kFunction, properties.id);
+  }
+  cu.cuCtxGetCurrent(&previous);
+  cu.cuCtxSetCurrent(context);
+  ncclUniqueId id{};
+  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  ncclComm_t comm = nullptr;
+  const ncclResult_t result =
+      nccl->ncclCommInitRank(&comm, static_cast<int>(size), id, static_cast<int>(rank));
+  cu.cuCtxSetCurrent(previous);
+  cu.cuDevicePrimaryCtxRelease(cu_device);
+  if (result != ncclSuccess) {
+    axrt_status_code_t code = status_code(result);
+    if (code == AXRT_STATUS_CODE_UNKNOWN) code = AXRT_STATUS_CODE_INTERNAL;
+    return make_status(code, "{}: ncclCommInitRank of member {} of {} ({}) failed ({} {}): {}",
+                       kFunction, rank, size, properties.id, nccl->path, nccl->version_text,
+                       nccl->describe(result));
+  }
+  core->comms.assign(size, nullptr);
+  core->comms[rank] = comm;
+  auto backend = std::make_unique<NcclBackend>(std::move(core));
+  AXRT_RETURN_IF_ERROR(backend->start());
+  *out = std::move(backend);
+  return nullptr;
+}
 
 axrt_status_t make_nccl_backend(std::shared_ptr<GroupState> state,
                                 const std::vector<axrt_device_t>& devices,

@@ -875,4 +875,28 @@ axrt_status_t join_process_group(const JoinRequest& request, std::shared_ptr<Gro
   return nullptr;
 }
 
+axrt_status_t join_nccl_group(const JoinRequest& request, axrt_device_t device,
+                              std::shared_ptr<GroupState>* out_state,
+                              std::unique_ptr<Backend>* out_backend) {
+  const auto deadline = deadline_after(request.rendezvous_timeout_ns);
+  std::unique_ptr<Store> store;
+  AXRT_RETURN_IF_ERROR(open_store(request.id, request.rank, deadline, &store));
+  Meeting meeting;
+  AXRT_RETURN_IF_ERROR(meet(request, *store, deadline, &meeting));
+  // Rank 0's NCCL id, to every member through the store.
+  const std::string key = fmt::format("{}/nccl/id", meeting.epoch);
+  std::string id;
+  if (request.rank == 0) {
+    AXRT_RETURN_IF_ERROR(make_nccl_unique_id(&id));
+    AXRT_RETURN_IF_ERROR(store->set(key, id));
+  } else {
+    AXRT_RETURN_IF_ERROR(store->get(key, deadline, &id));
+  }
+  auto state = std::make_shared<GroupState>(request.label, std::move(meeting.ids), request.timeout_ns);
+  AXRT_RETURN_IF_ERROR(
+      make_nccl_member_backend(state, device, request.rank, request.size, id, out_backend));
+  *out_state = std::move(state);
+  return nullptr;
+}
+
 }  // namespace axrt::group

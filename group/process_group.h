@@ -28,6 +28,13 @@ struct JoinRequest {
 // and backend, whose heartbeat runs.
 axrt_status_t join_process_group(const JoinRequest& request, std::shared_ptr<GroupState>* out_state,
                                  std::unique_ptr<Backend>* out_backend);
+// The same for the "nccl" backend on a CUDA device: the members meet in the
+// store, rank 0's NCCL unique id goes to the others through it, and each
+// makes its communicator with ncclCommInitRank. NCCL's own errors and the
+// group's timeout tell a lost member (no heartbeat of axrt's).
+axrt_status_t join_nccl_group(const JoinRequest& request, axrt_device_t device,
+                              std::shared_ptr<GroupState>* out_state,
+                              std::unique_ptr<Backend>* out_backend);
 
 }  // namespace axrt::group
 

@@ -105,12 +105,16 @@ AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t co
  * join the same id again (a rank whose claim in the current epoch is a lost
  * member's waits for rank 0 to open the next).
  *
- * Backend: "cpu" (CPU devices; the default for them): messages through
- * gloo's TCP transport, in libaxrt_gloo.so (beside libaxrt, loaded at run
- * time; AXRT_GLOO_TRANSPORT names another file; UNAVAILABLE when it or
- * Debian's libgloo0 is missing). Reductions combine the members' elements
- * in rank order, as in one process: the results are the same bits on every
- * member, and the same as a group of one process.
+ * Backends:
+ *   - "cpu" (CPU devices; the default for them): messages through gloo's
+ *     TCP transport, in libaxrt_gloo.so (beside libaxrt, loaded at run
+ *     time; AXRT_GLOO_TRANSPORT names another file; UNAVAILABLE when it or
+ *     Debian's libgloo0 is missing). Reductions combine the members'
+ *     elements in rank order, as in one process: the results are the same
+ *     bits on every member, and the same as a group of one process.
+ *   - "nccl" (CUDA devices; the default for them): rank 0 makes NCCL's
+ *     unique id, the others get it through the rendezvous, and each member
+ *     makes its communicator with ncclCommInitRank on its device.
  *
  * A member's collectives: the functions below take its own entry only
  * (`members` points to one axrt_collective_member_t), or
@@ -118,10 +122,12 @@ AXRT_API axrt_status_t axrt_group_create(const axrt_device_t* devices, size_t co
  * member is one collective. axrt_group_send_recv() is UNIMPLEMENTED across
  * processes; axrt_group_get_device() answers for this member only.
  *
- * Failure: a member process that exits or is killed breaks its
+ * Failure ("cpu"): a member process that exits or is killed breaks its
  * connections, and the others fail the group at once naming it; one that
  * stops answering (stopped, hung, cut off) misses its heartbeats, and the
- * others fail the group after the heartbeat timeout. The group then fails
+ * others fail the group after the heartbeat timeout. ("nccl"): NCCL's
+ * asynchronous errors on the member's communicator, its device's loss, and
+ * the group's timeout, as in one process. The group then fails
  * as any group does (above): every waiting and later collective fails, on
  * every surviving member, with a message naming the member lost. */
 typedef struct axrt_group_join_options_t {

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <unistd.h>
+
 #include <cstring>
 #include <map>
 #include <memory>
@@ -47,6 +49,7 @@ struct Cuda {
   CUresult (*cuCtxGetCurrent)(CUcontext*) = nullptr;
   CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
   CUresult (*cuLaunchHostFunc)(CUstream, CUhostFn, void*) = nullptr;
+  CUresult (*cuDeviceGetCount)(int*) = nullptr;
   bool ok = false;
 };
 
@@ -69,7 +72,8 @@ const Cuda& cuda() {
              fetch("cuDevicePrimaryCtxRelease", &got.cuDevicePrimaryCtxRelease) &&
              fetch("cuCtxGetCurrent", &got.cuCtxGetCurrent) &&
              fetch("cuCtxSetCurrent", &got.cuCtxSetCurrent) &&
-             fetch("cuLaunchHostFunc", &got.cuLaunchHostFunc);
+             fetch("cuLaunchHostFunc", &got.cuLaunchHostFunc) &&
+             fetch("cuDeviceGetCount", &got.cuDeviceGetCount);
     return got;
   }();
   return c;
@@ -123,9 +127,21 @@ struct Fault {
   int code = 0;
 };
 
+// A clique ncclCommInitRank calls are making, by unique id: each rank's
+// communicator once it called.
+struct Forming {
+  std::shared_ptr<Clique> clique;
+  std::vector<std::shared_ptr<ncclComm>> ranks;
+  int arrived = 0;
+  int left = 0;
+  bool complete = false;
+};
+
 struct State {
   std::mutex mu;
   std::condition_variable changed;
+  std::map<std::string, Forming> forming;  // by unique id
+  uint64_t ids = 0;                        // made by ncclGetUniqueId
   std::map<const ncclComm*, std::shared_ptr<ncclComm>> comms;  // live
   std::map<const Work*, std::shared_ptr<Work>> queued;          // not yet run
   std::map<int, Fault> faults;                                  // by device
@@ -573,6 +589,96 @@ AXRT_MOCK_NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int count_
     comms[r] = made[static_cast<size_t>(r)].get();
     s.comms.emplace(comms[r], made[static_cast<size_t>(r)]);
   }
+  return ncclSuccess;
+}
+
+AXRT_MOCK_NCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  count("ncclGetUniqueId");
+  if (id == nullptr) return fail(ncclInvalidArgument, "id is NULL");
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::snprintf(id->internal, sizeof(id->internal), "mock-nccl-id %d %llu",
+                static_cast<int>(::getpid()), static_cast<unsigned long long>(++s.ids));
+  return ncclSuccess;
+}
+
+// Every rank of `id` calls it, each with the context of its device current
+// (NCCL uses the calling thread's device); it returns once all `count` did,
+// or fails after 30 s.
+AXRT_MOCK_NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm_out, int count_,
+                                                    ncclUniqueId id, int rank) {
+  count("ncclCommInitRank");
+  if (comm_out == nullptr || count_ < 1 || rank < 0 || rank >= count_) {
+    return fail(ncclInvalidArgument, "bad communicator, count or rank");
+  }
+  const Cuda& cu = cuda();
+  if (!cu.ok || cu.cuInit(0) != CUDA_SUCCESS) {
+    return fail(ncclUnhandledCudaError, "the mock CUDA driver is not usable");
+  }
+  // The current context's device.
+  CUcontext current = nullptr;
+  cu.cuCtxGetCurrent(&current);
+  int devices = 0;
+  cu.cuDeviceGetCount(&devices);
+  auto comm = std::make_shared<ncclComm>();
+  bool found = false;
+  for (int d = 0; d < devices && !found; ++d) {
+    CUcontext primary = nullptr;
+    if (cu.cuDeviceGet(&comm->cu_device, d) != CUDA_SUCCESS ||
+        cu.cuDevicePrimaryCtxRetain(&primary, comm->cu_device) != CUDA_SUCCESS) {
+      continue;
+    }
+    if (primary == current && current != nullptr) {
+      found = true;
+      comm->device = d;
+      comm->context = primary;  // retained until the communicator ends
+    } else {
+      cu.cuDevicePrimaryCtxRelease(comm->cu_device);
+    }
+  }
+  if (!found) return fail(ncclUnhandledCudaError, "no device's context is current");
+  comm->rank = rank;
+  comm->sent.assign(static_cast<size_t>(count_), 0);
+  comm->received.assign(static_cast<size_t>(count_), 0);
+  const std::string key(id.internal, sizeof(id.internal));
+  State& s = state();
+  std::unique_lock lock(s.mu);
+  Forming& f = s.forming[key];
+  if (!f.clique) {
+    f.clique = std::make_shared<Clique>();
+    f.clique->size = count_;
+    f.ranks.resize(static_cast<size_t>(count_));
+  }
+  if (f.clique->size != count_ || f.ranks[static_cast<size_t>(rank)]) {
+    lock.unlock();
+    cu.cuDevicePrimaryCtxRelease(comm->cu_device);
+    return fail(ncclInvalidUsage, "another count, or a rank twice, for one unique id");
+  }
+  comm->clique = f.clique;
+  f.ranks[static_cast<size_t>(rank)] = comm;
+  if (++f.arrived == count_) f.complete = true;
+  s.changed.notify_all();
+  const std::shared_ptr<Clique> clique = f.clique;
+  const auto mine = [&]() -> Forming* {
+    auto it = s.forming.find(key);
+    return it != s.forming.end() && it->second.clique == clique ? &it->second : nullptr;
+  };
+  const bool complete = s.changed.wait_for(lock, std::chrono::seconds(30), [&] {
+    Forming* m = mine();
+    return m == nullptr || m->complete;
+  });
+  Forming* m = mine();
+  if (!complete || m == nullptr) {
+    if (m != nullptr) s.forming.erase(key);
+    lock.unlock();
+    cu.cuDevicePrimaryCtxRelease(comm->cu_device);
+    return fail(ncclSystemError, "not every rank called ncclCommInitRank within 30 s");
+  }
+  // The last rank to leave lets the forming record go.
+  if (++m->left == count_) s.forming.erase(key);
+  s.comms.emplace(comm.get(), comm);
+  *comm_out = comm.get();
   return ncclSuccess;
 }
 

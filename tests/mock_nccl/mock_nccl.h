@@ -10,7 +10,11 @@
  * What is modelled
  *   ncclCommInitAll makes one communicator per listed mock CUDA device (a
  *   clique), each retaining its device's primary context until
- *   ncclCommDestroy or ncclCommAbort. A collective, ncclSend or ncclRecv
+ *   ncclCommDestroy or ncclCommAbort. ncclGetUniqueId makes an id unique in
+ *   the process; ncclCommInitRank with it makes the caller's rank of a
+ *   clique on the device whose primary context is current, returning once
+ *   every rank called it (members as threads of one process), or failing
+ *   with ncclSystemError after 30 s. A collective, ncclSend or ncclRecv
  *   queues the rank's part on the given stream as a host function
  *   (cuLaunchHostFunc, in the communicator's context); within
  *   ncclGroupStart/ncclGroupEnd (which nest, per thread) a communicator's

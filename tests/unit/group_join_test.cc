@@ -4,8 +4,6 @@
 // references computed here (so ASan and TSan see the transport's paths),
 // the rendezvous' refusals, and a member that leaves. Separate processes,
 // kill -9 and hangs: tests/python/test_group_processes.py.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -66,22 +64,7 @@ struct Instance : axrt_test::CpuInstance {
   Instance() : CpuInstance(kDevicesSet ? 4 : 0) { REQUIRE(kDevicesSet); }
 };
 
-// A TCP port nobody listens on now.
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
-std::string TcpId(const char* name = "") {
-  return "tcp://127.0.0.1:" + std::to_string(FreePort()) + name;
-}
+using axrt_test::TcpId;
 
 // Whether this build has the transport between processes.
 bool HaveTransport(Instance& instance) {

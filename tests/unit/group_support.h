@@ -11,6 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
 #include "axrt/axrt.h"
 #include "tests/unit/status_check.h"
 
@@ -70,6 +76,24 @@ struct TestGroup {
   }
   axrt_group_t group = nullptr;
 };
+
+// A loopback TCP port nobody listens on now.
+inline int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// A TCP rendezvous for axrt_group_join on such a port.
+inline std::string TcpId(const char* name = "") {
+  return "tcp://127.0.0.1:" + std::to_string(FreePort()) + name;
+}
 
 // `n` floats in [-4, 4) from `seed`.
 inline std::vector<float> RandomFloats(uint64_t n, uint32_t seed) {

@@ -5,8 +5,9 @@
 // with work the stream held back; a member's failed stream, a lost device, a
 // hang, a member that never arrives and an asynchronous NCCL error, each
 // aborting the group with the member named and no stream left hanging;
-// rebuilding on the devices that remain; destroying with work queued; and a
-// missing or too old library.
+// rebuilding on the devices that remain; destroying with work queued; a
+// missing or too old library; and members joining across processes (threads
+// here) through ncclCommInitRank with rank 0's id.
 //
 // The CUDA driver and NCCL load once per process, so each configuration is
 // its own ctest entry running this binary with a tag:
@@ -737,6 +738,115 @@ TEST_CASE("nccl: an asynchronous NCCL error aborts the group naming the member",
   const axrt_group_info_t info = g.info();
   CHECK(info.failed_rank == 0);
   CHECK(info.failure_code == AXRT_STATUS_CODE_UNAVAILABLE);
+}
+
+namespace {
+
+// Members of a group across processes, as threads here, each joining with
+// its CUDA device through ncclCommInitRank; `body(rank, group, stream)`
+// runs in each and returns what it found wrong ("" when nothing).
+std::vector<std::string> RunNcclMembers(
+    Devices& in, uint32_t size, uint64_t timeout_ns,
+    const std::function<std::string(uint32_t, axrt_group_t, axrt_stream_t)>& body) {
+  const std::string id = axrt_test::TcpId("/nccl");
+  std::vector<std::string> found(size);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      axrt_group_join_options_t options = AXRT_GROUP_JOIN_OPTIONS_INIT;
+      options.timeout_ns = timeout_ns;
+      options.rendezvous_timeout_ns = 20'000'000'000ull;
+      axrt_group_t group = nullptr;
+      Outcome joined = Take(axrt_group_join(id.c_str(), size, r, in.devices[r], &options, &group));
+      if (joined.code != AXRT_STATUS_CODE_OK) {
+        found[r] = "join: " + joined.message;
+        return;
+      }
+      found[r] = body(r, group, in.streams[r]);
+      axrt_group_destroy(group);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("nccl: members in separate processes join through ncclCommInitRank with rank 0's id",
+          "[mock]") {
+  Devices in;
+  constexpr uint64_t n = 1000;
+  std::vector<std::vector<float>> inputs;
+  for (uint32_t r = 0; r < 3; ++r) inputs.push_back(RandomFloats(n, 300 + r));
+  const auto found = RunNcclMembers(in, 3, 0, [&](uint32_t r, axrt_group_t group, axrt_stream_t stream) {
+    axrt_buffer_t buffer = nullptr;
+    if (Take(axrt_buffer_allocate(in.devices[r], n * 4, nullptr, &buffer)).code != 0) return std::string("alloc");
+    std::vector<float> got(n);
+    Outcome a = Take(axrt_stream_copy_from_host(stream, inputs[r].data(), buffer, 0, n * 4));
+    axrt_collective_member_t me = {stream, buffer, 0, buffer, 0};
+    Outcome b = Take(axrt_group_all_reduce(group, &me, n, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+    Outcome c = Take(axrt_stream_copy_to_host(stream, buffer, 0, got.data(), n * 4));
+    Outcome d = Take(axrt_stream_synchronize(stream));
+    axrt_buffer_release(buffer);
+    for (const Outcome* o : {&a, &b, &c, &d}) {
+      if (o->code != AXRT_STATUS_CODE_OK) return o->message;
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      // The mock reduces in rank order in float32.
+      if (got[i] != (inputs[0][i] + inputs[1][i]) + inputs[2][i]) return std::string("wrong sum");
+    }
+    axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
+    Take(axrt_group_query_info(group, &info));
+    if (std::string(info.backend) != "nccl" || info.rank != static_cast<int32_t>(r)) {
+      return std::string("info");
+    }
+    return std::string();
+  });
+  for (const std::string& f : found) CHECK(f == "");
+  CHECK(axrt_mock_nccl_call_count("ncclGetUniqueId") == 1);
+  CHECK(axrt_mock_nccl_call_count("ncclCommInitRank") == 3);
+  CHECK(axrt_mock_nccl_call_count("ncclCommInitAll") == 0);
+}
+
+TEST_CASE("nccl: across processes, an asynchronous error fails its member's group; the others' "
+          "time out, and an abort ends their wait",
+          "[mock]") {
+  Devices in;
+  REQUIRE(axrt_mock_nccl_inject_fault(0, AXRT_MOCK_NCCL_ASYNC_ERROR, 6 /* ncclRemoteError */) == 0);
+  const auto found = RunNcclMembers(in, 2, 500'000'000ull, [&](uint32_t r, axrt_group_t group,
+                                                              axrt_stream_t stream) {
+    axrt_buffer_t buffer = nullptr;
+    Take(axrt_buffer_allocate(in.devices[r], 64, nullptr, &buffer));
+    axrt_collective_member_t me = {stream, buffer, 0, buffer, 0};
+    Outcome queued = Take(axrt_group_all_reduce(group, &me, 16, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+    Outcome waited = Take(axrt_stream_synchronize(stream));
+    struct Release {
+      axrt_buffer_t b;
+      ~Release() { axrt_buffer_release(b); }
+    } release{buffer};
+    axrt_group_info_t info = AXRT_GROUP_INFO_INIT;
+    Take(axrt_group_query_info(group, &info));
+    if (queued.code != AXRT_STATUS_CODE_OK) return "queued: " + queued.message;
+    if (r == 0) {
+      // Its own communicator's error, named.
+      if (waited.code != AXRT_STATUS_CODE_ABORTED ||
+          waited.message.find("NCCL reported an asynchronous error") == std::string::npos ||
+          info.failed_rank != 0) {
+        return "member 0: " + waited.message;
+      }
+    } else if (waited.code != AXRT_STATUS_CODE_DEADLINE_EXCEEDED ||
+               waited.message.find("within the group's timeout") == std::string::npos) {
+      // Its peer never completed the collective: the group's timeout ends it.
+      return "member 1: " + waited.message;
+    }
+    // Later collectives fail at once; the application's abort is a no-op now.
+    Outcome later = Take(axrt_group_all_reduce(group, &me, 16, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+    if (later.code != AXRT_STATUS_CODE_ABORTED) return "later: " + later.message;
+    Outcome aborted = Take(axrt_group_abort(group, -1, "test"));
+    return aborted.code == AXRT_STATUS_CODE_OK ? std::string() : aborted.message;
+  });
+  for (const std::string& f : found) CHECK(f == "");
+  in.new_streams();
 }
 
 TEST_CASE("nccl: the application aborts a group whose members wait for a lost one", "[mock]") {
