@@ -849,6 +849,44 @@ TEST_CASE("nccl: across processes, an asynchronous error fails its member's grou
   in.new_streams();
 }
 
+TEST_CASE("nccl: across processes, the application's abort ends a member waiting with no time "
+          "limit",
+          "[mock]") {
+  Devices in;
+  // Member 0's part hangs (its communicator is never aborted by itself).
+  REQUIRE(axrt_mock_nccl_inject_fault(0, AXRT_MOCK_NCCL_HANG, 0) == 0);
+  std::atomic<axrt_group_t> groups[2] = {nullptr, nullptr};
+  std::atomic<bool> aborted{false};
+  std::thread aborter([&] {
+    // Once both members wait, each process's application aborts its group.
+    WaitFor([&] { return groups[0].load() != nullptr && groups[1].load() != nullptr; }, 20.0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (auto& g : groups) Take(axrt_group_abort(g.load(), -1, "the operator stopped it"));
+    aborted = true;
+  });
+  const auto found = RunNcclMembers(in, 2, UINT64_MAX, [&](uint32_t r, axrt_group_t group,
+                                                          axrt_stream_t stream) {
+    axrt_buffer_t buffer = nullptr;
+    Take(axrt_buffer_allocate(in.devices[r], 64, nullptr, &buffer));
+    axrt_collective_member_t me = {stream, buffer, 0, buffer, 0};
+    Outcome queued = Take(axrt_group_all_reduce(group, &me, 16, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+    groups[r] = group;
+    Outcome waited = Take(axrt_stream_synchronize(stream));
+    // The aborter is done with the group before it goes.
+    WaitFor([&] { return aborted.load(); }, 20.0);
+    axrt_buffer_release(buffer);
+    if (queued.code != AXRT_STATUS_CODE_OK) return "queued: " + queued.message;
+    if (waited.code != AXRT_STATUS_CODE_ABORTED ||
+        waited.message.find("the operator stopped it") == std::string::npos) {
+      return "waited: " + waited.message;
+    }
+    return std::string();
+  });
+  aborter.join();
+  for (const std::string& f : found) CHECK(f == "");
+  in.new_streams();
+}
+
 TEST_CASE("nccl: the application aborts a group whose members wait for a lost one", "[mock]") {
   Devices in;
   Group g(in.devices, UINT64_MAX, "waiting");
