@@ -11,6 +11,8 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +32,57 @@ void write_error(char* error, size_t error_size, const std::string& text) noexce
   const size_t n = std::min(text.size(), error_size - 1);
   std::memcpy(error, text.data(), n);
   error[n] = '\0';
+}
+
+// Writing to a connection whose peer is gone raises SIGPIPE, whose default
+// action ends the process; gloo writes with writev(), which cannot ask for
+// no signal. So every call into gloo runs with SIGPIPE blocked in the
+// calling thread and drains the one it raised, and gloo's own I/O thread,
+// made inside connect(), inherits the blocked mask. The process's own
+// disposition of SIGPIPE is left alone.
+class NoSigpipe {
+ public:
+  NoSigpipe() noexcept {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~NoSigpipe() {
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe&) = delete;
+  NoSigpipe& operator=(const NoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+  bool was_pending_ = false;
+};
+
+// Runs `body`, which returns 0, with SIGPIPE held off; whatever it throws
+// becomes -1 and `error`.
+template <typename Body>
+int guarded(char* error, size_t error_size, Body&& body) noexcept {
+  NoSigpipe quiet;
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    write_error(error, error_size, e.what());
+  } catch (...) {
+    write_error(error, error_size, "unknown error in gloo");
+  }
+  return -1;
 }
 
 std::chrono::milliseconds clamp_ms(uint64_t ms) {
@@ -88,7 +141,7 @@ struct Operation {
 int connect(const axrt_transport_store_t* store, const char* prefix, int rank, int size,
             const char* hostname, uint64_t timeout_ms, void** out, char* error,
             size_t error_size) noexcept {
-  try {
+  return guarded(error, error_size, [&] {
     gloo::transport::tcp::attr attr;
     if (hostname != nullptr && hostname[0] != '\0') {
       attr.hostname = hostname;
@@ -106,15 +159,11 @@ int connect(const axrt_transport_store_t* store, const char* prefix, int rank, i
     transport->context->connectFullMesh(prefixed, transport->device);
     *out = transport.release();
     return 0;
-  } catch (const std::exception& e) {
-    write_error(error, error_size, e.what());
-  } catch (...) {
-    write_error(error, error_size, "unknown error in gloo");
-  }
-  return -1;
+  });
 }
 
 void destroy(void* transport) noexcept {
+  NoSigpipe quiet;
   try {
     delete static_cast<Transport*>(transport);
   } catch (...) {
@@ -123,7 +172,7 @@ void destroy(void* transport) noexcept {
 
 int post(void* transport, int is_send, int peer, uint64_t slot, void* data, size_t bytes,
          void** out, char* error, size_t error_size) noexcept {
-  try {
+  return guarded(error, error_size, [&] {
     auto* t = static_cast<Transport*>(transport);
     auto op = std::make_unique<Operation>();
     op->buffer = t->context->createUnboundBuffer(data, bytes);
@@ -136,15 +185,11 @@ int post(void* transport, int is_send, int peer, uint64_t slot, void* data, size
     }
     *out = op.release();
     return 0;
-  } catch (const std::exception& e) {
-    write_error(error, error_size, e.what());
-  } catch (...) {
-    write_error(error, error_size, "unknown error in gloo");
-  }
-  return -1;
+  });
 }
 
 int wait(void* operation, uint64_t timeout_ms, char* error, size_t error_size) noexcept {
+  NoSigpipe quiet;
   auto* op = static_cast<Operation*>(operation);
   const auto start = std::chrono::steady_clock::now();
   const auto timeout = clamp_ms(timeout_ms);
@@ -161,6 +206,7 @@ int wait(void* operation, uint64_t timeout_ms, char* error, size_t error_size) n
 }
 
 void abort_operation(void* operation) noexcept {
+  NoSigpipe quiet;
   auto* op = static_cast<Operation*>(operation);
   try {
     if (op->is_send) {
@@ -173,6 +219,7 @@ void abort_operation(void* operation) noexcept {
 }
 
 void release(void* operation) noexcept {
+  NoSigpipe quiet;
   try {
     delete static_cast<Operation*>(operation);
   } catch (...) {

@@ -84,12 +84,16 @@ GroupState::GroupState(std::string label, std::vector<std::string> member_ids,
                        uint64_t timeout_ns)
     : label_(std::move(label)), member_ids_(std::move(member_ids)), timeout_ns_(timeout_ns) {}
 
-std::chrono::steady_clock::time_point GroupState::deadline_from_now() const noexcept {
+std::chrono::steady_clock::time_point deadline_after(uint64_t ns) noexcept {
   using Clock = std::chrono::steady_clock;
   const auto now = Clock::now();
   const auto room = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::time_point::max() - now);
-  if (timeout_ns_ >= static_cast<uint64_t>(room.count())) return Clock::time_point::max();
-  return now + std::chrono::nanoseconds(timeout_ns_);
+  if (ns >= static_cast<uint64_t>(room.count())) return Clock::time_point::max();
+  return now + std::chrono::nanoseconds(ns);
+}
+
+std::chrono::steady_clock::time_point GroupState::deadline_from_now() const noexcept {
+  return deadline_after(timeout_ns_);
 }
 
 bool GroupState::fail(int32_t rank, axrt_status_code_t code, std::string_view message) noexcept {
@@ -478,6 +482,25 @@ std::string describe_shape(const Collective& c) {
   return text;
 }
 
+// Collective `sequence` of this shape, with one part per member of `n`
+// (ranks set, nothing bound); the reduction and the root only where the
+// kind has them.
+Collective shape(CollectiveKind kind, uint64_t sequence, uint64_t count, axrt_dtype_t dtype,
+                 axrt_reduce_op_t op, size_t root, uint32_t n) {
+  Collective c;
+  c.kind = kind;
+  c.sequence = sequence;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter
+             ? op
+             : axrt_reduce_op_t{AXRT_REDUCE_SUM};
+  c.root = kind == CollectiveKind::kBroadcast ? static_cast<uint32_t>(root) : 0;
+  c.parts.resize(n);
+  for (uint32_t m = 0; m < n; ++m) c.parts[m].rank = m;
+  return c;
+}
+
 }  // namespace
 
 axrt_status_t Group::part(const char* function, size_t rank, CollectiveKind kind,
@@ -511,17 +534,7 @@ axrt_status_t Group::part(const char* function, size_t rank, CollectiveKind kind
   if (local_rank_ >= 0) {
     // The other members' parts are queued in their processes; the backend
     // meets them there.
-    Collective c;
-    c.kind = kind;
-    c.sequence = sequence;
-    c.count = count;
-    c.dtype = dtype;
-    c.op = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter
-               ? op
-               : axrt_reduce_op_t{AXRT_REDUCE_SUM};
-    c.root = kind == CollectiveKind::kBroadcast ? static_cast<uint32_t>(root) : 0;
-    c.parts.resize(n);
-    for (uint32_t m = 0; m < n; ++m) c.parts[m].rank = m;
+    Collective c = shape(kind, sequence, count, dtype, op, root, n);
     c.parts[r] = checked;
     std::shared_ptr<void> unused;
     AXRT_RETURN_IF_ERROR(backend_->enqueue_part(c, r, &unused));
@@ -532,16 +545,7 @@ axrt_status_t Group::part(const char* function, size_t rank, CollectiveKind kind
   auto found = pending_.find(sequence);
   if (found == pending_.end()) {
     Pending fresh;
-    fresh.collective.kind = kind;
-    fresh.collective.sequence = sequence;
-    fresh.collective.count = count;
-    fresh.collective.dtype = dtype;
-    fresh.collective.op = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter
-                              ? op
-                              : axrt_reduce_op_t{AXRT_REDUCE_SUM};
-    fresh.collective.root = kind == CollectiveKind::kBroadcast ? static_cast<uint32_t>(root) : 0;
-    fresh.collective.parts.resize(n);
-    for (uint32_t m = 0; m < n; ++m) fresh.collective.parts[m].rank = m;
+    fresh.collective = shape(kind, sequence, count, dtype, op, root, n);
     fresh.first_rank = r;
     found = pending_.emplace(sequence, std::move(fresh)).first;
   }

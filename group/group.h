@@ -26,6 +26,10 @@ enum class CollectiveKind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kB
 // "all_reduce", ...
 const char* collective_name(CollectiveKind kind) noexcept;
 
+// The deadline of a wait of `ns` nanoseconds that starts now;
+// time_point::max() when it reaches past what a time point holds.
+std::chrono::steady_clock::time_point deadline_after(uint64_t ns) noexcept;
+
 // A buffer reference the collective holds until its work ran.
 class BufferRef {
  public:

@@ -76,13 +76,6 @@ bool aborted_soon(GroupState& state) {
                                   [&] { return state.aborted_locked(); });
 }
 
-Clock::time_point deadline_after(uint64_t ns) {
-  const auto now = Clock::now();
-  const auto room = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::time_point::max() - now);
-  if (ns >= static_cast<uint64_t>(room.count())) return Clock::time_point::max();
-  return now + std::chrono::nanoseconds(ns);
-}
-
 // ---------------------------------------------------------------------------
 // The transport module, opened once.
 
@@ -447,16 +440,29 @@ class ProcessOp {
     return in;
   }
 
-  // Every other member's block into its slot of `in`, `mine` (`bytes`) to
-  // each of them.
-  axrt_status_t exchange_all(const std::byte* mine, Inputs& in, uint32_t phase) {
+  // One message's range of this member's memory: {data, bytes}; no bytes,
+  // no message.
+  struct Span {
+    std::byte* data = nullptr;
+    uint64_t bytes = 0;
+  };
+
+  // From every other member p into recv_from(p), and to it from
+  // send_to(p), in `phase`: every receive posted first, then every send,
+  // then all of them waited for.
+  template <typename RecvFrom, typename SendTo>
+  axrt_status_t exchange(uint32_t phase, RecvFrom recv_from, SendTo send_to) {
     Link::Batch batch(*link_);
     bool posted = true;
     for (uint32_t p = 0; p < n() && posted; ++p) {
-      if (p != rank_) posted = batch.post(false, p, slot(phase), in.slot(p), in.bytes);
+      if (p == rank_) continue;
+      const Span in = recv_from(p);
+      posted = batch.post(false, p, slot(phase), in.data, in.bytes);
     }
     for (uint32_t p = 0; p < n() && posted; ++p) {
-      if (p != rank_) posted = batch.post(true, p, slot(phase), const_cast<std::byte*>(mine), in.bytes);
+      if (p == rank_) continue;
+      const Span out = send_to(p);
+      posted = batch.post(true, p, slot(phase), out.data, out.bytes);
     }
     return finish(batch, posted);
   }
@@ -483,85 +489,55 @@ class ProcessOp {
   axrt_status_t algorithm() {
     deadline_ = state_->deadline_from_now();
     const uint64_t bytes = count_ * element_;
+    const auto none = [](uint32_t) { return Span{}; };
     switch (kind_) {
       case CollectiveKind::kAllReduce: {
         if (bytes <= kDirectBytes || n() == 1) {
+          // Every member's whole vector to every other.
           Inputs in = inputs(bytes, send_);
-          AXRT_RETURN_IF_ERROR(exchange_all(send_, in, 0));
+          AXRT_RETURN_IF_ERROR(exchange(
+              0, [&](uint32_t p) { return Span{in.slot(p), bytes}; },
+              [&](uint32_t) { return Span{send_, bytes}; }));
           reduce_ranks(recv_, in, count_);
           return nullptr;
         }
+        // Block p of every vector to member p, which reduces it; then the
+        // reduced blocks to every member.
         const Blocks blocks(count_, n());
-        const uint64_t mine = blocks.size(rank_) * element_;
-        std::byte* own = recv_ + blocks.start[rank_] * element_;
-        Inputs in = inputs(mine, send_ + blocks.start[rank_] * element_);
-        {
-          Link::Batch batch(*link_);
-          bool posted = true;
-          for (uint32_t p = 0; p < n() && posted; ++p) {
-            if (p != rank_) posted = batch.post(false, p, slot(1), in.slot(p), mine);
-          }
-          for (uint32_t p = 0; p < n() && posted; ++p) {
-            if (p != rank_) {
-              posted = batch.post(true, p, slot(1), send_ + blocks.start[p] * element_,
-                                  blocks.size(p) * element_);
-            }
-          }
-          AXRT_RETURN_IF_ERROR(finish(batch, posted));
-        }
-        reduce_ranks(own, in, blocks.size(rank_));
-        Link::Batch batch(*link_);
-        bool posted = true;
-        for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) {
-            posted = batch.post(false, p, slot(2), recv_ + blocks.start[p] * element_,
-                                blocks.size(p) * element_);
-          }
-        }
-        for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) posted = batch.post(true, p, slot(2), own, mine);
-        }
-        return finish(batch, posted);
+        const auto block = [&](std::byte* base, uint32_t p) {
+          return Span{base + blocks.start[p] * element_, blocks.size(p) * element_};
+        };
+        const Span own = block(recv_, rank_);
+        Inputs in = inputs(own.bytes, block(send_, rank_).data);
+        AXRT_RETURN_IF_ERROR(exchange(
+            1, [&](uint32_t p) { return Span{in.slot(p), own.bytes}; },
+            [&](uint32_t p) { return block(send_, p); }));
+        reduce_ranks(own.data, in, blocks.size(rank_));
+        return exchange(
+            2, [&](uint32_t p) { return block(recv_, p); }, [&](uint32_t) { return own; });
       }
       case CollectiveKind::kAllGather: {
-        std::byte* own = recv_ + bytes * rank_;
-        if (own != send_ && bytes != 0) std::memcpy(own, send_, bytes);
-        Link::Batch batch(*link_);
-        bool posted = true;
-        for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) posted = batch.post(false, p, slot(0), recv_ + bytes * p, bytes);
-        }
-        for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) posted = batch.post(true, p, slot(0), own, bytes);
-        }
-        return finish(batch, posted);
+        const Span own{recv_ + bytes * rank_, bytes};
+        if (own.data != send_ && bytes != 0) std::memcpy(own.data, send_, bytes);
+        return exchange(
+            0, [&](uint32_t p) { return Span{recv_ + bytes * p, bytes}; },
+            [&](uint32_t) { return own; });
       }
       case CollectiveKind::kReduceScatter: {
         Inputs in = inputs(bytes, send_ + bytes * rank_);
-        Link::Batch batch(*link_);
-        bool posted = true;
-        for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) posted = batch.post(false, p, slot(0), in.slot(p), bytes);
-        }
-        for (uint32_t p = 0; p < n() && posted; ++p) {
-          if (p != rank_) posted = batch.post(true, p, slot(0), send_ + bytes * p, bytes);
-        }
-        AXRT_RETURN_IF_ERROR(finish(batch, posted));
+        AXRT_RETURN_IF_ERROR(exchange(
+            0, [&](uint32_t p) { return Span{in.slot(p), bytes}; },
+            [&](uint32_t p) { return Span{send_ + bytes * p, bytes}; }));
         reduce_ranks(recv_, in, count_);
         return nullptr;
       }
       case CollectiveKind::kBroadcast: {
-        Link::Batch batch(*link_);
-        bool posted = true;
         if (rank_ == root_) {
           if (send_ != recv_ && bytes != 0) std::memcpy(recv_, send_, bytes);
-          for (uint32_t p = 0; p < n() && posted; ++p) {
-            if (p != rank_) posted = batch.post(true, p, slot(0), recv_, bytes);
-          }
-        } else {
-          posted = batch.post(false, root_, slot(0), recv_, bytes);
+          return exchange(0, none, [&](uint32_t) { return Span{recv_, bytes}; });
         }
-        return finish(batch, posted);
+        return exchange(
+            0, [&](uint32_t p) { return p == root_ ? Span{recv_, bytes} : Span{}; }, none);
       }
       case CollectiveKind::kSendRecv:
         break;

@@ -159,9 +159,10 @@ typedef struct axrt_group_join_options_t {
  * and connected, or fails naming what is wrong: DEADLINE_EXCEEDED naming
  * the members that did not arrive within the rendezvous timeout,
  * ALREADY_EXISTS when another process holds the same rank and no new epoch
- * opened within it, INVALID_ARGUMENT when members disagree on the size. Retains `device`.
- * The caller owns `*out_group`; destroying it leaves the group (the
- * others then see this member gone). Thread-safe. */
+ * opened within it, INVALID_ARGUMENT when members disagree on the size.
+ * Borrows `id` and `options` for the call; retains `device`. The caller
+ * owns `*out_group`; destroying it leaves the group (the others then see
+ * this member gone). Thread-safe. */
 AXRT_API axrt_status_t axrt_group_join(const char* id, uint32_t size, uint32_t rank,
                                        axrt_device_t device,
                                        const axrt_group_join_options_t* options,

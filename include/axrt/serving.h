@@ -338,8 +338,9 @@ typedef struct axrt_engine_follow_options_t {
  * head creates its engine over the same group: blocks, running every step
  * the head sends, until the head's engine is destroyed (OK) or the group
  * fails (its failure, naming the member lost; axrt_group_abort() from
- * another thread ends it so). `executable` is the member's shard, borrowed
- * for the call; `options` may be NULL. Thread-safe. */
+ * another thread ends it so). Borrows `executable` (the member's shard),
+ * `group` and `options` (may be NULL) for the call; returns OK once the
+ * head ends the set. Thread-safe; one call per group at a time. */
 AXRT_API axrt_status_t axrt_engine_follow(axrt_executable_t executable, axrt_group_t group,
                                           const axrt_engine_follow_options_t* options);
 

@@ -128,6 +128,24 @@ std::vector<float> Input(uint32_t rank, size_t n) { return axrt_test::RandomFloa
 
 }  // namespace
 
+namespace {
+
+// Member `rank` all-reduces (sum) `mine` on a stream of its own; its
+// element `at` must then be `want`.
+void AllReduceSum(Instance& instance, uint32_t rank, axrt_group_t group,
+                  const std::vector<float>& mine, size_t at, float want) {
+  axrt_stream_t stream = nullptr;
+  T_OK(axrt_stream_create(instance.devices[rank], nullptr, &stream));
+  Vector v(instance.devices[rank], mine);
+  axrt_collective_member_t me = {stream, v.buffer, 0, v.buffer, 0};
+  T_OK(axrt_group_all_reduce(group, &me, mine.size(), AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
+  T_OK(axrt_stream_synchronize(stream));
+  T_CHECK(v.host[at] == want);
+  axrt_stream_release(stream);
+}
+
+}  // namespace
+
 TEST_CASE("axrt_group_join refuses bad arguments, naming them", "[group_join]") {
   Instance instance;
   axrt_group_t group = nullptr;
@@ -255,14 +273,7 @@ TEST_CASE("A file rendezvous meets the members too", "[group_join]") {
   std::filesystem::remove_all(dir);
   const std::string id = "file://" + dir.string() + "#first";
   auto outcomes = RunMembers(instance, id, 2, [&](uint32_t rank, axrt_group_t group) {
-    axrt_stream_t stream = nullptr;
-    T_OK(axrt_stream_create(instance.devices[rank], nullptr, &stream));
-    Vector v(instance.devices[rank], {float(rank + 1)});
-    axrt_collective_member_t me = {stream, v.buffer, 0, v.buffer, 0};
-    T_OK(axrt_group_all_reduce(group, &me, 1, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
-    T_OK(axrt_stream_synchronize(stream));
-    T_CHECK(v.host[0] == 3.0f);
-    axrt_stream_release(stream);
+    AllReduceSum(instance, rank, group, {float(rank + 1)}, 0, 3.0f);
   });
   for (const auto& o : outcomes) {
     INFO(o.message);
@@ -371,14 +382,7 @@ TEST_CASE("Joining the same id again and again leaks no thread and no socket", "
   // The first round starts rank 0's rendezvous server, which stays.
   auto run_round = [&] {
     auto outcomes = RunMembers(instance, id, 2, [&](uint32_t rank, axrt_group_t group) {
-      axrt_stream_t stream = nullptr;
-      T_OK(axrt_stream_create(instance.devices[rank], nullptr, &stream));
-      Vector v(instance.devices[rank], {1.0f, 2.0f});
-      axrt_collective_member_t me = {stream, v.buffer, 0, v.buffer, 0};
-      T_OK(axrt_group_all_reduce(group, &me, 2, AXRT_DTYPE_FLOAT32, AXRT_REDUCE_SUM));
-      T_OK(axrt_stream_synchronize(stream));
-      T_CHECK(v.host[1] == 4.0f);
-      axrt_stream_release(stream);
+      AllReduceSum(instance, rank, group, {1.0f, 2.0f}, 1, 4.0f);
     });
     for (const auto& o : outcomes) {
       INFO(o.message);
